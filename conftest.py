@@ -1,0 +1,95 @@
+"""pytest setup shared by tests/, solutions/tests/ and the nbval run over notebooks/.
+
+    python -m pytest --impl solutions      # everything, against the reference
+    python -m pytest --task 3.1            # one task: its tests and its notebook
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from minilm import tasks
+
+ROOT = Path(__file__).resolve().parent
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("minilm")
+    group.addoption(
+        "--impl",
+        choices=("minilm", "solutions"),
+        default=None,
+        help="whose code `import minilm` runs: minilm (yours, the default) or solutions (the reference)",
+    )
+    group.addoption(
+        "--task",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="run only this task's tests and notebook (repeatable, e.g. --task 3.1 --task 3.2)",
+    )
+
+
+def pytest_configure(config):
+    impl = config.getoption("--impl")
+    if impl:
+        os.environ["MINILM_IMPL"] = impl  # read lazily by minilm, and inherited by nbval's kernels
+    # Stored notebook outputs never hold progress bars or warnings' temp paths.
+    # The same kernel environment the stored outputs were made in (solutions/notebooks.py):
+    # progress bars off and, on offline course machines, the local tiktoken and data copies.
+    from minilm.nbenv import kernel_env
+
+    for key, value in kernel_env().items():
+        if key != "MINILM_IMPL":
+            os.environ.setdefault(key, value)
+    # nbval, when installed: notebooks given to pytest are run in this Python and their outputs
+    # compared with the stored ones (what graders do), through the committed sanitize rules.
+    opt = config.option
+    if hasattr(opt, "nbval") and not opt.nbval_lax:
+        opt.nbval = True
+        opt.nbval_current_env = True
+        if opt.nbval_sanitize_with is None:
+            opt.nbval_sanitize_with = str(ROOT / "notebooks" / "sanitize.cfg")
+        if opt.nbval_cell_timeout == 2000:  # nbval's default: far too long for a course cell
+            opt.nbval_cell_timeout = 300
+
+
+def _item_tasks(item) -> set[str]:
+    marked = {m.args[0] for m in item.iter_markers("task")}
+    if item.path.suffix == ".ipynb":
+        marked |= {t.id for t in tasks.for_notebook(item.path.name)}
+    return marked
+
+
+def pytest_collection_modifyitems(config, items):
+    wanted = set(config.getoption("--task"))
+    if not wanted:
+        return
+    for task_id in wanted:
+        tasks.get(task_id)  # a typo gets the list of real ids
+    keep = [i for i in items if _item_tasks(i) & wanted]
+    config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+    items[:] = keep
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test that hit a stub fails with the stub's one line, not a traceback into torch."""
+    if call.when == "teardown":
+        # No "git apply .hypothesis/patches/…" suggestions: the course's tests are not the student's to patch.
+        item.__dict__.pop("_hypothesis_failing_examples", None)
+    outcome = yield
+    report = outcome.get_result()
+    if call.excinfo is None or report.passed:
+        return
+    from minilm.checks import todo_message
+
+    exc = call.excinfo.value
+    todo = todo_message(exc)
+    if todo is None and isinstance(exc, pytest.fail.Exception) and " is not implemented yet: " in str(exc):
+        todo = str(exc)  # tests/conftest.py fails a stub's tests up front with this line
+    if todo is not None:
+        report.longrepr = todo

@@ -1,0 +1,84 @@
+"""The course's command line.
+
+    python -m minilm status          # each task: done or not yet, and where to go next
+    python -m minilm check 3.1 3.2   # run tasks' checks and print their verdicts
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+from pathlib import Path
+
+import minilm
+from minilm import tasks
+
+
+def source_location(task: tasks.Task) -> tuple[Path, int]:
+    """The file and line to open for `task`: its first stub line, else its definition."""
+    pkg = "solutions" if minilm.implementation() == "solutions" else "minilm"
+    path = tasks.ROOT / pkg / f"{task.module}.py"
+    if not path.exists():
+        return path, 1
+    text = path.read_text(encoding="utf-8")
+    needle = f'NotImplementedError("Task {task.id} '
+    for i, line in enumerate(text.splitlines(), 1):
+        if needle in line:
+            return path, i
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == task.function:
+            return path, node.lineno
+    return path, 1
+
+
+def status(out=sys.stdout) -> int:
+    from minilm import checks
+
+    impl = minilm.implementation()
+    who = "the reference (MINILM_IMPL=solutions)" if impl == "solutions" else "your code in minilm/"
+    print(f"minilm status: {who}", file=out)
+    verdicts = [checks.run(t.id) for t in tasks.TASKS]
+    width = max(len(t.title) for t in tasks.TASKS)
+    for task, v in zip(tasks.TASKS, verdicts):
+        state = "done" if v.ok else ("not yet" if v.status == checks.TODO else "failing")
+        print(f"  {checks.SYMBOL[v.status]} {task.id:<5} {task.title:<{width}}  {state}", file=out)
+    done = sum(v.ok for v in verdicts)
+    points = sum(t.points for t, v in zip(tasks.TASKS, verdicts) if v.ok)
+    total = sum(t.points for t in tasks.TASKS)
+    print(f"{done}/{len(tasks.TASKS)} tasks done, {points}/{total} points", file=out)
+    for task, v in zip(tasks.TASKS, verdicts):
+        if not v.ok:
+            path, line = source_location(task)
+            rel = path.relative_to(tasks.ROOT).as_posix()
+            print(f"Next: Task {task.id} ({task.title}): open {rel}:{line}, taught in {task.notebook}", file=out)
+            if v.status != checks.TODO:
+                print(f"  {v.message}", file=out)
+            break
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m minilm", description="The minilm course's command line.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("status", help="each task: done or not yet, and the file and line of the next one")
+    p = sub.add_parser("check", help="run tasks' checks and print their verdicts")
+    p.add_argument("task_ids", nargs="+", metavar="ID", help="task ids, e.g. 3.1")
+    args = parser.parse_args(argv)
+    if args.command == "status":
+        return status()
+    from minilm import checks
+
+    for task_id in args.task_ids:
+        try:
+            tasks.get(task_id)
+        except ValueError as e:
+            parser.error(str(e))
+    verdicts = [checks.run(t) for t in args.task_ids]
+    for v in verdicts:
+        print(v.line)
+    return 0 if all(v.ok for v in verdicts) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

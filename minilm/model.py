@@ -1,0 +1,49 @@
+"""Task 8: the Transformer language model (notebooks/08_model.ipynb)."""
+
+# YOUR FILE: write the bodies that raise NotImplementedError (see the task ids below).
+# Generated from the reference by `python -m solutions.make_stubs`: the signatures,
+# shape annotations and docstrings are the spec, and the validation calls are provided.
+
+from __future__ import annotations
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor, nn
+
+from minilm.validate import check_positive, check_positive_int, check_seq_len, check_token_ids
+
+from .block import TransformerBlock
+from .embedding import Embedding
+from .generation import KVCache
+from .linear import Linear
+from .rmsnorm import RMSNorm
+
+
+class TransformerLM(nn.Module):
+    """Task 8.1: token ids (batch, seq) → next-token logits (batch, seq, vocab_size).
+
+    token_embeddings → num_layers TransformerBlocks (in a ModuleList named `layers`) →
+    ln_final → lm_head, a separate (untied) Linear(d_model, vocab_size). Positions are
+    0 … seq − 1, or continue after the tokens already in kv_cache.
+    """
+
+    def __init__(self, vocab_size: int, context_length: int, d_model: int, num_layers: int, num_heads: int,
+                 d_ff: int, rope_theta: float = 10000.0, device=None, dtype=None):
+        super().__init__()
+        for name, value in (("vocab_size", vocab_size), ("context_length", context_length), ("d_model", d_model),
+                            ("num_layers", num_layers), ("num_heads", num_heads), ("d_ff", d_ff)):
+            check_positive_int(value, name, "TransformerLM")
+        check_positive(rope_theta, "rope_theta", "TransformerLM")
+        self.vocab_size, self.context_length = vocab_size, context_length
+        raise NotImplementedError("Task 8.1 is not implemented yet: write TransformerLM.__init__ in minilm/model.py")
+
+    def forward(self, token_ids: Int[Tensor, "batch seq"], kv_cache: list[KVCache] | None = None
+                ) -> Float[Tensor, "batch seq vocab_size"]:
+        check_token_ids(token_ids, self.vocab_size, "TransformerLM")
+        start = len(kv_cache[0]) if kv_cache else 0
+        check_seq_len(start + token_ids.shape[-1], self.context_length, "TransformerLM")
+        raise NotImplementedError("Task 8.1 is not implemented yet: write TransformerLM.forward in minilm/model.py")
+
+    def make_kv_cache(self) -> list[KVCache]:
+        """An empty KV cache, one KVCache per layer, for forward(..., kv_cache=...)."""
+        return [KVCache() for _ in range(len(self.layers))]

@@ -1,0 +1,49 @@
+"""Task 4: SiLU and the SwiGLU feed-forward network (notebooks/04_swiglu.ipynb)."""
+
+# YOUR FILE: write the bodies that raise NotImplementedError (see the task ids below).
+# Generated from the reference by `python -m solutions.make_stubs`: the signatures,
+# shape annotations and docstrings are the spec, and the validation calls are provided.
+
+from __future__ import annotations
+
+import torch
+from jaxtyping import Float
+from torch import Tensor, nn
+
+from minilm.validate import check_last_dim, check_positive_int, check_shape
+
+from .linear import Linear, linear
+
+
+def silu(x: Float[Tensor, "..."]) -> Float[Tensor, "..."]:
+    """Task 4.1: SiLU(x) = x · σ(x), elementwise. Do not use torch.nn.functional.silu."""
+    raise NotImplementedError("Task 4.1 is not implemented yet: write silu in minilm/swiglu.py")
+
+
+def swiglu(
+    x: Float[Tensor, "... d_model"],
+    w1: Float[Tensor, "d_ff d_model"],
+    w2: Float[Tensor, "d_model d_ff"],
+    w3: Float[Tensor, "d_ff d_model"],
+) -> Float[Tensor, "... d_model"]:
+    """Task 4.2: W2 (SiLU(W1 x) ⊙ W3 x). W1 x is the gate's input, W3 x the value it gates."""
+    d_ff, d_model = w1.shape
+    check_shape(w3, (d_ff, d_model), "swiglu", "w3")
+    check_shape(w2, (d_model, d_ff), "swiglu", "w2")
+    check_last_dim(x, d_model, "swiglu", "d_model")
+    raise NotImplementedError("Task 4.2 is not implemented yet: write swiglu in minilm/swiglu.py")
+
+
+class SwiGLU(nn.Module):
+    """Task 4.3: the feed-forward network with submodules w1, w3 (d_model → d_ff) and w2 (d_ff → d_model)."""
+
+    def __init__(self, d_model: int, d_ff: int, device=None, dtype=None):
+        super().__init__()
+        check_positive_int(d_model, "d_model", "SwiGLU")
+        check_positive_int(d_ff, "d_ff", "SwiGLU")
+        self.d_model, self.d_ff = d_model, d_ff
+        raise NotImplementedError("Task 4.3 is not implemented yet: write SwiGLU.__init__ in minilm/swiglu.py")
+
+    def forward(self, x: Float[Tensor, "... d_model"]) -> Float[Tensor, "... d_model"]:
+        check_last_dim(x, self.d_model, "SwiGLU", "d_model")
+        raise NotImplementedError("Task 4.3 is not implemented yet: write SwiGLU.forward in minilm/swiglu.py")

@@ -1,0 +1,79 @@
+"""Regenerate every notebook's stored outputs from the reference implementation.
+
+    python -m solutions.notebooks                 # all notebooks/NN_*.ipynb
+    python -m solutions.notebooks 05_rope 06      # some of them (by name or number prefix)
+
+Runs each notebook top to bottom in a fresh kernel with MINILM_IMPL=solutions and progress
+bars off, then stores it with sequential execution counts and without widget state, so the
+stored outputs are exactly what nbval compares against and diffs stay small. Fails, writing
+nothing for that notebook, if a cell raises unexpectedly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+from minilm.nbenv import kernel_env
+from minilm.tasks import ROOT
+
+NOTEBOOKS = ROOT / "notebooks"
+
+
+def notebook_paths(selectors: list[str] | None = None) -> list[Path]:
+    paths = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    if selectors:
+        chosen = [p for p in paths if any(p.stem == s or p.stem.startswith(s) for s in selectors)]
+        unknown = [s for s in selectors if not any(p.stem == s or p.stem.startswith(s) for p in paths)]
+        if unknown:
+            raise SystemExit(f"no notebook matches {', '.join(unknown)}; notebooks: {', '.join(p.stem for p in paths)}")
+        return chosen
+    return paths
+
+
+def expects_error(cell) -> bool:
+    return "raises-exception" in cell.metadata.get("tags", []) or "NBVAL_RAISES_EXCEPTION" in cell.source
+
+
+def run(path: Path, timeout: int = 600) -> float:
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    start = time.perf_counter()
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
+                            resources={"metadata": {"path": str(path.parent)}})
+    client.execute()
+    elapsed = time.perf_counter() - start
+    for i, cell in enumerate(nb.cells):
+        errors = [o for o in cell.get("outputs", []) if o.output_type == "error"]
+        if errors and not expects_error(cell):
+            e = errors[0]
+            raise SystemExit(f"{path.name} cell {i} raised {e.ename}: {e.evalue}\n{cell.source[:300]}")
+    nb.metadata.pop("widgets", None)  # widget state churns on every run; nbval does not need it
+    for cell in nb.cells:
+        cell.metadata.pop("execution", None)
+    nbformat.write(nb, path)
+    return elapsed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m solutions.notebooks", description=__doc__.splitlines()[0])
+    parser.add_argument("notebooks", nargs="*", help="names or number prefixes (default: all)")
+    args = parser.parse_args(argv)
+    os.environ["MINILM_IMPL"] = "solutions"
+    for key, value in kernel_env().items():
+        os.environ.setdefault(key, value)
+    for path in notebook_paths(args.notebooks):
+        print(f"{path.name}: {run(path):.1f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given
+from hypothesis import strategies as st
+
+import minilm
+from helpers import assert_close, leading_shapes, randn, seeds
+from minilm import oracles
+
+
+@pytest.mark.task("6.1")
+@given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=4), seed=seeds, data=st.data())
+def test_softmax_matches_F_softmax_on_any_dim(shape, seed, data):
+    dim = data.draw(st.integers(-len(shape), len(shape) - 1))
+    x = randn(shape, seed, scale=5.0)
+    y = minilm.softmax(x, dim=dim)
+    assert_close(y, F.softmax(x, dim=dim))
+    assert_close(y.sum(dim), torch.ones(()).expand_as(y.sum(dim)))
+
+
+@pytest.mark.task("6.1")
+@given(big=st.floats(80, 1e4), seed=seeds)
+def test_softmax_is_stable_for_large_inputs(big, seed):
+    x = randn((3, 6), seed) * big
+    y = minilm.softmax(x, dim=-1)
+    assert torch.isfinite(y).all(), "NaN or inf: subtract the max before exp"
+    assert_close(y, F.softmax(x, dim=-1))
+
+
+@pytest.mark.task("6.1")
+def test_softmax_is_shift_invariant():
+    x = randn((4, 5), 3)
+    assert_close(minilm.softmax(x + 1000.0, dim=-1), minilm.softmax(x, dim=-1))
+
+
+@pytest.mark.task("6.2")
+@given(lead=leading_shapes, nq=st.integers(1, 6), nk=st.integers(1, 6), d_k=st.integers(1, 8),
+       d_v=st.integers(1, 8), seed=seeds)
+def test_sdpa_matches_torch_without_mask(lead, nq, nk, d_k, d_v, seed):
+    q, k, v = randn((*lead, nq, d_k), seed), randn((*lead, nk, d_k), seed + 1), randn((*lead, nk, d_v), seed + 2)
+    assert_close(minilm.scaled_dot_product_attention(q, k, v), F.scaled_dot_product_attention(q, k, v))
+
+
+@pytest.mark.task("6.2")
+@given(nq=st.integers(1, 6), nk=st.integers(2, 6), seed=seeds)
+def test_sdpa_matches_torch_with_a_boolean_mask(nq, nk, seed):
+    q, k, v = randn((2, 3, nq, 4), seed), randn((2, 3, nk, 4), seed + 1), randn((2, 3, nk, 5), seed + 2)
+    mask = torch.rand(nq, nk, generator=torch.Generator().manual_seed(seed)) > 0.5
+    mask[:, 0] = True  # every query sees at least one key
+    assert_close(minilm.scaled_dot_product_attention(q, k, v, mask),
+                 F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+
+
+@pytest.mark.task("6.2")
+def test_sdpa_masked_keys_get_no_weight():
+    q, k, v = randn((1, 4), 0), randn((3, 4), 1), torch.eye(3)
+    out = minilm.scaled_dot_product_attention(q, k, v, torch.tensor([[True, False, True]]))
+    assert out[0, 1] == 0, "a key with mask False must get exactly zero weight"
+
+
+@pytest.mark.task("6.2")
+def test_sdpa_scales_by_sqrt_dk():
+    q, k, v = randn((2, 16), 0), randn((3, 16), 1), randn((3, 2), 2)
+    want = torch.softmax(q @ k.T / math.sqrt(16), dim=-1) @ v
+    assert_close(minilm.scaled_dot_product_attention(q, k, v), want)
+
+
+def _mhsa(theta=10000.0, d_model=16, heads=4, max_seq_len=32):
+    return minilm.MultiHeadSelfAttention(d_model, heads, max_seq_len if theta else None, theta)
+
+
+@pytest.mark.task("6.3")
+def test_mhsa_state_dict_names():
+    assert sorted(_mhsa().state_dict()) == sorted(f"{n}.weight" for n in ("q_proj", "k_proj", "v_proj", "output_proj"))
+
+
+@pytest.mark.task("6.3")
+@pytest.mark.parametrize("theta", [None, 10000.0, 50.0])
+def test_mhsa_matches_torch_sdpa_oracle(theta):
+    mhsa = _mhsa(theta)
+    x = randn((3, 9, 16), 4)
+    sd = {"attn." + k: v for k, v in mhsa.state_dict().items()}
+    assert_close(mhsa(x), oracles.attention(x, sd, "attn.", 4, theta))
+
+
+@pytest.mark.task("6.3")
+def test_mhsa_head_h_uses_rows_h_dk_to_h_plus_1_dk():
+    """Zero every q/k/v row but head 2's: only head 2's slice of the output may be non-zero."""
+    mhsa = _mhsa(None, d_model=12, heads=3)
+    with torch.no_grad():
+        for proj in (mhsa.q_proj, mhsa.k_proj, mhsa.v_proj):
+            proj.weight[:8] = 0
+        mhsa.output_proj.weight.copy_(torch.eye(12))
+    out = mhsa(randn((1, 5, 12), 5))
+    assert torch.all(out[..., :8] == 0) and out[..., 8:].abs().sum() > 0
+
+
+@pytest.mark.task("6.3")
+@given(t=st.integers(0, 6), seed=seeds)
+def test_mhsa_is_causal(t, seed):
+    """The output at position t must not change when tokens after t change."""
+    mhsa = _mhsa()
+    x = randn((2, 8, 16), seed)
+    y = x.clone()
+    y[:, t + 1:] = randn((2, 8 - t - 1, 16), seed + 1)
+    assert_close(mhsa(x)[:, : t + 1], mhsa(y)[:, : t + 1])
+
+
+@pytest.mark.task("6.3")
+def test_mhsa_uses_given_token_positions():
+    mhsa = _mhsa()
+    x = randn((1, 4, 16), 6)
+    sd = {"attn." + k: v for k, v in mhsa.state_dict().items()}
+    pos = torch.tensor([5, 6, 7, 8])
+    assert_close(mhsa(x, pos), oracles.attention(x, sd, "attn.", 4, 10000.0, pos))

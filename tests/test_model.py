@@ -1,0 +1,69 @@
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given
+from hypothesis import strategies as st
+
+import minilm
+from helpers import assert_close, seeds
+from minilm import oracles
+
+SEED_CONFIG = dict(vocab_size=1000, context_length=512, d_model=256, num_layers=4, num_heads=8, d_ff=1024)
+
+
+def _small_lm():
+    return minilm.TransformerLM(vocab_size=61, context_length=16, d_model=16, num_layers=2, num_heads=2, d_ff=24)
+
+
+@pytest.mark.task("8.1")
+def test_seed_configuration_parameter_count_and_shapes():
+    lm = minilm.TransformerLM(**SEED_CONFIG)
+    n = sum(p.numel() for p in lm.parameters())
+    closed_form = oracles.lm_parameter_count(1000, 256, 4, 1024)
+    assert n == closed_form == 4_708_608
+    ids = torch.randint(0, 1000, (2, 20))
+    assert lm(ids).shape == (2, 20, 1000)
+
+
+@pytest.mark.task("8.1")
+def test_state_dict_keys_follow_the_contract():
+    assert list(minilm.TransformerLM(**SEED_CONFIG).state_dict()) == oracles.lm_state_dict_keys(4)
+
+
+@pytest.mark.task("8.1")
+def test_lm_head_is_untied():
+    lm = _small_lm()
+    assert lm.lm_head.weight.data_ptr() != lm.token_embeddings.weight.data_ptr()
+
+
+@pytest.mark.task("8.1")
+def test_logits_match_the_functional_oracle():
+    lm = _small_lm()
+    with torch.no_grad():
+        lm.ln_final.weight.copy_(torch.linspace(0.5, 1.5, 16))
+    ids = torch.randint(0, 61, (3, 11))
+    assert_close(lm(ids), oracles.transformer_lm(ids, lm.state_dict(), num_heads=2), atol=1e-4)
+
+
+@pytest.mark.task("8.1")
+def test_initial_loss_is_close_to_log_vocab():
+    lm = minilm.TransformerLM(**SEED_CONFIG)
+    ids = torch.randint(0, 1000, (2, 20))
+    loss = F.cross_entropy(lm(ids).flatten(0, 1), ids.flatten())
+    assert abs(loss.item() - math.log(1000)) < 0.5
+
+
+@pytest.mark.task("8.1")
+@given(t=st.integers(0, 9), seed=seeds)
+def test_lm_is_causal_deterministic_and_batch_independent(t, seed):
+    torch.manual_seed(seed)
+    lm = _small_lm()
+    ids = torch.randint(0, 61, (3, 11))
+    changed = ids.clone()
+    changed[:, t + 1:] = (changed[:, t + 1:] + 1) % 61
+    full = lm(ids)
+    assert_close(lm(changed)[:, : t + 1], full[:, : t + 1], atol=1e-5)
+    assert_close(lm(ids[1:2]), full[1:2], atol=1e-5)
+    assert torch.equal(lm(ids), full)

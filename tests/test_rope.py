@@ -1,0 +1,78 @@
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import minilm
+from helpers import assert_close, randn, seeds
+from minilm.oracles import rope_complex
+
+even_dims = st.integers(1, 8).map(lambda h: 2 * h)
+
+
+@pytest.mark.task("5.1")
+@given(d=even_dims, seq=st.integers(1, 12), seed=seeds, theta=st.sampled_from([10.0, 1e4, 5e5]))
+def test_rope_matches_complex_multiplication(d, seq, seed, theta):
+    x = randn((2, seq, d), seed)
+    pos = torch.randperm(64, generator=torch.Generator().manual_seed(seed))[:seq]
+    assert_close(minilm.rope(x, pos, theta), rope_complex(x, pos, theta))
+
+
+@pytest.mark.task("5.1")
+def test_rope_rotates_adjacent_pairs_by_position_times_frequency():
+    """Hand-computed: at position 1 with d_k = 4, pair 0 turns by 1 rad and pair 1 by θ^(-1/2)."""
+    theta = 100.0
+    x = torch.tensor([[1.0, 0.0, 1.0, 0.0]])
+    y = minilm.rope(x, torch.tensor([1]), theta)
+    a0, a1 = torch.tensor(1.0), torch.tensor(theta ** -0.5)
+    assert_close(y, torch.stack([a0.cos(), a0.sin(), a1.cos(), a1.sin()])[None])
+
+
+@pytest.mark.task("5.1")
+def test_rope_leaves_position_zero_unchanged():
+    x = randn((3, 1, 8), 0)
+    assert_close(minilm.rope(x, torch.tensor([0])), x)
+
+
+@pytest.mark.task("5.1")
+@given(d=even_dims, seed=seeds)
+def test_rope_preserves_norms(d, seed):
+    x = randn((4, 6, d), seed)
+    y = minilm.rope(x, torch.arange(6) * 7)
+    assert_close(y.norm(dim=-1), x.norm(dim=-1))
+
+
+@pytest.mark.task("5.1")
+@given(d=even_dims, m=st.integers(0, 200), n=st.integers(0, 200), shift=st.integers(0, 200), seed=seeds)
+def test_rope_dot_product_depends_only_on_relative_position(d, m, n, shift, seed):
+    q, k = randn((d,), seed), randn((d,), seed + 1)
+
+    def score(i, j):
+        return minilm.rope(q[None], torch.tensor([i])) @ minilm.rope(k[None], torch.tensor([j])).T
+
+    assert_close(score(m, n), score(m + shift, n + shift), atol=1e-4)
+
+
+@pytest.mark.task("5.1")
+def test_rope_broadcasts_positions_over_heads():
+    x = randn((2, 3, 5, 8), 1)  # (batch, heads, seq, d_k)
+    pos = torch.tensor([[0, 1, 2, 3, 4], [9, 8, 7, 6, 5]]).unsqueeze(1)  # (batch, 1, seq)
+    assert_close(minilm.rope(x, pos), rope_complex(x, pos))
+
+
+@pytest.mark.task("5.2")
+def test_RotaryPositionalEmbedding_matches_rope_and_has_no_state():
+    module = minilm.RotaryPositionalEmbedding(500.0, 16, 40)
+    assert len(module.state_dict()) == 0, "cos/sin buffers must be non-persistent"
+    x = randn((2, 7, 16), 2)
+    pos = torch.tensor([39, 0, 3, 3, 12, 1, 20])
+    assert_close(module(x, pos), rope_complex(x, pos, 500.0))
+    assert_close(module(x, pos), minilm.rope(x, pos, 500.0))
+
+
+@pytest.mark.task("5.2")
+def test_RotaryPositionalEmbedding_precomputes_its_tables():
+    module = minilm.RotaryPositionalEmbedding(10000.0, 8, 32)
+    buffers = dict(module.named_buffers())
+    assert buffers, "precompute cos and sin as buffers in __init__"
+    assert all(b.shape[0] == 32 for b in buffers.values())
