@@ -2,12 +2,15 @@
 
     python -m minilm status          # each task: done or not yet, and where to go next
     python -m minilm check 3.1 3.2   # run tasks' checks and print their verdicts
+    python -m minilm check --json all
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
+import json
 import sys
 from pathlib import Path
 
@@ -63,20 +66,25 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("status", help="each task: done or not yet, and the file and line of the next one")
     p = sub.add_parser("check", help="run tasks' checks and print their verdicts")
-    p.add_argument("task_ids", nargs="+", metavar="ID", help="task ids, e.g. 3.1")
+    p.add_argument("task_ids", nargs="+", metavar="ID", help="task ids, e.g. 3.1, or 'all'")
+    p.add_argument("--json", action="store_true", help="print the verdicts as JSON (for graders)")
     args = parser.parse_args(argv)
     if args.command == "status":
         return status()
     from minilm import checks
 
-    for task_id in args.task_ids:
+    ids = [t.id for t in tasks.TASKS] if args.task_ids == ["all"] else args.task_ids
+    for task_id in ids:
         try:
             tasks.get(task_id)
         except ValueError as e:
             parser.error(str(e))
-    verdicts = [checks.run(t) for t in args.task_ids]
-    for v in verdicts:
-        print(v.line)
+    verdicts = [checks.run(t) for t in ids]
+    if args.json:
+        print(json.dumps([dataclasses.asdict(v) | {"line": v.line} for v in verdicts], ensure_ascii=False, indent=1))
+    else:
+        for v in verdicts:
+            print(v.line)
     return 0 if all(v.ok for v in verdicts) else 1
 
 
