@@ -121,3 +121,18 @@ def test_environment_yml_lists_the_same_dependencies_as_pyproject():
     listed = {conda_names.get(n, n) for n in listed} - {"python", "pip", "-e"}
     assert wanted <= listed, f"environment.yml lacks {sorted(wanted - listed)}"
     assert "python>=3.10" in text.replace(" ", "")
+
+
+def test_readme_task_table_matches_the_registry():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for t in tasks.TASKS:
+        row = f"| {t.id} | `{t.function}`: {t.title} | `{t.file}` | `{t.notebook}` | {t.points} |"
+        assert row in readme, f"README's task table is out of date for task {t.id}"
+    assert f"Total: {sum(t.points for t in tasks.TASKS)} points." in readme
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    command = "python -m pytest --impl solutions -n 2 --dist loadscope"
+    assert command in readme and command in ci
