@@ -15,6 +15,9 @@ from minilm import tasks
 
 ROOT = Path(__file__).resolve().parent
 
+# pytester runs the suite in-process against known-mistake variants (solutions/tests/test_mistakes.py).
+pytest_plugins = ["pytester"]
+
 
 def pytest_addoption(parser):
     group = parser.getgroup("minilm")

@@ -1,0 +1,297 @@
+"""Pictures, hand-wired heads and the attention explorer for notebooks/06_attention.ipynb
+(provided: not an exercise).
+
+MultiHeadSelfAttention returns its output, not its attention weights, so `attention_weights`
+recomputes them from the module's own q_proj, k_proj and rope, and the student's softmax.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+from torch import nn
+
+import minilm
+
+# ---------------------------------------------------------------- why 1/sqrt(d_k)
+
+
+def plot_score_scaling(d_ks: tuple[int, ...] = (4, 16, 64, 256, 1024), num_samples: int = 2000,
+                       num_keys: int = 16) -> Figure:
+    """Left: the std of q·k for random unit-variance q, k grows like sqrt(d_k); divided by sqrt(d_k)
+    it stays 1. Right: softmax over 16 such scores at d_k=1024, unscaled (one-hot) vs scaled."""
+    torch.manual_seed(0)
+    raw, scaled = [], []
+    for d in d_ks:
+        s = (torch.randn(num_samples, d) * torch.randn(num_samples, d)).sum(-1)  # q·k, (samples,)
+        raw.append(s.std().item())
+        scaled.append((s / math.sqrt(d)).std().item())
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 3.8))
+    ax0.plot(d_ks, raw, "o-", label="std of q·k")
+    ax0.plot(d_ks, [math.sqrt(d) for d in d_ks], "k--", lw=1, label="sqrt(d_k)")
+    ax0.plot(d_ks, scaled, "o-", label="std of q·k / sqrt(d_k)")
+    ax0.set(xscale="log", yscale="log", title="Scores grow with d_k unless scaled", xlabel="d_k", ylabel="standard deviation")
+    ax0.legend()
+    d = d_ks[-1]
+    scores = (torch.randn(num_keys, d) * torch.randn(num_keys, d)).sum(-1)  # one query, num_keys keys
+    keys = np.arange(num_keys)
+    ax1.bar(keys - 0.2, torch.softmax(scores, -1).numpy(), width=0.4, label="softmax(q·k)")
+    ax1.bar(keys + 0.2, torch.softmax(scores / math.sqrt(d), -1).numpy(), width=0.4, label="softmax(q·k / sqrt(d_k))")
+    ax1.set(title=f"Unscaled scores saturate the softmax (d_k={d})", xlabel="key", ylabel="attention weight")
+    ax1.legend()
+    fig.tight_layout()
+    return fig
+
+
+# ---------------------------------------------------------------- attention maps
+
+
+def causal_mask(seq: int) -> torch.Tensor:
+    """(seq, seq) bool, True = may attend: query t sees keys 0 … t."""
+    return torch.ones(seq, seq, dtype=torch.bool).tril()
+
+
+def attention_weights(attn: nn.Module, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+    """The causal attention weights of every head of a MultiHeadSelfAttention on x (seq, d_model):
+    (heads, seq, seq), recomputed from attn.q_proj, attn.k_proj, attn.rope and minilm.softmax."""
+    seq, heads, d_k = x.shape[-2], attn.num_heads, attn.d_k
+    if positions is None:
+        positions = torch.arange(seq)
+    q = attn.q_proj(x).view(seq, heads, d_k).transpose(0, 1)  # (heads, seq, d_k): head h = rows h·d_k …
+    k = attn.k_proj(x).view(seq, heads, d_k).transpose(0, 1)
+    if attn.rope is not None:
+        q, k = attn.rope(q, positions), attn.rope(k, positions)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(d_k)  # (heads, queries, keys)
+    scores = scores.masked_fill(~causal_mask(seq), float("-inf"))
+    return minilm.softmax(scores, dim=-1)
+
+
+def _show_map(ax, weights: torch.Tensor, tokens: list[str] | None = None, title: str = ""):
+    """One attention map; the masked (future) upper triangle in gray, hatched."""
+    seq = weights.shape[-1]
+    w = np.ma.masked_where(~causal_mask(seq).numpy(), weights.detach().numpy())
+    ax.set_facecolor("0.88")
+    im = ax.imshow(w, cmap="Blues", vmin=0, vmax=1, interpolation="nearest")
+    stairs = [(0.5, -0.5), (seq - 0.5, -0.5)] + [xy for r in range(seq - 2, -1, -1) for xy in ((r + 1.5, r + 0.5), (r + 0.5, r + 0.5))]
+    ax.add_patch(plt.Polygon(stairs, fill=False, hatch="//", edgecolor="0.6", lw=0))  # the masked future
+    ax.grid(False)
+    ax.set_title(title, fontsize=10)
+    _label_tokens(ax, tokens, seq)
+    return im
+
+
+def _label_tokens(ax, tokens: list[str] | None, seq: int) -> None:
+    if tokens is None:
+        ax.set(xlabel="key position", ylabel="query position")
+        return
+    ax.set_xticks(range(seq), tokens, rotation=90, fontsize=8)
+    ax.set_yticks(range(seq), tokens, fontsize=8)
+    ax.set(xlabel="key (attended to)", ylabel="query (attending)")
+
+
+def plot_attention_map(weights: torch.Tensor, tokens: list[str] | None = None, title: str = "Attention weights"
+                       ) -> Figure:
+    """Heatmap of one (queries, keys) attention map; rows sum to 1, the masked future is hatched."""
+    fig, ax = plt.subplots(figsize=(5.2, 4.6))
+    im = _show_map(ax, weights, tokens, title)
+    fig.colorbar(im, ax=ax, label="weight", fraction=0.046)
+    fig.tight_layout()
+    return fig
+
+
+def plot_head_grid(weights: torch.Tensor, tokens: list[str] | None = None, titles: list[str] | None = None,
+                   suptitle: str = "Attention weights per head") -> Figure:
+    """A grid of per-head attention maps, weights (heads, seq, seq), axes labelled with the tokens."""
+    heads = weights.shape[0]
+    cols = min(heads, 2)
+    rows = math.ceil(heads / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.4 * cols, 5.0 * rows), squeeze=False, layout="constrained")
+    for h, ax in enumerate(axes.flat):
+        if h >= heads:
+            ax.axis("off")
+            continue
+        im = _show_map(ax, weights[h], tokens, titles[h] if titles else f"head {h}")
+    fig.colorbar(im, ax=axes, label="weight", fraction=0.03)
+    fig.suptitle(suptitle)
+    return fig
+
+
+# ---------------------------------------------------------------- real text, hand-wired heads
+
+
+def gpt2_tokens(text: str, max_tokens: int = 24) -> tuple[torch.Tensor, list[str]]:
+    """Token ids (seq,) of text under tiktoken's gpt2 encoding, and each token's text (· = space)."""
+    import tiktoken
+
+    enc = tiktoken.get_encoding("gpt2")
+    ids = enc.encode(text)[:max_tokens] or enc.encode(" ")
+    return torch.tensor(ids), [enc.decode([i]).replace(" ", "·").replace("\n", "⏎") for i in ids]
+
+
+CODE_DIMS = 8  # features 1 … 8 of a token: its identity code (what the same-token head matches)
+
+
+class TokenFeatures(nn.Module):
+    """A fixed stand-in for a trained embedding: feature 0 is a constant 1 (so heads can build
+    position-only queries), features 1 … 8 a unit-norm code per token id, the rest random.
+    The same token always gets the same vector."""
+
+    def __init__(self, d_model: int = 64):
+        super().__init__()
+        self.d_model = d_model
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:  # (seq,) → (seq, d_model)
+        rows = []
+        for i in ids.tolist():
+            g = torch.Generator().manual_seed(int(i))
+            v = torch.randn(self.d_model, generator=g) / math.sqrt(self.d_model)
+            v[0] = 1.0
+            code = torch.randn(CODE_DIMS, generator=g)
+            v[1:1 + CODE_DIMS] = code / code.norm()
+            rows.append(v)
+        return torch.stack(rows)
+
+
+def _rotation(d_k: int, theta: float, position: int) -> torch.Tensor:
+    """The RoPE rotation matrix R_position (d_k, d_k): block-diagonal 2×2 rotations of the pairs."""
+    R = torch.zeros(d_k, d_k)
+    for i in range(d_k // 2):
+        a = position * theta ** (-2 * i / d_k)
+        R[2 * i: 2 * i + 2, 2 * i: 2 * i + 2] = torch.tensor([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]])
+    return R
+
+
+HAND_WIRED = ["head 0: previous token", "head 1: same token", "head 2: recent tokens", "head 3: random init"]
+
+
+def hand_wire(attn: nn.Module, theta: float = 10000.0) -> nn.Module:
+    """Load a crafted state_dict into a MultiHeadSelfAttention (d_k=16, ≥ 4 heads) fed by TokenFeatures:
+
+    head 0, previous token: q = s·u and k = s·R_1 u read the constant feature, so after RoPE
+        ⟨R_m q, R_n k⟩ = s²⟨u, R_(n+1−m) u⟩, largest at n = m − 1 (u lives in the fast pairs 0-2).
+    head 1, same token: q = k = s·(token code) in the slow pairs 4-7, which barely rotate over a
+        few dozen positions, so the score is s²⟨code_m, code_n⟩: content, not position.
+    head 2, recent tokens: like head 0 with k = s·u in slow-ish pairs 2-3: a broad, decaying window.
+    head 3 keeps its random initialization.
+    """
+    d_k = attn.d_k
+    assert d_k == 16 and attn.num_heads >= 4, "hand_wire expects d_k=16 and at least 4 heads"
+    sd = {k: v.clone() for k, v in attn.state_dict().items()}
+    wq, wk = sd["q_proj.weight"], sd["k_proj.weight"]  # (d_model, d_model): rows h·d_k … are head h
+    wq[: 3 * d_k], wk[: 3 * d_k] = 0.0, 0.0
+
+    def pairs(*idx):  # a d_k vector with (1, 0) in the given pairs
+        u = torch.zeros(d_k)
+        u[[2 * i for i in idx]] = 1.0
+        return u
+
+    u, s = pairs(0, 1, 2), 6.0
+    wq[0:d_k, 0], wk[0:d_k, 0] = s * u, s * _rotation(d_k, theta, 1) @ u  # head 0
+    s = 7.0
+    for j in range(CODE_DIMS):  # head 1: code dim j → head dim 8 + j (pairs 4 … 7)
+        wq[d_k + 8 + j, 1 + j] = wk[d_k + 8 + j, 1 + j] = s
+    u, s = pairs(2, 3), 6.0
+    wq[2 * d_k: 3 * d_k, 0], wk[2 * d_k: 3 * d_k, 0] = s * u, s * u  # head 2
+    attn.load_state_dict(sd)
+    return attn
+
+
+def hand_wired_attention(d_model: int = 64, num_heads: int = 4, max_seq_len: int = 64, theta: float = 10000.0
+                         ) -> nn.Module:
+    """Your MultiHeadSelfAttention with heads 0-2 hand-wired (see hand_wire), head 3 random."""
+    return hand_wire(minilm.MultiHeadSelfAttention(d_model, num_heads, max_seq_len, theta), theta)
+
+
+# ---------------------------------------------------------------- the explorer
+
+
+class AttentionLayer(nn.Module):
+    """x + attn(x): an attention-only residual layer (no norm, no MLP)."""
+
+    def __init__(self, attn: nn.Module):
+        super().__init__()
+        self.attn = attn
+
+    def forward(self, x, token_positions=None):
+        return x + self.attn(x, token_positions)
+
+
+class AttentionStack(nn.Module):
+    """A small attention-only model: TokenFeatures, then layers of AttentionLayer. Shaped like
+    TransformerLM (token_embeddings, layers[i].attn) so the explorer reads both the same way."""
+
+    def __init__(self, num_layers: int = 2, d_model: int = 64, num_heads: int = 4, max_seq_len: int = 64,
+                 theta: float = 10000.0, hand_wired: bool = True):
+        super().__init__()
+        self.token_embeddings = TokenFeatures(d_model)
+        self.layers = nn.ModuleList(
+            AttentionLayer(minilm.MultiHeadSelfAttention(d_model, num_heads, max_seq_len, theta))
+            for _ in range(num_layers)
+        )
+        if hand_wired:
+            hand_wire(self.layers[0].attn, theta)
+
+
+@torch.no_grad()
+def layer_attention(model: nn.Module, ids: torch.Tensor, layer: int) -> torch.Tensor:
+    """Attention weights (heads, seq, seq) of model.layers[layer] on token ids (seq,): run the layers
+    before it, then recompute its weights from its input (after its ln1, if it has one)."""
+    x = model.token_embeddings(ids)
+    positions = torch.arange(len(ids))
+    for block in model.layers[:layer]:
+        x = block(x, positions)
+    block = model.layers[layer]
+    h = block.ln1(x) if hasattr(block, "ln1") else x
+    return attention_weights(block.attn, h, positions)
+
+
+def _png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+DEFAULT_TEXT = "The cat sat on the mat. The dog sat on the cat."
+
+
+class AttentionExplorer:
+    """A text box and layer/head sliders; shows that head's attention map over the text's gpt2 tokens.
+
+    Attributes: text, layer, head (widgets), model, fig, ax, im (the map's AxesImage), weights
+    (the shown map, (seq, seq)), tokens, image (the rendered PNG), widget (display this).
+    """
+
+    def __init__(self, model: nn.Module | None = None, text: str = DEFAULT_TEXT, max_tokens: int = 24):
+        self.model = (model if model is not None else AttentionStack()).eval()
+        self.max_tokens = max_tokens
+        first = self.model.layers[0].attn
+        self.text = widgets.Text(value=text, description="text", layout=widgets.Layout(width="60%"))
+        self.layer = widgets.IntSlider(value=0, min=0, max=len(self.model.layers) - 1, description="layer")
+        self.head = widgets.IntSlider(value=0, min=0, max=first.num_heads - 1, description="head")
+        self.fig = Figure(figsize=(6.2, 5.6), layout="constrained")  # bare Figure: never auto-shown
+        self.ax = self.fig.subplots()
+        self.im = None
+        self.image = widgets.Image(format="png")
+        for w in (self.text, self.layer, self.head):
+            w.observe(lambda _: self.update(), names="value")
+        self.widget = widgets.VBox([self.text, widgets.HBox([self.layer, self.head]), self.image])
+        self.update()
+
+    def update(self) -> None:
+        ids, self.tokens = gpt2_tokens(self.text.value, self.max_tokens)
+        self.weights = layer_attention(self.model, ids, self.layer.value)[self.head.value]  # (seq, seq)
+        self.ax.clear()
+        self.im = _show_map(self.ax, self.weights, self.tokens, f"layer {self.layer.value}, head {self.head.value}")
+        self.image.value = _png(self.fig)
+
+
+def attention_explorer(model: nn.Module | None = None, text: str = DEFAULT_TEXT) -> AttentionExplorer:
+    """An attention explorer over `model` (default: a 2-layer AttentionStack of your
+    MultiHeadSelfAttention, layer 0 hand-wired, layer 1 random); display its `.widget`."""
+    return AttentionExplorer(model, text)

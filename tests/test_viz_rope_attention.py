@@ -1,0 +1,208 @@
+"""Tests for minilm/viz/rope.py and minilm/viz/attention.py: the plots show the right data and
+the explorers react to their widgets (no browser: ipywidgets 8 runs observers synchronously)."""
+
+import math
+import os
+from pathlib import Path
+
+import matplotlib
+import pytest
+import torch
+import torch.nn.functional as F
+
+import minilm
+from minilm import oracles
+from minilm.viz import attention as va
+from minilm.viz import rope as vr
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+_SHARED_TIKTOKEN = Path(__file__).resolve().parents[2] / "shared" / "tiktoken"
+if "TIKTOKEN_CACHE_DIR" not in os.environ and _SHARED_TIKTOKEN.is_dir():  # offline development machines
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(_SHARED_TIKTOKEN)
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def _labelled(fig):
+    for ax in fig.axes:
+        if ax.get_label() == "<colorbar>":
+            continue
+        assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel(), f"unlabelled axes: {ax}"
+
+
+# ---------------------------------------------------------------- RoPE plots
+
+
+def test_sinusoidal_encoding_matches_the_formula():
+    pe = vr.sinusoidal_encoding(10, 8)
+    p, i = 7, 2
+    assert pe[p, 2 * i] == pytest.approx(math.sin(p / 10000 ** (2 * i / 8)), abs=1e-6)
+    assert pe[p, 2 * i + 1] == pytest.approx(math.cos(p / 10000 ** (2 * i / 8)), abs=1e-6)
+    _labelled(vr.plot_sinusoidal(16, 16))
+
+
+def test_plots_work_with_the_oracle():
+    for fig in (vr.plot_pair_rotation(oracles.rope_complex), vr.plot_frequencies(oracles.rope_complex),
+                vr.plot_relative_dot(oracles.rope_complex, num_positions=8, max_distance=16, num_samples=4)):
+        _labelled(fig)
+
+
+@pytest.mark.task("5.1")
+def test_pair_rotation_plots_the_rotated_pairs():
+    fig = vr.plot_pair_rotation(d_k=16, num_positions=12, pairs=(0, 2))
+    want = oracles.rope_complex(vr.unit_pairs(16).expand(12, 16), torch.arange(12))
+    for ax, i in zip(fig.axes[:2], (0, 2)):
+        torch.testing.assert_close(torch.tensor(ax.collections[0].get_offsets().data, dtype=torch.float32),
+                                   want[:, 2 * i: 2 * i + 2], atol=1e-5, rtol=0)
+    _labelled(fig)
+
+
+@pytest.mark.task("5.1")
+def test_measured_frequencies_follow_the_formula():
+    omega = vr.measured_frequencies(d_k=16, theta=10000.0)
+    torch.testing.assert_close(omega, 10000.0 ** (-torch.arange(0, 16, 2, dtype=torch.float64) / 16), rtol=1e-4, atol=1e-6)
+    _labelled(vr.plot_frequencies(d_k=16))
+
+
+@pytest.mark.task("5.1")
+def test_relative_scores_depend_only_on_the_offset():
+    q, k = torch.randn(16), torch.randn(16)
+    s = vr.relative_scores(None, q, k, torch.arange(12))
+    for offset in (-3, 0, 5):
+        diag = s.diagonal(offset)
+        torch.testing.assert_close(diag, diag[0].expand_as(diag), atol=1e-4, rtol=1e-4)
+    prof = vr.distance_profile(None, q, q, 8)
+    assert prof[0] == pytest.approx(q.dot(q).item(), rel=1e-4)
+    _labelled(vr.plot_relative_dot(num_positions=8, max_distance=16, num_samples=4))
+
+
+# ---------------------------------------------------------------- RoPE explorer
+
+
+@pytest.mark.task("5.1")
+def test_rope_explorer_moves_the_point_with_the_sliders():
+    e = vr.rope_explorer(d_k=16)
+    png = e.image.value
+    for position, theta, pair in ((9, 10000.0, 0), (9, 10000.0, 3), (30, 100.0, 3)):
+        before = e.point.get_offsets().copy()
+        e.position.value, e.theta.value, e.pair.value = position, theta, pair
+        want = oracles.rope_complex(vr.unit_pairs(16), torch.tensor(position), theta)[2 * pair: 2 * pair + 2]
+        got = torch.tensor(e.point.get_offsets()[0], dtype=torch.float32)
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=0)
+        assert not (before == e.point.get_offsets()).all()
+        assert len(e.trail.get_xdata()) == position + 1
+    angle = (position * theta ** (-2 * pair / 16)) % (2 * math.pi)
+    assert e.bars[pair].get_height() == pytest.approx(angle, abs=1e-3)
+    assert e.image.value != png  # the shown picture was re-rendered
+
+
+def test_rope_explorer_takes_any_rope_fn():
+    e = vr.rope_explorer(oracles.rope_complex)
+    e.position.value = 3
+    assert e.point.get_offsets()[0] == pytest.approx([math.cos(3), math.sin(3)], abs=1e-5)
+
+
+# ---------------------------------------------------------------- attention
+
+
+def test_score_scaling_plot():
+    fig = va.plot_score_scaling(d_ks=(4, 64, 1024), num_samples=500)
+    raw, sqrt_line, scaled = (line.get_ydata() for line in fig.axes[0].get_lines())
+    assert raw[-1] / raw[0] == pytest.approx(16, rel=0.25)  # sqrt(1024 / 4)
+    assert all(0.85 < s < 1.15 for s in scaled)
+    _labelled(fig)
+
+
+def test_causal_mask():
+    m = va.causal_mask(4)
+    assert m.dtype == torch.bool and m[2, 2] and m[2, 0] and not m[2, 3]
+
+
+def _oracle_weights(attn, x):
+    """Per-head causal weights from the state dict: F.linear, complex RoPE, F.softmax."""
+    sd, seq, h, d_k = attn.state_dict(), x.shape[0], attn.num_heads, attn.d_k
+    q = F.linear(x, sd["q_proj.weight"]).view(seq, h, d_k).transpose(0, 1)
+    k = F.linear(x, sd["k_proj.weight"]).view(seq, h, d_k).transpose(0, 1)
+    pos = torch.arange(seq)
+    q, k = oracles.rope_complex(q, pos, attn.rope.theta), oracles.rope_complex(k, pos, attn.rope.theta)
+    scores = (q @ k.transpose(-1, -2) / math.sqrt(d_k)).masked_fill(~va.causal_mask(seq), float("-inf"))
+    return F.softmax(scores, -1)
+
+
+@pytest.mark.task("6.3")
+def test_attention_weights_match_the_module():
+    """The recomputed weights, applied to the module's values, give the module's output."""
+    attn = minilm.MultiHeadSelfAttention(32, 4, 16, 10000.0)
+    x = torch.randn(7, 32)
+    w = va.attention_weights(attn, x)
+    torch.testing.assert_close(w, _oracle_weights(attn, x), atol=1e-5, rtol=1e-4)
+    v = attn.v_proj(x).view(7, 4, 8).transpose(0, 1)
+    out = attn.output_proj((w @ v).transpose(0, 1).reshape(7, 32))
+    torch.testing.assert_close(out, attn(x), atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.task("6.3")
+def test_hand_wired_heads_do_what_they_say():
+    ids, tokens = va.gpt2_tokens(" one two three four one two three four")
+    w = va.attention_weights(va.hand_wired_attention(), va.TokenFeatures()(ids))
+    seq = len(tokens)
+    assert w[0].argmax(-1)[1:].tolist() == list(range(seq - 1))  # previous token
+    for t in range(4, seq):  # same token: the earlier copy gets real weight
+        assert w[1, t, t - 4] > 0.3
+    assert (w[2, -1, -4:] > 0.05).all()  # recent window, not one-hot
+
+
+@pytest.mark.task("6.3")
+def test_head_grid_and_map_are_labelled_with_tokens():
+    ids, tokens = va.gpt2_tokens("Hello world, hello")
+    w = va.attention_weights(va.hand_wired_attention(), va.TokenFeatures()(ids))
+    fig = va.plot_head_grid(w, tokens, va.HAND_WIRED)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == tokens
+    assert ax.get_title() == va.HAND_WIRED[0]
+    torch.testing.assert_close(torch.tensor(ax.images[0].get_array().filled(0.0), dtype=torch.float32), w[0],
+                               atol=1e-6, rtol=0)
+    _labelled(fig)
+    _labelled(va.plot_attention_map(w[1], tokens))
+
+
+@pytest.mark.task("6.3")
+def test_attention_explorer_follows_text_layer_and_head():
+    torch.manual_seed(0)
+    e = va.attention_explorer(text="a b c a b c")
+    stack = e.model
+
+    def shown():
+        return torch.tensor(e.im.get_array().filled(0.0), dtype=torch.float32)
+
+    png = e.image.value
+    for text, layer, head in (("a b c a b c", 0, 1), ("The cat sat on the mat", 0, 0), ("The cat sat on the mat", 1, 3)):
+        before = shown()
+        e.text.value, e.layer.value, e.head.value = text, layer, head
+        ids, tokens = va.gpt2_tokens(text)
+        x = stack.token_embeddings(ids)
+        for block in stack.layers[:layer]:
+            x = x + block.attn(x)
+        want = _oracle_weights(stack.layers[layer].attn, x)[head]
+        assert e.tokens == tokens and shown().shape == (len(tokens), len(tokens))
+        torch.testing.assert_close(shown(), want, atol=1e-5, rtol=1e-4)
+        assert before.shape != want.shape or not torch.allclose(before, want)
+    assert e.image.value != png
+
+
+@pytest.mark.task("8.1")
+def test_attention_explorer_reads_a_transformer_lm():
+    model = minilm.TransformerLM(vocab_size=50257, context_length=32, d_model=32, num_layers=2, num_heads=4, d_ff=64)
+    e = va.attention_explorer(model, text="hello there")
+    e.layer.value, e.head.value = 1, 2
+    ids, _ = va.gpt2_tokens("hello there")
+    with torch.no_grad():
+        x = model.layers[0](model.token_embeddings(ids))
+        want = _oracle_weights(model.layers[1].attn, model.layers[1].ln1(x))[2]
+    torch.testing.assert_close(torch.tensor(e.im.get_array().filled(0.0), dtype=torch.float32), want, atol=1e-5, rtol=1e-4)
