@@ -60,10 +60,11 @@ class RotaryPositionalEmbedding(nn.Module):
 
     Store them as non-persistent buffers (register_buffer(..., persistent=False)) named `cos`
     and `sin`, of shape (max_seq_len, d_k // 2): they are derived, not learned, so they stay
-    out of the state_dict.
+    out of the state_dict. They stay float32 whatever `dtype` is (accepted, like every module's,
+    for a uniform signature): rotating in low precision would blur distant positions.
     """
 
-    def __init__(self, theta: float, d_k: int, max_seq_len: int, device=None):
+    def __init__(self, theta: float, d_k: int, max_seq_len: int, device=None, dtype=None):
         super().__init__()
         check_positive(theta, "theta", "RotaryPositionalEmbedding")
         check_positive_int(d_k, "d_k", "RotaryPositionalEmbedding")
