@@ -73,11 +73,7 @@ def register(task_id: str) -> Callable[[Callable[[], str]], Callable[[], str]]:
 
 def _load() -> None:
     for name in _CHECK_MODULES:
-        try:
-            importlib.import_module(name)
-        except ModuleNotFoundError as e:  # TEMP until checks_training lands
-            if e.name != name:
-                raise
+        importlib.import_module(name)
 
 
 def todo_message(exc: BaseException) -> str | None:

@@ -1,0 +1,378 @@
+"""Train a small Transformer language model on Tiny Shakespeare (or any UTF-8 text file).
+
+    python -m minilm.train                                  # the defaults: a few minutes on a laptop CPU
+    python -m minilm.train --steps 2000 --d-model 256       # see --help for every option
+    python -m minilm.train --resume                         # continue the run in --out-dir after an interruption
+    torchrun --nproc_per_node 2 -m minilm.train             # data-parallel (DDP) on 2 processes
+
+It trains with YOUR exercise code: minilm.TransformerLM, get_batch, cross_entropy,
+clip_grad_norm, lr_cosine_schedule, AdamW, save/load_checkpoint and generate (with
+MINILM_IMPL=solutions it uses the reference instead). It prints the unigram baseline (the
+loss of a model that ignores context), the validation loss every --eval-interval steps, and a
+sample of generated text at the end. The latest checkpoint is out_dir/checkpoint.pt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import minilm
+from minilm import corpus
+
+CONFIG_FILE, CHECKPOINT_FILE = "config.json", "checkpoint.pt"
+# Options that fix the model's shape (the data fixes the vocabulary): --resume refuses other values.
+MODEL_KEYS = ("data", "full_vocab", "d_model", "num_layers", "num_heads", "d_ff", "context_length", "rope_theta")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m minilm.train", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    g = p.add_argument_group("data")
+    g.add_argument("--data", default="tinyshakespeare",
+                   help="'tinyshakespeare' (downloaded once; MINILM_TINYSHAKESPEARE=path uses a local copy) "
+                        "or the path of a UTF-8 .txt file")
+    g.add_argument("--val-fraction", type=float, default=0.1, help="the last fraction of the tokens, held out")
+    g.add_argument("--full-vocab", action="store_true",
+                   help="use all 50,257 GPT-2 ids; by default the model's vocabulary is only the GPT-2 tokens "
+                        "that occur in the data (about 11k for Tiny Shakespeare: a 4x smaller output layer)")
+    g = p.add_argument_group("model")
+    g.add_argument("--context-length", type=int, default=64)
+    g.add_argument("--d-model", type=int, default=128)
+    g.add_argument("--num-layers", type=int, default=3)
+    g.add_argument("--num-heads", type=int, default=4)
+    g.add_argument("--d-ff", type=int, default=384, help="SwiGLU hidden size (about 8/3 d_model)")
+    g.add_argument("--rope-theta", type=float, default=10000.0)
+    g = p.add_argument_group("optimization")
+    g.add_argument("--batch-size", type=int, default=16, help="sequences per step (per process under torchrun)")
+    g.add_argument("--steps", type=int, default=500, help="optimizer steps in total")
+    g.add_argument("--lr", type=float, default=3e-3, help="peak learning rate, reached after --warmup steps")
+    g.add_argument("--min-lr", type=float, default=3e-4, help="learning rate at the end of the cosine decay")
+    g.add_argument("--warmup", type=int, default=30, help="linear warmup steps")
+    g.add_argument("--weight-decay", type=float, default=0.1)
+    g.add_argument("--beta1", type=float, default=0.9)
+    g.add_argument("--beta2", type=float, default=0.95)
+    g.add_argument("--clip", type=float, default=1.0, help="max global gradient norm")
+    g = p.add_argument_group("run")
+    g.add_argument("--eval-interval", type=int, default=100, help="steps between validation losses")
+    g.add_argument("--eval-tokens", type=int, default=8192,
+                   help="validation tokens per periodic evaluation (the final one uses the whole set)")
+    g.add_argument("--checkpoint-interval", type=int, default=250, help="steps between checkpoints")
+    g.add_argument("--out-dir", default=None,
+                   help="checkpoint, config and encoded data go here (default: $MINILM_DATA_DIR or "
+                        "~/.cache/minilm, then runs/minilm)")
+    g.add_argument("--resume", action="store_true", help="continue from out_dir/checkpoint.pt")
+    g.add_argument("--seed", type=int, default=1337)
+    g.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps …")
+    g.add_argument("--prompt", default=None, help="the start of the final sample (default: the data's first line)")
+    g.add_argument("--sample-tokens", type=int, default=120, help="length of the final sample (0: none)")
+    g.add_argument("--check-sync", action="store_true",
+                   help="at the end, verify that every process holds identical parameters (for tests)")
+    return p
+
+
+def validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """Reject a bad configuration before any work starts (parser.error exits with status 2)."""
+    if args.out_dir is None:
+        args.out_dir = str(corpus.data_dir() / "runs" / "minilm")
+    for name in ("context_length", "d_model", "num_layers", "num_heads", "d_ff", "batch_size", "steps",
+                 "eval_interval", "eval_tokens", "checkpoint_interval"):
+        value = getattr(args, name)
+        if value <= 0:
+            parser.error(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+    for name in ("warmup", "sample_tokens"):
+        if getattr(args, name) < 0:
+            parser.error(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
+    if args.d_model % args.num_heads:
+        parser.error(f"--d-model must be divisible by --num-heads, got d_model={args.d_model} "
+                     f"and num_heads={args.num_heads}")
+    if (args.d_model // args.num_heads) % 2:
+        parser.error(f"RoPE needs an even head size d_model/num_heads, got {args.d_model}/{args.num_heads}"
+                     f"={args.d_model // args.num_heads}")
+    if not args.lr > 0 or not 0 <= args.min_lr <= args.lr:
+        parser.error(f"need --lr > 0 and 0 <= --min-lr <= --lr, got lr={args.lr} and min_lr={args.min_lr}")
+    if args.warmup >= args.steps:
+        parser.error(f"--warmup must be smaller than --steps, got warmup={args.warmup} and steps={args.steps}")
+    if args.weight_decay < 0 or not args.clip > 0 or not args.rope_theta > 0:
+        parser.error("need --weight-decay >= 0, --clip > 0 and --rope-theta > 0")
+    if not (0 <= args.beta1 < 1 and 0 <= args.beta2 < 1):
+        parser.error(f"--beta1 and --beta2 must lie in [0, 1), got {args.beta1} and {args.beta2}")
+    if not 0 < args.val_fraction < 1:
+        parser.error(f"--val-fraction must lie in (0, 1), got {args.val_fraction}")
+    if args.data != "tinyshakespeare" and not Path(args.data).is_file():
+        parser.error(f"--data: no such file: {args.data} (give a UTF-8 .txt file or 'tinyshakespeare')")
+    if args.resume and not (Path(args.out_dir) / CHECKPOINT_FILE).is_file():
+        parser.error(f"--resume: no checkpoint at {Path(args.out_dir) / CHECKPOINT_FILE}")
+    config = Path(args.out_dir) / CONFIG_FILE
+    if args.resume and config.is_file():
+        saved = json.loads(config.read_text())
+        changed = [k for k in MODEL_KEYS if saved.get(k) != getattr(args, k)]
+        if changed:
+            parser.error("--resume: the checkpoint's model has different " + ", ".join(
+                f"{k} ({saved.get(k)} there, {getattr(args, k)} now)" for k in changed))
+
+
+# ---------------------------------------------------------------- distributed helpers
+
+
+class Dist:
+    """The process group under torchrun (WORLD_SIZE > 1), or a no-op stand-in for one process."""
+
+    def __init__(self, device: str):
+        self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.enabled = self.world_size > 1
+        if self.enabled:
+            import torch.distributed as dist
+
+            backend = "nccl" if device.startswith("cuda") else "gloo"
+            dist.init_process_group(backend)
+            self.dist = dist
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def barrier(self) -> None:
+        if self.enabled:
+            self.dist.barrier()
+
+    def mean(self, value: float) -> float:
+        """The mean over processes of a float."""
+        if not self.enabled:
+            return value
+        t = torch.tensor([value], dtype=torch.float64)
+        self.dist.all_reduce(t)
+        return t.item() / self.world_size
+
+    def sum(self, t: torch.Tensor) -> torch.Tensor:
+        if self.enabled:
+            t = t.clone()
+            self.dist.all_reduce(t)
+        return t
+
+    def close(self) -> None:
+        if self.enabled:
+            self.dist.destroy_process_group()
+
+
+def parameter_checksum(model: torch.nn.Module) -> torch.Tensor:
+    """Two float64 numbers that change with any parameter: Σ p and Σ p·(index+1)."""
+    flat = torch.cat([p.detach().double().flatten() for p in model.parameters()])
+    return torch.stack((flat.sum(), (flat * torch.arange(1, flat.numel() + 1, dtype=torch.float64)).sum()))
+
+
+def check_sync(model: torch.nn.Module, dist: Dist) -> None:
+    if not dist.enabled:
+        return
+    mine = parameter_checksum(model)
+    gathered = [torch.zeros_like(mine) for _ in range(dist.world_size)]
+    dist.dist.all_gather(gathered, mine)
+    if any(not torch.equal(g, gathered[0]) for g in gathered):
+        raise RuntimeError(f"--check-sync: the replicas' parameters differ: {[g.tolist() for g in gathered]}")
+    if dist.main:
+        print(f"check-sync: all {dist.world_size} replicas hold identical parameters")
+
+
+# ---------------------------------------------------------------- training
+
+
+def evaluate(model, tokens: np.ndarray, context_length: int, batch_size: int, max_tokens: int | None,
+             dist: Dist, device) -> float:
+    """Mean cross-entropy over the first max_tokens (all if None) of `tokens`, in non-overlapping
+    windows, so every evaluation sees the same text. Under DDP the ranks split the windows."""
+    n_windows = (len(tokens) - 1) // context_length
+    if max_tokens is not None:
+        n_windows = min(n_windows, max(1, max_tokens // context_length))
+    mine = list(range(dist.rank, n_windows, dist.world_size))
+    total = torch.zeros(2, dtype=torch.float64)  # (sum of losses · tokens, tokens)
+    model.eval()
+    with torch.no_grad():
+        for i in range(0, len(mine), batch_size):
+            starts = [w * context_length for w in mine[i : i + batch_size]]
+            windows = np.stack([np.asarray(tokens[s : s + context_length + 1], dtype=np.int64) for s in starts])
+            windows = torch.from_numpy(windows).to(device)
+            logits = model(windows[:, :-1])
+            loss = minilm.cross_entropy(logits, windows[:, 1:])
+            total += torch.tensor([loss.item() * windows[:, 1:].numel(), windows[:, 1:].numel()], dtype=torch.float64)
+    model.train()
+    total = dist.sum(total)
+    return (total[0] / total[1]).item()
+
+
+def prepare(args, dist: Dist) -> tuple[np.ndarray, np.ndarray, Path]:
+    """Encode the data once (rank 0; the others wait) and memory-map it. Returns GPT-2 ids."""
+    text_path = corpus.download_tinyshakespeare() if args.data == "tinyshakespeare" and dist.main else None
+    if args.data != "tinyshakespeare":
+        text_path = Path(args.data)
+    data_dir = Path(args.out_dir) / "data"
+    if dist.main:
+        corpus.prepare_dataset(text_path, data_dir, args.val_fraction)
+    dist.barrier()
+    train = corpus.load_tokens(data_dir / "train.npy")
+    val = corpus.load_tokens(data_dir / "val.npy")
+    for name, tokens in (("training", train), ("validation", val)):
+        if len(tokens) <= args.context_length:
+            raise SystemExit(f"python -m minilm.train: error: the {name} split has {len(tokens)} tokens, "
+                             f"not more than --context-length={args.context_length}; use a shorter context "
+                             f"or more text")
+    return train, val, text_path
+
+
+class Vocabulary:
+    """The model's token ids ↔ GPT-2 ids. With --full-vocab they are the same; by default the
+    model only knows the GPT-2 tokens that occur in the data (training or validation split),
+    numbered 0 … n − 1 in GPT-2 order. On Tiny Shakespeare that is about 11k of the 50,257
+    tokens: the output layer, its softmax and the embedding shrink 4x, which is most of the
+    compute of a small model on a CPU. The loss is still the cross-entropy of the same GPT-2
+    tokens (the unused ones would only ever get probabilities pushed towards 0).
+    """
+
+    def __init__(self, gpt2_ids: np.ndarray | None, n_gpt2: int):
+        self.gpt2_ids = gpt2_ids  # (n,) sorted GPT-2 ids, or None for the identity
+        self.size = n_gpt2 if gpt2_ids is None else len(gpt2_ids)
+        if gpt2_ids is not None:
+            self.table = np.full(n_gpt2, -1, dtype=np.int64)  # GPT-2 id → model id (−1: not in the vocabulary)
+            self.table[gpt2_ids] = np.arange(len(gpt2_ids))
+
+    @classmethod
+    def from_tokens(cls, *token_arrays: np.ndarray, n_gpt2: int) -> Vocabulary:
+        return cls(np.unique(np.concatenate([np.unique(t) for t in token_arrays])).astype(np.int64), n_gpt2)
+
+    def to_model(self, tokens: np.ndarray) -> np.ndarray:
+        """GPT-2 ids → model ids (ids outside the vocabulary are dropped)."""
+        if self.gpt2_ids is None:
+            return tokens
+        ids = self.table[np.asarray(tokens, dtype=np.int64)]
+        return ids[ids >= 0].astype(np.uint16 if self.size <= 1 << 16 else np.int64)
+
+    def to_gpt2(self, ids: list[int]) -> list[int]:
+        return ids if self.gpt2_ids is None else self.gpt2_ids[np.asarray(ids, dtype=np.int64)].tolist()
+
+
+def save(model, optimizer, iteration: int, out_dir: Path) -> None:
+    """Write the checkpoint atomically: an interruption mid-write leaves the previous one intact."""
+    path = out_dir / CHECKPOINT_FILE
+    tmp = path.with_suffix(".tmp")
+    minilm.save_checkpoint(model, optimizer, iteration, tmp)
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    validate(args, parser)
+    dist = Dist(args.device)
+    out_dir = Path(args.out_dir)
+    try:
+        if dist.enabled:  # share the CPU cores between the processes instead of oversubscribing them
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // dist.world_size))
+        if dist.main:
+            out_dir.mkdir(parents=True, exist_ok=True)
+        train_tokens, val_tokens, _ = prepare(args, dist)
+        enc = corpus.tokenizer()
+        device = torch.device(args.device)
+        baseline = corpus.unigram_entropy(val_tokens)  # a bijective renumbering leaves it unchanged
+        vocab = Vocabulary(None, enc.n_vocab) if args.full_vocab else \
+            Vocabulary.from_tokens(train_tokens, val_tokens, n_gpt2=enc.n_vocab)
+        if not args.full_vocab:  # renumbered copies in memory (Tiny Shakespeare: under 1 MB)
+            train_tokens, val_tokens = vocab.to_model(train_tokens), vocab.to_model(val_tokens)
+
+        torch.manual_seed(args.seed)  # the same initial weights on every rank
+        model = minilm.TransformerLM(vocab.size, args.context_length, args.d_model, args.num_layers,
+                                     args.num_heads, args.d_ff, args.rope_theta, device=device)
+        optimizer = minilm.AdamW(model.parameters(), lr=args.lr, betas=(args.beta1, args.beta2),
+                                 weight_decay=args.weight_decay)
+        start = 0
+        if args.resume:
+            start = minilm.load_checkpoint(out_dir / CHECKPOINT_FILE, model, optimizer)
+        train_model = model
+        if dist.enabled:
+            from torch.nn.parallel import DistributedDataParallel
+
+            # DDP averages the gradients over the processes during backward().
+            train_model = DistributedDataParallel(model)
+
+        if dist.main:
+            n_params = sum(p.numel() for p in model.parameters())
+            (out_dir / CONFIG_FILE).write_text(json.dumps(vars(args), indent=1))
+            print(f"implementation: {minilm.implementation()} | processes: {dist.world_size} | device: {device} "
+                  f"| threads: {torch.get_num_threads()}")
+            print(f"data: {len(train_tokens):,} training and {len(val_tokens):,} validation tokens (GPT-2 BPE); "
+                  f"vocabulary: {vocab.size:,} of GPT-2's {enc.n_vocab:,} tokens")
+            print(f"model: {n_params / 1e6:.2f}M parameters | {args.steps} steps of "
+                  f"{args.batch_size * dist.world_size} × {args.context_length} tokens")
+            print(f"unigram baseline (entropy of the validation tokens' frequencies): {baseline:.3f} nats")
+            if start:
+                print(f"resuming from {out_dir / CHECKPOINT_FILE} at step {start}")
+
+        # Different batches on every rank (and after a resume), reproducible from the seed.
+        torch.manual_seed(args.seed + 1 + dist.rank + 7919 * start)
+        from tqdm.auto import tqdm
+
+        bar = tqdm(range(start, args.steps), initial=start, total=args.steps, disable=not dist.main,
+                   dynamic_ncols=True, mininterval=1.0)
+        started, first_loss, loss_value = time.time(), None, float("nan")
+        for it in bar:
+            lr = minilm.lr_cosine_schedule(it, args.lr, args.min_lr, args.warmup, args.steps)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            x, y = minilm.get_batch(train_tokens, args.batch_size, args.context_length, device)
+            logits = train_model(x)  # (batch, context, vocab)
+            loss = minilm.cross_entropy(logits, y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm = minilm.clip_grad_norm(model.parameters(), args.clip)
+            optimizer.step()
+
+            loss_value = dist.mean(loss.item())
+            if not math.isfinite(loss_value):
+                raise RuntimeError(f"step {it}: the training loss is {loss_value}; try a smaller --lr")
+            first_loss = loss_value if first_loss is None else first_loss
+            bar.set_postfix(loss=f"{loss_value:.3f}", lr=f"{lr:.2e}", gnorm=f"{float(grad_norm):.2f}", refresh=False)
+            step = it + 1
+            if step % args.eval_interval == 0 and step < args.steps:
+                val = evaluate(model, val_tokens, args.context_length, args.batch_size, args.eval_tokens, dist, device)
+                if dist.main:
+                    bar.write(f"step {step:5d} | train loss {loss_value:.3f} | val loss {val:.3f} "
+                              f"| {time.time() - started:.0f} s")
+            if dist.main and (step % args.checkpoint_interval == 0 or step == args.steps):
+                save(model, optimizer, step, out_dir)
+        bar.close()
+
+        val = evaluate(model, val_tokens, args.context_length, args.batch_size, None, dist, device)
+        if args.check_sync:
+            check_sync(model, dist)
+        if dist.main:
+            if not (out_dir / CHECKPOINT_FILE).exists():  # e.g. --resume of a finished run
+                save(model, optimizer, args.steps, out_dir)
+            if first_loss is None:
+                print(f"nothing to train: the checkpoint is already at step {start} of --steps {args.steps}")
+            else:
+                print(f"first training loss: {first_loss:.3f} | last training loss: {loss_value:.3f}")
+            print(f"final validation loss: {val:.3f} nats | unigram baseline: {baseline:.3f} nats "
+                  f"| baseline − validation = {baseline - val:.3f} nats")
+            print(f"training took {time.time() - started:.0f} s; checkpoint: {out_dir / CHECKPOINT_FILE}")
+            if args.sample_tokens:
+                if args.prompt is None:
+                    prompt_ids = np.asarray(val_tokens[:8], dtype=np.int64).tolist()
+                else:
+                    prompt_ids = vocab.to_model(np.asarray(enc.encode(args.prompt))).tolist() or [0]
+                ids = minilm.generate(model, prompt_ids, args.sample_tokens, temperature=0.8, top_k=50,
+                                      generator=torch.Generator(device=device).manual_seed(args.seed))
+                print("sample:\n" + enc.decode(vocab.to_gpt2(ids.tolist())))
+    finally:
+        dist.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""Task 10: the loss, gradient clipping, the learning-rate schedule, AdamW and checkpoints
+(notebooks/10_training.ipynb)."""
+
+# YOUR FILE: write the bodies that raise NotImplementedError (see the task ids below).
+# Generated from the reference by `python -m solutions.make_stubs`: the signatures,
+# shape annotations and docstrings are the spec, and the validation calls are provided.
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable
+from typing import IO, BinaryIO
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor, nn
+
+from minilm.validate import (
+    check_logits_targets,
+    check_nonnegative,
+    check_nonnegative_int,
+    check_positive,
+)
+
+
+def cross_entropy(logits: Float[Tensor, "... vocab_size"], targets: Int[Tensor, "..."]) -> Float[Tensor, ""]:
+    """Task 10.1: the mean negative log-likelihood of `targets` under softmax(logits).
+
+    loss = mean over every leading position of  −log softmax(logits)[target]
+         = mean of  logsumexp(logits) − logits[target].
+    Compute logsumexp with the max trick (m + log Σ exp(logits − m), m = the max logit) so
+    that logits as large as ±1e4 give a finite loss. Do not use torch.nn.functional.cross_entropy,
+    torch.logsumexp or log_softmax: they are what the tests compare against.
+    """
+    check_logits_targets(logits, targets, "cross_entropy")
+    raise NotImplementedError("Task 10.1 is not implemented yet: write cross_entropy in minilm/training.py")
+
+
+def clip_grad_norm(parameters: Iterable[nn.Parameter], max_norm: float) -> Float[Tensor, ""]:
+    """Task 10.2: clip the gradients of `parameters` to a global L2 norm of at most max_norm.
+
+    The norm is ONE number over all gradients together, sqrt(Σ over every parameter and entry
+    of grad²), not one per parameter. When it exceeds max_norm, multiply every gradient in
+    place by max_norm / (norm + 1e-6); otherwise leave them alone. Parameters whose .grad is
+    None are skipped. Return the norm before clipping (a 0-dim tensor), as
+    torch.nn.utils.clip_grad_norm_ does.
+    """
+    check_positive(max_norm, "max_norm", "clip_grad_norm")
+    raise NotImplementedError("Task 10.2 is not implemented yet: write clip_grad_norm in minilm/training.py")
+
+
+def lr_cosine_schedule(it: int, max_lr: float, min_lr: float, warmup_iters: int, cosine_cycle_iters: int) -> float:
+    """Task 10.3: the learning rate at iteration `it` (counting from 0), as in CS336:
+
+        it < warmup_iters:                         it / warmup_iters · max_lr        (linear warmup from 0)
+        warmup_iters ≤ it ≤ cosine_cycle_iters:    min_lr + ½ (1 + cos(π · (it − warmup_iters)
+                                                   / (cosine_cycle_iters − warmup_iters))) (max_lr − min_lr)
+        it > cosine_cycle_iters:                   min_lr
+    """
+    check_nonnegative_int(it, "it", "lr_cosine_schedule")
+    check_nonnegative(max_lr, "max_lr", "lr_cosine_schedule")
+    check_nonnegative(min_lr, "min_lr", "lr_cosine_schedule")
+    check_nonnegative_int(warmup_iters, "warmup_iters", "lr_cosine_schedule")
+    check_nonnegative_int(cosine_cycle_iters, "cosine_cycle_iters", "lr_cosine_schedule")
+    if min_lr > max_lr:
+        raise ValueError(f"lr_cosine_schedule: min_lr must be <= max_lr, got min_lr={min_lr} and max_lr={max_lr}")
+    if cosine_cycle_iters <= warmup_iters:
+        raise ValueError(
+            f"lr_cosine_schedule: cosine_cycle_iters must be greater than warmup_iters, "
+            f"got cosine_cycle_iters={cosine_cycle_iters} and warmup_iters={warmup_iters}"
+        )
+    raise NotImplementedError("Task 10.3 is not implemented yet: write lr_cosine_schedule in minilm/training.py")
+
+
+class AdamW(torch.optim.Optimizer):
+    """Task 10.4: AdamW (Loshchilov & Hutter), step for step the same as torch.optim.AdamW.
+
+    For every parameter p with a gradient g, at step t = 1, 2, … (kept in self.state[p]):
+        p ← p − lr · weight_decay · p                  (decoupled weight decay: not through g)
+        m ← β1 · m + (1 − β1) · g                      (first moment, starts at 0)
+        v ← β2 · v + (1 − β2) · g²                     (second moment, starts at 0)
+        m̂ = m / (1 − β1ᵗ),  v̂ = v / (1 − β2ᵗ)          (bias correction)
+        p ← p − lr · m̂ / (sqrt(v̂) + eps)
+    Read lr, betas, eps and weight_decay from each param group (a schedule changes
+    group["lr"] between steps). The constructor is provided; write step().
+    """
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.01):
+        check_nonnegative(lr, "lr", "AdamW")
+        check_nonnegative(eps, "eps", "AdamW")
+        check_nonnegative(weight_decay, "weight_decay", "AdamW")
+        if len(betas) != 2 or not all(isinstance(b, (int, float)) and 0 <= b < 1 for b in betas):
+            raise ValueError(f"AdamW: betas must be two numbers in [0, 1), got {betas!r}")
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        """One update of every parameter that has a gradient. Returns closure() if given."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        raise NotImplementedError("Task 10.4 is not implemented yet: write AdamW.step in minilm/training.py")
+        return loss
+
+
+def save_checkpoint(model: nn.Module, optimizer: torch.optim.Optimizer, iteration: int,
+                    out: str | os.PathLike | BinaryIO | IO[bytes]) -> None:
+    """Task 10.5: write everything needed to resume training to `out` (a path or a binary file
+    object): the model's state_dict, the optimizer's state_dict (its moments and step counts)
+    and the iteration number. Use torch.save on one dict."""
+    check_nonnegative_int(iteration, "iteration", "save_checkpoint")
+    raise NotImplementedError("Task 10.5 is not implemented yet: write save_checkpoint in minilm/training.py")
+
+
+def load_checkpoint(src: str | os.PathLike | BinaryIO | IO[bytes], model: nn.Module,
+                    optimizer: torch.optim.Optimizer) -> int:
+    """Task 10.5: restore `model` and `optimizer` in place from a checkpoint written by
+    save_checkpoint, and return the iteration number it stored."""
+    raise NotImplementedError("Task 10.5 is not implemented yet: write load_checkpoint in minilm/training.py")

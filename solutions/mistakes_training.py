@@ -1,0 +1,98 @@
+"""Known mistakes in the data, training and generation tasks (9.1–11.2): deliberately wrong
+variants of the reference. See solutions/mistakes.py for the format and how they are used:
+the tests must fail on every one, and checks.run(task).mistake must name it."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from minilm.validate import check_token_ids
+
+
+def _get_batch_not_shifted(dataset, batch_size, context_length, device="cpu"):
+    starts = torch.randint(0, len(dataset) - context_length, (batch_size,)).tolist()
+    x = torch.from_numpy(np.stack([np.asarray(dataset[i : i + context_length], dtype=np.int64) for i in starts]))
+    return x.to(device), x.clone().to(device)  # the target is the input itself
+
+
+def _cross_entropy_no_logsumexp(logits, targets):
+    log_probs = logits - torch.log(torch.exp(logits).sum(dim=-1, keepdim=True))  # exp overflows at ~88
+    return -log_probs.gather(-1, targets.unsqueeze(-1)).mean()
+
+
+def _clip_per_parameter(parameters, max_norm):
+    grads = [p.grad for p in parameters if p.grad is not None]
+    norms = []
+    for g in grads:  # each parameter clipped on its own
+        norm = g.norm()
+        if norm > max_norm:
+            g.mul_(max_norm / (norm + 1e-6))
+        norms.append(norm)
+    return torch.stack(norms).norm()
+
+
+def _lr_warmup_off_by_one(it, max_lr, min_lr, warmup_iters, cosine_cycle_iters):
+    if it < warmup_iters:
+        return (it + 1) / warmup_iters * max_lr
+    if it <= cosine_cycle_iters:
+        progress = (it - warmup_iters) / (cosine_cycle_iters - warmup_iters)
+        return min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (max_lr - min_lr)
+    return min_lr
+
+
+def _adam_step(l2: bool, bias_correction: bool):
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state.update(step=0, exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p))
+                state["step"] += 1
+                t, m, v, g = state["step"], state["exp_avg"], state["exp_avg_sq"], p.grad
+                if l2:
+                    g = g + wd * p  # weight decay through the gradient: Adam + L2, not AdamW
+                else:
+                    p.mul_(1 - lr * wd)
+                m.mul_(beta1).add_(g, alpha=1 - beta1)
+                v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+                m_hat, v_hat = (m / (1 - beta1**t), v / (1 - beta2**t)) if bias_correction else (m, v)
+                p.addcdiv_(m_hat, v_hat.sqrt() + eps, value=-lr)
+        return None
+    return step
+
+
+def _lm_forward_positions_restart(self, token_ids, kv_cache=None):
+    check_token_ids(token_ids, self.vocab_size, "TransformerLM")
+    positions = torch.arange(token_ids.shape[-1], device=token_ids.device)  # ignores the cached tokens
+    x = self.token_embeddings(token_ids)
+    for i, layer in enumerate(self.layers):
+        x = layer(x, positions, kv_cache[i] if kv_cache is not None else None)
+    return self.lm_head(self.ln_final(x))
+
+
+def _m(name, task, patches, diagnosis):
+    return {"name": name, "task": task, "patches": patches, "diagnosis": diagnosis}
+
+
+MUTANTS: list[dict] = [
+    _m("targets_not_shifted", "9.1", [("solutions.data", "get_batch", _get_batch_not_shifted)], "shifted"),
+    _m("no_logsumexp", "10.1", [("solutions.training", "cross_entropy", _cross_entropy_no_logsumexp)],
+       "log-sum-exp"),
+    _m("per_parameter_clipping", "10.2", [("solutions.training", "clip_grad_norm", _clip_per_parameter)],
+       "per parameter"),
+    _m("warmup_off_by_one", "10.3", [("solutions.training", "lr_cosine_schedule", _lr_warmup_off_by_one)],
+       "off by one"),
+    _m("adam_l2", "10.4", [("solutions.training", "AdamW.step", _adam_step(l2=True, bias_correction=True))],
+       "decoupled"),
+    _m("no_bias_correction", "10.4",
+       [("solutions.training", "AdamW.step", _adam_step(l2=False, bias_correction=False))], "bias correction"),
+    _m("cache_position_zero", "11.2",
+       [("solutions.model", "TransformerLM.forward", _lm_forward_positions_restart)], "position 0"),
+]

@@ -1,0 +1,226 @@
+import io
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import Phase, given, settings
+from hypothesis import strategies as st
+
+import minilm
+from helpers import assert_close, leading_shapes, randn, seeds
+
+# ---------------------------------------------------------------- 10.1 cross_entropy
+
+
+@pytest.mark.task("10.1")
+@given(leading=leading_shapes, vocab=st.integers(1, 30), seed=seeds, scale=st.sampled_from([0.1, 1.0, 30.0]))
+def test_cross_entropy_matches_torch(leading, vocab, seed, scale):
+    logits = randn((*leading, vocab), seed, scale)
+    targets = torch.randint(0, vocab, leading, generator=torch.Generator().manual_seed(seed))
+    want = F.cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1))
+    assert_close(minilm.cross_entropy(logits, targets), want, what="cross_entropy")
+
+
+@pytest.mark.task("10.1")
+@pytest.mark.parametrize("scale", [1e4, -1e4])
+def test_cross_entropy_is_stable_for_huge_logits(scale):
+    logits = randn((4, 10), 0) * scale
+    targets = torch.tensor([0, 3, 5, 9])
+    got = minilm.cross_entropy(logits, targets)
+    assert torch.isfinite(got), "cross_entropy overflowed: use the log-sum-exp trick"
+    assert_close(got, F.cross_entropy(logits, targets), atol=1e-3, what="cross_entropy at ±1e4")
+
+
+@pytest.mark.task("10.1")
+def test_cross_entropy_gradient_matches_torch():
+    logits = randn((3, 5, 7), 1).requires_grad_()
+    ref = logits.detach().clone().requires_grad_()
+    targets = torch.randint(0, 7, (3, 5))
+    minilm.cross_entropy(logits, targets).backward()
+    F.cross_entropy(ref.reshape(-1, 7), targets.reshape(-1)).backward()
+    assert_close(logits.grad, ref.grad, what="d loss / d logits")
+
+
+@pytest.mark.task("10.1")
+def test_cross_entropy_rejects_bad_targets():
+    with pytest.raises(ValueError, match="targets"):
+        minilm.cross_entropy(torch.zeros(2, 3), torch.tensor([0, 3]))
+    with pytest.raises(ValueError, match="shape"):
+        minilm.cross_entropy(torch.zeros(2, 3), torch.tensor([0, 1, 2]))
+
+
+# ---------------------------------------------------------------- 10.2 clip_grad_norm
+
+
+def _params_with_grads(seed, scale, shapes=((3, 4), (7,), (2, 3, 2))):
+    g = torch.Generator().manual_seed(seed)
+    params = [torch.nn.Parameter(torch.randn(*s, generator=g)) for s in shapes]
+    for p in params:
+        p.grad = torch.randn(p.shape, generator=g) * scale
+    return params
+
+
+@pytest.mark.task("10.2")
+@given(seed=seeds, scale=st.sampled_from([1e-3, 0.1, 1.0, 10.0]), max_norm=st.sampled_from([0.5, 1.0, 4.0]))
+def test_clip_matches_torch(seed, scale, max_norm):
+    mine, ref = _params_with_grads(seed, scale), _params_with_grads(seed, scale)
+    norm = minilm.clip_grad_norm(mine, max_norm)
+    want = torch.nn.utils.clip_grad_norm_(ref, max_norm)
+    assert math.isclose(float(norm), float(want), rel_tol=1e-5)
+    for p, q in zip(mine, ref):
+        assert_close(p.grad, q.grad, what="clipped gradient")
+
+
+@pytest.mark.task("10.2")
+def test_clip_uses_one_global_norm():
+    # Two gradients of norm 3 and 4: the global norm is 5, so both scale by 1/5 (not 1/3 and 1/4).
+    a, b = torch.nn.Parameter(torch.zeros(1)), torch.nn.Parameter(torch.zeros(1))
+    a.grad, b.grad = torch.tensor([3.0]), torch.tensor([4.0])
+    norm = minilm.clip_grad_norm([a, b], 1.0)
+    assert math.isclose(float(norm), 5.0, rel_tol=1e-6)
+    assert_close(a.grad, torch.tensor([0.6]), what="a.grad")
+    assert_close(b.grad, torch.tensor([0.8]), what="b.grad")
+
+
+@pytest.mark.task("10.2")
+def test_clip_skips_params_without_grad_and_accepts_a_generator():
+    model = torch.nn.Linear(3, 2)
+    model.weight.grad = torch.full((2, 3), 10.0)
+    minilm.clip_grad_norm(model.parameters(), 1.0)  # bias.grad is None
+    assert model.bias.grad is None
+    assert math.isclose(model.weight.grad.norm().item(), 1.0, rel_tol=1e-5)
+
+
+# ---------------------------------------------------------------- 10.3 lr_cosine_schedule
+
+
+def _cs336(it, max_lr, min_lr, warmup, cycle):
+    if it < warmup:
+        return it / warmup * max_lr
+    if it <= cycle:
+        return min_lr + 0.5 * (1 + math.cos((it - warmup) / (cycle - warmup) * math.pi)) * (max_lr - min_lr)
+    return min_lr
+
+
+@pytest.mark.task("10.3")
+def test_schedule_matches_cs336_reference_values():
+    # The expected values of CS336 assignment 1's test_get_lr_cosine_schedule.
+    expected = [0, 0.14285714285714285, 0.2857142857142857, 0.42857142857142855, 0.5714285714285714,
+                0.7142857142857143, 0.8571428571428571, 1.0, 0.9887175604818206, 0.9554359905560885,
+                0.9018241671106134, 0.8305704108364301, 0.7452476826029011, 0.6501344202803414,
+                0.55, 0.44986557971965857, 0.3547523173970989, 0.26942958916356996, 0.19817583288938662,
+                0.14456400944391146, 0.11128243951817937, 0.1, 0.1, 0.1, 0.1]
+    got = [minilm.lr_cosine_schedule(it, 1.0, 0.1, 7, 21) for it in range(25)]
+    assert got == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.task("10.3")
+@given(warmup=st.integers(0, 50), extra=st.integers(1, 100), it=st.integers(0, 200))
+def test_schedule_property(warmup, extra, it):
+    got = minilm.lr_cosine_schedule(it, 3e-3, 3e-4, warmup, warmup + extra)
+    assert got == pytest.approx(_cs336(it, 3e-3, 3e-4, warmup, warmup + extra), abs=1e-15)
+
+
+@pytest.mark.task("10.3")
+def test_schedule_starts_at_zero():
+    assert minilm.lr_cosine_schedule(0, 1.0, 0.1, 10, 100) == 0.0, "the warmup starts from 0 at it = 0"
+
+
+# ---------------------------------------------------------------- 10.4 AdamW
+
+
+def _run_optimizer(opt_class, steps, seed, **kwargs):
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
+    opt = opt_class(model.parameters(), **kwargs)
+    g = torch.Generator().manual_seed(seed + 1)
+    for _ in range(steps):
+        x, y = torch.randn(16, 5, generator=g), torch.randn(16, 3, generator=g)
+        opt.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        opt.step()
+    return [p.detach() for p in model.parameters()]
+
+
+@pytest.mark.task("10.4")
+@settings(max_examples=15, phases=[Phase.explicit, Phase.reuse, Phase.generate])  # no slow shrinking
+@given(seed=st.integers(0, 1000), lr=st.sampled_from([1e-3, 1e-2, 0.1]), wd=st.sampled_from([0.0, 0.01, 0.5]),
+       betas=st.sampled_from([(0.9, 0.999), (0.9, 0.95), (0.5, 0.9)]))
+def test_adamw_matches_torch(seed, lr, wd, betas):
+    kwargs = dict(lr=lr, weight_decay=wd, betas=betas, eps=1e-8)
+    for got, want in zip(_run_optimizer(minilm.AdamW, 5, seed, **kwargs), _run_optimizer(torch.optim.AdamW, 5, seed, **kwargs)):
+        assert_close(got, want, atol=1e-6, rtol=1e-5, what="parameters after 5 AdamW steps")
+
+
+@pytest.mark.task("10.4")
+def test_adamw_weight_decay_is_decoupled():
+    # With a zero gradient, Adam's update is 0 and only the decay acts: p ← p (1 − lr · wd).
+    # Adam + L2 would instead move p by about lr (the normalized decay gradient).
+    p = torch.nn.Parameter(torch.full((3,), 4.0))
+    opt = minilm.AdamW([p], lr=0.1, weight_decay=0.5)
+    p.grad = torch.zeros(3)
+    opt.step()
+    assert_close(p.detach(), torch.full((3,), 4.0 * (1 - 0.1 * 0.5)), what="p after one step with a zero gradient")
+
+
+@pytest.mark.task("10.4")
+def test_adamw_first_step_is_lr_sized():
+    # Bias correction makes the first update exactly lr · g / |g| (≈ lr), not lr · (1 − β1) / sqrt(1 − β2).
+    p = torch.nn.Parameter(torch.zeros(4))
+    opt = minilm.AdamW([p], lr=0.01, weight_decay=0.0)
+    p.grad = torch.tensor([1.0, -2.0, 0.5, 3.0])
+    opt.step()
+    assert_close(p.detach(), -0.01 * torch.sign(p.grad), atol=1e-7, what="p after the first step")
+
+
+@pytest.mark.task("10.4")
+def test_adamw_reads_the_scheduled_lr_and_defaults():
+    p = torch.nn.Parameter(torch.ones(2))
+    opt = minilm.AdamW([p])
+    assert opt.defaults["lr"] == 1e-3 and opt.defaults["weight_decay"] == 0.01
+    assert tuple(opt.defaults["betas"]) == (0.9, 0.999) and opt.defaults["eps"] == 1e-8
+    opt.param_groups[0]["lr"] = 0.0
+    p.grad = torch.ones(2)
+    opt.step()
+    assert torch.equal(p.detach(), torch.ones(2)), "a step with lr 0 must not move the parameters"
+
+
+@pytest.mark.task("10.4")
+def test_adamw_rejects_bad_hyperparameters():
+    with pytest.raises(ValueError, match="AdamW: lr"):
+        minilm.AdamW([torch.nn.Parameter(torch.ones(1))], lr=-1.0)
+
+
+# ---------------------------------------------------------------- 10.5 checkpoints
+
+
+def _model_and_opt(seed):
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.ReLU(), torch.nn.Linear(6, 2))
+    return model, torch.optim.AdamW(model.parameters(), lr=0.01)
+
+
+def _step(model, opt, seed):
+    x = torch.randn(8, 4, generator=torch.Generator().manual_seed(seed))
+    opt.zero_grad()
+    model(x).pow(2).mean().backward()
+    opt.step()
+
+
+@pytest.mark.task("10.5")
+@pytest.mark.parametrize("to_file", [False, True], ids=["path", "file object"])
+def test_checkpoint_round_trip_resumes_exactly(tmp_path, to_file):
+    model, opt = _model_and_opt(0)
+    for s in range(3):
+        _step(model, opt, s)
+    target = io.BytesIO() if to_file else tmp_path / "ckpt.pt"
+    minilm.save_checkpoint(model, opt, 42, target)
+    if to_file:
+        target.seek(0)
+    model2, opt2 = _model_and_opt(1)
+    assert minilm.load_checkpoint(target, model2, opt2) == 42
+    _step(model, opt, 7)
+    _step(model2, opt2, 7)  # the restored moments must give the same next step
+    for a, b in zip(model.parameters(), model2.parameters()):
+        assert torch.equal(a, b)
