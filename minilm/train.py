@@ -9,7 +9,8 @@ It trains with YOUR exercise code: minilm.TransformerLM, get_batch, cross_entrop
 clip_grad_norm, lr_cosine_schedule, AdamW, save/load_checkpoint and generate (with
 MINILM_IMPL=solutions it uses the reference instead). It prints the unigram baseline (the
 loss of a model that ignores context), the validation loss every --eval-interval steps, and a
-sample of generated text at the end. The latest checkpoint is out_dir/checkpoint.pt.
+sample of generated text at the end. The latest checkpoint is out_dir/checkpoint.pt; unless
+--full-vocab, out_dir/vocab.npy maps the model's token ids to GPT-2's.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import torch
 import minilm
 from minilm import corpus
 
-CONFIG_FILE, CHECKPOINT_FILE = "config.json", "checkpoint.pt"
+CONFIG_FILE, CHECKPOINT_FILE, VOCAB_FILE = "config.json", "checkpoint.pt", "vocab.npy"
 # Options that fix the model's shape (the data fixes the vocabulary): --resume refuses other values.
 MODEL_KEYS = ("data", "full_vocab", "d_model", "num_layers", "num_heads", "d_ff", "context_length", "rope_theta")
 
@@ -280,11 +281,15 @@ def main(argv: list[str] | None = None) -> int:
         train_tokens, val_tokens, _ = prepare(args, dist)
         enc = corpus.tokenizer()
         device = torch.device(args.device)
-        baseline = corpus.unigram_entropy(val_tokens)  # a bijective renumbering leaves it unchanged
+        # The loss of a model that ignores context: the entropy of the training split's token
+        # frequencies (a bijective renumbering below leaves it unchanged).
+        baseline = corpus.unigram_entropy(train_tokens)
         vocab = Vocabulary(None, enc.n_vocab) if args.full_vocab else \
             Vocabulary.from_tokens(train_tokens, val_tokens, n_gpt2=enc.n_vocab)
         if not args.full_vocab:  # renumbered copies in memory (Tiny Shakespeare: under 1 MB)
             train_tokens, val_tokens = vocab.to_model(train_tokens), vocab.to_model(val_tokens)
+            if dist.main:  # beside the checkpoint: the model's id i is GPT-2 id vocab.npy[i]
+                np.save(out_dir / VOCAB_FILE, vocab.gpt2_ids)
 
         torch.manual_seed(args.seed)  # the same initial weights on every rank
         model = minilm.TransformerLM(vocab.size, args.context_length, args.d_model, args.num_layers,
@@ -310,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"vocabulary: {vocab.size:,} of GPT-2's {enc.n_vocab:,} tokens")
             print(f"model: {n_params / 1e6:.2f}M parameters | {args.steps} steps of "
                   f"{args.batch_size * dist.world_size} × {args.context_length} tokens")
-            print(f"unigram baseline (entropy of the validation tokens' frequencies): {baseline:.3f} nats")
+            print(f"unigram baseline (entropy of the training split's token frequencies): {baseline:.3f} nats")
             if start:
                 print(f"resuming from {out_dir / CHECKPOINT_FILE} at step {start}")
 
