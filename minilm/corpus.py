@@ -169,12 +169,16 @@ def prepare_dataset(text_path: str | os.PathLike, out_dir: str | os.PathLike,
     if len(ids) - n_val < 2:
         raise ValueError(f"prepare_dataset: {text_path} has only {len(ids)} tokens, too few to split")
     out_dir.mkdir(parents=True, exist_ok=True)
-    # Write to temporary names and rename, so an interrupted run never leaves half a dataset.
-    for path, part in ((train_path, ids[:-n_val]), (val_path, ids[-n_val:])):
-        tmp = path.with_suffix(".tmp.npy")
-        np.save(tmp, part)
+    # Write to temporary names and rename, so an interrupted run never leaves half a dataset;
+    # per-process names, so two processes preparing the same directory (notebooks run in
+    # parallel) never write into one file. Both produce identical files, and renames are atomic.
+    for path, data in ((train_path, ids[:-n_val]), (val_path, ids[-n_val:]), (meta_path, None)):
+        tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp{path.suffix}")
+        if data is None:
+            tmp.write_text(json.dumps(meta, indent=1))
+        else:
+            np.save(tmp, data)
         os.replace(tmp, path)
-    meta_path.write_text(json.dumps(meta, indent=1))
     return train_path, val_path
 
 

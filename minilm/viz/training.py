@@ -1,0 +1,354 @@
+"""Pictures and helpers for notebook 10 (training), shared with notebook 11 (generation).
+
+- plot_lr_schedule, plot_bias_correction, plot_decay_vs_l2, plot_losses: the pictures.
+- load_shakespeare: Tiny Shakespeare as model token ids over a compact vocabulary (the most
+  frequent GPT-2 tokens), so that a small model trains in seconds on a CPU.
+- TrainConfig, train_steps, train_small_model: the training loop of notebook 10 as a function,
+  and a trained model for notebook 11, cached on disk (keyed by the configuration and the code)
+  so that notebook 11 never depends on notebook 10 having run.
+
+The training uses the student's code through `minilm` (TransformerLM, get_batch, cross_entropy,
+clip_grad_norm, lr_cosine_schedule, AdamW), like `python -m minilm.train`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+
+import minilm
+import minilm.viz  # noqa: F401  (the course's shared matplotlib style)
+from minilm import corpus, tasks
+from minilm.viz.data import _locked, shakespeare_dataset
+
+# ---------------------------------------------------------------- pictures of the pieces
+
+
+def plot_lr_schedule(schedule: Callable[..., float], max_lr: float, min_lr: float, warmup_iters: int,
+                     cosine_cycle_iters: int, total_iters: int) -> Figure:
+    """The learning rate schedule(it, max_lr, min_lr, warmup_iters, cosine_cycle_iters) for
+    it = 0 … total_iters − 1, with the three phases shaded."""
+    its = np.arange(total_iters)
+    lrs = [float(schedule(int(it), max_lr, min_lr, warmup_iters, cosine_cycle_iters)) for it in its]
+    fig, ax = plt.subplots(figsize=(8, 3.4))
+    ax.axvspan(0, warmup_iters, color="C1", alpha=0.12, label="linear warmup")
+    ax.axvspan(warmup_iters, cosine_cycle_iters, color="C0", alpha=0.08, label="cosine decay")
+    ax.axvspan(cosine_cycle_iters, total_iters - 1, color="0.5", alpha=0.12, label="floor: min_lr")
+    ax.plot(its, lrs, color="C0", lw=2, label="lr_cosine_schedule")
+    ax.axhline(max_lr, color="k", ls=":", lw=0.8)
+    ax.axhline(min_lr, color="k", ls=":", lw=0.8)
+    ax.set(title=f"Cosine schedule with warmup (max_lr {max_lr:g}, min_lr {min_lr:g}, warmup {warmup_iters}, "
+                 f"cycle {cosine_cycle_iters})", xlabel="iteration", ylabel="learning rate")
+    ax.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    return fig
+
+
+def plot_bias_correction(betas: tuple[float, float] = (0.9, 0.999), steps: int = 60) -> Figure:
+    """Adam's moments for a constant gradient g = 1: the raw averages m_t and v_t start near 0
+    (they are initialised at 0) and the bias-corrected m̂_t, v̂_t are exactly 1 from step 1."""
+    t = np.arange(1, steps + 1)
+    fig, ax = plt.subplots(figsize=(8, 3.4))
+    for beta, name, color in ((betas[0], "m", "C0"), (betas[1], "v", "C3")):
+        raw = 1 - beta**t  # m_t = (1 − β) Σ β^(t−s) · 1 = 1 − β^t
+        ax.plot(t, raw, color=color, label=f"raw ${name}_t$ (β = {beta})")
+        ax.plot(t, raw / (1 - beta**t), color=color, ls="--", label=fr"corrected $\hat{{{name}}}_t = {name}_t/(1-β^t)$")
+    ax.set(title="Bias correction for a constant gradient g = 1", xlabel="step t", ylabel="moment estimate",
+           ylim=(0, 1.1))
+    ax.legend(fontsize=8, loc="center right")
+    fig.tight_layout()
+    return fig
+
+
+def decay_vs_l2(adamw_class, lr: float = 0.01, weight_decay: float = 0.5, steps: int = 200,
+                grad_scales=(0.01, 0.1, 1.0, 10.0), seed: int = 0) -> dict[str, list[float]]:
+    """Weights that start at 1 and receive pure-noise gradients of different sizes (no loss
+    pulls them anywhere): the weight after `steps` steps, for AdamW (`adamw_class`, decoupled
+    decay) and for Adam with L2 (torch.optim.Adam's weight_decay adds wd·p to the gradient).
+    Each scale gets 32 weights; the result is the mean |weight| per scale."""
+    out = {"AdamW": [], "Adam + L2": []}
+    for scale in grad_scales:
+        for name, make in (("AdamW", lambda ps: adamw_class(ps, lr=lr, weight_decay=weight_decay)),
+                           ("Adam + L2", lambda ps: torch.optim.Adam(ps, lr=lr, weight_decay=weight_decay))):
+            p = torch.nn.Parameter(torch.ones(32))
+            opt = make([p])
+            g = torch.Generator().manual_seed(seed)
+            for _ in range(steps):
+                p.grad = torch.randn(32, generator=g) * scale
+                opt.step()
+            out[name].append(p.detach().abs().mean().item())
+    return out
+
+
+def plot_decay_vs_l2(result: dict[str, list[float]], grad_scales=(0.01, 0.1, 1.0, 10.0), lr: float = 0.01,
+                     weight_decay: float = 0.5, steps: int = 200) -> Figure:
+    """Bars of decay_vs_l2: AdamW shrinks every weight alike; with L2 inside Adam, the decay is
+    divided by √v̂ like the gradient, so weights with large gradients are barely decayed."""
+    fig, ax = plt.subplots(figsize=(8, 3.4))
+    xs = np.arange(len(grad_scales))
+    for k, (name, color) in enumerate((("AdamW", "C0"), ("Adam + L2", "C3"))):
+        ax.bar(xs + (k - 0.5) * 0.38, result[name], width=0.38, color=color, label=name)
+    ax.axhline(1.0, color="k", ls=":", lw=0.8, label="start: |w| = 1")
+    ax.axhline((1 - lr * weight_decay) ** steps, color="C0", ls="--", lw=0.8,
+               label=f"$(1 - lr·wd)^{{{steps}}}$: pure decoupled decay")
+    ax.set_xticks(xs, [f"{s:g}" for s in grad_scales])
+    ax.set(title=f"Same weight decay {weight_decay:g}, {steps} steps of pure-noise gradients",
+           xlabel="gradient noise scale", ylabel="mean |weight| at the end")
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+# ---------------------------------------------------------------- the data for a small model
+
+
+@dataclass
+class ShakespeareData:
+    """Tiny Shakespeare as token ids of a compact vocabulary: model id i < vocab_size − 1 is the
+    i-th most frequent GPT-2 token of the training split; the last id, RARE, stands for all the
+    other GPT-2 tokens (decoded as ⁇). The loss and the unigram baseline are both measured on
+    these ids, so they compare fairly."""
+
+    train: np.ndarray  # (n_train,) uint16 model ids
+    val: np.ndarray  # (n_val,) uint16 model ids
+    gpt2_ids: np.ndarray  # (vocab_size − 1,) the GPT-2 id of each model id but RARE
+    baseline: float  # unigram entropy of the validation ids, in nats
+    coverage: float  # fraction of the validation tokens that are not RARE
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.gpt2_ids) + 1
+
+    @property
+    def rare(self) -> int:
+        return len(self.gpt2_ids)
+
+    def encode(self, text: str) -> list[int]:
+        """Text → model ids (GPT-2 tokens outside the vocabulary become RARE)."""
+        lookup = {int(g): i for i, g in enumerate(self.gpt2_ids)}
+        return [lookup.get(t, self.rare) for t in corpus.tokenizer().encode_ordinary(text)]
+
+    def decode(self, ids) -> str:
+        """Model ids → text (RARE shows as ⁇)."""
+        enc, out, run = corpus.tokenizer(), [], []
+        for i in (int(i) for i in ids):
+            if i == self.rare:
+                out.append(enc.decode(run) + "⁇")
+                run = []
+            else:
+                run.append(int(self.gpt2_ids[i]))
+        return "".join(out) + enc.decode(run)
+
+
+def load_shakespeare(vocab_size: int = 4096) -> ShakespeareData:
+    """Tiny Shakespeare (prepared once by viz.data.shakespeare_dataset) mapped to a vocabulary of
+    the vocab_size − 1 most frequent GPT-2 tokens of the training split plus RARE.
+
+    Why: the output layer and its softmax cost vocab_size × d_model per token; with all 50,257
+    GPT-2 tokens they would be ~95% of a small model's compute. 4,095 tokens cover about 93% of
+    the validation text."""
+    train_path, val_path = shakespeare_dataset()
+    train, val = corpus.load_tokens(train_path), corpus.load_tokens(val_path)
+    counts = np.bincount(np.asarray(train, dtype=np.int64), minlength=corpus.tokenizer().n_vocab)
+    gpt2_ids = np.argsort(-counts, kind="stable")[: vocab_size - 1]  # most frequent first; ties by id
+    table = np.full(len(counts), vocab_size - 1, dtype=np.int64)  # GPT-2 id → model id
+    table[gpt2_ids] = np.arange(vocab_size - 1)
+    train_ids = table[np.asarray(train, dtype=np.int64)].astype(np.uint16)
+    val_ids = table[np.asarray(val, dtype=np.int64)].astype(np.uint16)
+    return ShakespeareData(train_ids, val_ids, gpt2_ids, corpus.unigram_entropy(val_ids),
+                           float((val_ids != vocab_size - 1).mean()))
+
+
+# ---------------------------------------------------------------- training
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """A small model and its training run, sized for ~10–20 s on a 2-core CPU."""
+
+    vocab_size: int = 4096
+    context_length: int = 64
+    d_model: int = 64
+    num_layers: int = 2
+    num_heads: int = 4
+    d_ff: int = 192
+    rope_theta: float = 10000.0
+    batch_size: int = 16
+    steps: int = 150
+    max_lr: float = 5e-3
+    min_lr: float = 5e-4
+    warmup: int = 15
+    weight_decay: float = 0.1
+    betas: tuple[float, float] = (0.9, 0.95)
+    clip: float = 1.0
+    eval_interval: int = 25
+    eval_tokens: int = 2048
+    seed: int = 0
+
+    def batch_seed(self, step: int) -> int:
+        """The seed of step `step`'s batch: batches depend on the step only, so a run resumed
+        from a checkpoint sees exactly the batches an uninterrupted run would have."""
+        return 1000 * (self.seed + 1) + step
+
+
+def progress(iterable, **kwargs):
+    """tqdm.auto's progress bar over `iterable`, off when TQDM_DISABLE=1 (as under nbval). tqdm's
+    notebook bar ignores that variable (it turns disable=None into False), so it is read here."""
+    from tqdm.auto import tqdm
+
+    if os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true"):
+        kwargs["disable"] = True
+    return tqdm(iterable, **kwargs)
+
+
+def new_history() -> dict[str, list]:
+    return {"step": [], "train": [], "val_step": [], "val": []}
+
+
+def build_model(cfg: TrainConfig):
+    """A fresh TransformerLM (the student's) and AdamW for `cfg`, seeded by cfg.seed."""
+    torch.manual_seed(cfg.seed)
+    model = minilm.TransformerLM(cfg.vocab_size, cfg.context_length, cfg.d_model, cfg.num_layers,
+                                 cfg.num_heads, cfg.d_ff, cfg.rope_theta)
+    optimizer = minilm.AdamW(model.parameters(), lr=cfg.max_lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
+    return model, optimizer
+
+
+@torch.no_grad()
+def evaluate(model, tokens: np.ndarray, context_length: int, max_tokens: int | None = None,
+             loss_fn: Callable | None = None, batch_size: int = 32) -> float:
+    """Mean loss over the first max_tokens (all if None) of `tokens` in non-overlapping windows:
+    always the same text, so evaluations are comparable. loss_fn defaults to minilm.cross_entropy."""
+    loss_fn = loss_fn or minilm.cross_entropy
+    n_windows = (len(tokens) - 1) // context_length
+    if max_tokens is not None:
+        n_windows = min(n_windows, max(1, max_tokens // context_length))
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    for w0 in range(0, n_windows, batch_size):
+        starts = range(w0 * context_length, min(n_windows, w0 + batch_size) * context_length, context_length)
+        windows = torch.from_numpy(np.stack([np.asarray(tokens[s : s + context_length + 1], dtype=np.int64)
+                                             for s in starts]))  # (b, context_length + 1)
+        loss = loss_fn(model(windows[:, :-1]), windows[:, 1:])
+        total += loss.item() * windows[:, 1:].numel()
+        count += windows[:, 1:].numel()
+    model.train(was_training)
+    return total / count
+
+
+def train_steps(model, optimizer, data: ShakespeareData, cfg: TrainConfig, start: int, stop: int,
+                history: dict[str, list], show_progress: bool = True) -> dict[str, list]:
+    """Steps start … stop − 1 of the training loop of notebook 10, appending to `history`."""
+    model.train()
+    quiet = {} if show_progress else {"disable": True}
+    for step in progress(range(start, stop), initial=start, total=cfg.steps, desc="training", **quiet):
+        lr = minilm.lr_cosine_schedule(step, cfg.max_lr, cfg.min_lr, cfg.warmup, cfg.steps)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        torch.manual_seed(cfg.batch_seed(step))
+        x, y = minilm.get_batch(data.train, cfg.batch_size, cfg.context_length)  # (B, T), (B, T)
+        loss = minilm.cross_entropy(model(x), y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        minilm.clip_grad_norm(model.parameters(), cfg.clip)
+        optimizer.step()
+        history["step"].append(step + 1)
+        history["train"].append(loss.item())
+        if (step + 1) % cfg.eval_interval == 0 or step + 1 == cfg.steps:
+            history["val_step"].append(step + 1)
+            history["val"].append(evaluate(model, data.val, cfg.context_length, cfg.eval_tokens))
+    return history
+
+
+def _code_fingerprint() -> str:
+    """A hash of the code that trains: the selected implementation's exercise modules."""
+    h = hashlib.sha256(minilm.implementation().encode())
+    for module in tasks.EXERCISE_MODULES:
+        path = getattr(minilm.exercise_module(module), "__file__", None)
+        if path:
+            h.update(Path(path).read_bytes())
+    return h.hexdigest()
+
+
+def cache_path(cfg: TrainConfig) -> Path:
+    """Where train_small_model keeps the model trained with `cfg` by the current code."""
+    key = hashlib.sha256((json.dumps(asdict(cfg), sort_keys=True) + _code_fingerprint()).encode()).hexdigest()
+    return corpus.data_dir() / "models" / f"shakespeare-{key[:16]}.pt"
+
+
+def train_small_model(cfg: TrainConfig = TrainConfig(), data: ShakespeareData | None = None,
+                      cache: bool = True, show_progress: bool = True):
+    """(model, history): a TransformerLM trained on Tiny Shakespeare with cfg, by the same loop as
+    notebook 10. With cache=True the result is saved under corpus.data_dir()/models (written
+    atomically; the key is the config and the code) and loaded from there next time."""
+    data = data or load_shakespeare(cfg.vocab_size)
+    path = cache_path(cfg)
+    model, optimizer = build_model(cfg)
+    if cache:
+        with _locked(path.with_suffix(".lock")):  # a parallel notebook training the same model waits
+            if path.exists():
+                saved = torch.load(path, map_location="cpu")
+                model.load_state_dict(saved["model"])
+                return model.eval(), saved["history"]
+            history = train_steps(model, optimizer, data, cfg, 0, cfg.steps, new_history(), show_progress)
+            fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".part", dir=path.parent)
+            os.close(fd)
+            try:
+                torch.save({"model": model.state_dict(), "history": history, "config": asdict(cfg)}, tmp)
+                os.replace(tmp, path)
+            finally:
+                Path(tmp).unlink(missing_ok=True)
+            return model.eval(), history
+    history = train_steps(model, optimizer, data, cfg, 0, cfg.steps, new_history(), show_progress)
+    return model.eval(), history
+
+
+def plot_losses(history: dict[str, list], baseline: float, vocab_size: int | None = None,
+                resumed_at: int | None = None) -> Figure:
+    """Training loss (every step, and a moving average) and validation loss against the step,
+    with the unigram baseline (and ln vocab_size, the loss of uniform guessing)."""
+    fig, ax = plt.subplots(figsize=(8, 3.8))
+    steps, train = np.asarray(history["step"]), np.asarray(history["train"])
+    ax.plot(steps, train, color="C0", alpha=0.3, lw=0.8, label="train loss (one batch)")
+    k = min(10, len(train))
+    if k > 1:
+        smooth = np.convolve(train, np.ones(k) / k, mode="valid")
+        ax.plot(steps[k - 1:], smooth, color="C0", lw=1.8, label=f"train loss ({k}-step average)")
+    ax.plot(history["val_step"], history["val"], "o-", color="C3", ms=4, label="validation loss")
+    ax.axhline(baseline, color="k", ls="--", lw=1, label=f"unigram baseline ({baseline:.2f} nats)")
+    if vocab_size:
+        ax.axhline(math.log(vocab_size), color="0.5", ls=":", lw=1, label=f"uniform guess: ln {vocab_size:,}")
+    if resumed_at is not None:
+        ax.axvline(resumed_at, color="C2", lw=1, label=f"checkpoint saved and resumed (step {resumed_at})")
+    ax.set(title="Training a small Transformer on Tiny Shakespeare", xlabel="step",
+           ylabel="cross-entropy (nats per token)")
+    ax.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    return fig
+
+
+def require(*values, tasks: tuple[str, ...]) -> None:
+    """In a cell that uses the results of earlier cells (e.g. a trained model): if one of them is
+    None because an earlier cell stopped at a stub, raise that stub's NotImplementedError, so
+    that `with needs(...)` prints the same one line instead of a NameError or a traceback."""
+    if all(v is not None for v in values):
+        return
+    from minilm import checks
+
+    for task_id in tasks:
+        verdict = checks.run(task_id)
+        if verdict.status == checks.TODO:
+            raise NotImplementedError(verdict.message)
+    raise RuntimeError("an earlier cell did not finish: run the notebook from the top")

@@ -1,0 +1,177 @@
+"""Tests for minilm/viz/data.py, training.py and generation.py: the pictures and helpers of
+notebooks 09 (tokens and data), 10 (training) and 11 (generation)."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import minilm  # noqa: E402
+from minilm import corpus  # noqa: E402
+from minilm.viz import data as vd  # noqa: E402
+from minilm.viz import generation as vg  # noqa: E402
+from minilm.viz import training as vt  # noqa: E402
+
+
+def _labelled(fig):
+    for ax in fig.axes:
+        assert ax.get_title() and ax.get_xlabel()
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------- 09
+
+
+def test_bpe_merges_replay_tiktoken():
+    enc = corpus.tokenizer()
+    for chunk in (" Shakespeare", " antidisestablishmentarianism", " 12345", "héllo"):
+        steps = vd.bpe_merges(enc, chunk)
+        assert b"".join(steps[0]) == chunk.encode() and all(len(p) == 1 for p in steps[0])
+        assert [len(s) for s in steps] == list(range(len(steps[0]), len(steps[0]) - len(steps), -1))
+        assert [enc.encode_single_token(p) for p in steps[-1]] == enc.encode_ordinary(chunk)
+    assert vd.format_merges(vd.bpe_merges(enc, " the")).splitlines()[-1].endswith("·the")
+
+
+def test_token_spans_html_and_token_text():
+    enc = corpus.tokenizer()
+    html = vd.token_spans_html(enc, ["a <b> c", "🤖"])
+    assert html.count("<span") == len(enc.encode_ordinary("a <b> c")) + len(enc.encode_ordinary("🤖"))
+    assert "&lt;" in html and "<b>" not in html and "⟨" in html  # escaped; partial UTF-8 bytes as hex
+    assert vd.token_text(b" the\n") == "·the↵"
+    assert vd.token_text(b"\xf0\x9f") == "⟨f0 9f⟩"
+
+
+def test_token_stats_and_batch_plots():
+    enc = corpus.tokenizer()
+    text = "To be, or not to be: that is the question. Antidisestablishmentarianism!"
+    per_word, token_chars = vd.words_and_tokens(enc, text)
+    assert len(per_word) == len(text.split()) and per_word.max() > 1
+    assert token_chars.sum() == len(text.encode())
+    _labelled(vd.plot_token_stats(enc, text, np.asarray(enc.encode_ordinary(text))))
+    x = torch.arange(40).reshape(2, 20)
+    fig = vd.plot_batch(x, x + 1, str, rows=2, cols=8)
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert "x[0]" in texts and "y[1]" in texts and "8" in texts  # y[0] starts at x[0, 1]
+    _labelled(fig)
+
+
+def test_shakespeare_dataset_is_prepared_once(tmp_path):
+    train_path, val_path = vd.shakespeare_dataset(tmp_path / "ts")
+    assert vd.shakespeare_dataset(tmp_path / "ts") == (train_path, val_path)
+    assert corpus.load_tokens(train_path).dtype == np.uint16
+
+
+# ---------------------------------------------------------------- 10
+
+
+@pytest.mark.task("10.3")
+def test_plot_lr_schedule_draws_the_schedule():
+    fig = vt.plot_lr_schedule(minilm.lr_cosine_schedule, 1.0, 0.1, 10, 80, 100)
+    line = [ln for ln in fig.axes[0].lines if ln.get_label() == "lr_cosine_schedule"][0]
+    y = line.get_ydata()
+    assert y[0] == 0 and y[10] == pytest.approx(1.0) and y[-1] == pytest.approx(0.1)
+    _labelled(fig)
+
+
+def test_plot_bias_correction_corrected_is_one():
+    fig = vt.plot_bias_correction((0.9, 0.999), 20)
+    corrected = [ln for ln in fig.axes[0].lines if "corrected" in ln.get_label()]
+    assert len(corrected) == 2 and all(np.allclose(ln.get_ydata(), 1.0) for ln in corrected)
+    _labelled(fig)
+
+
+@pytest.mark.task("10.4")
+def test_decay_vs_l2_separates_adamw_from_l2():
+    r = vt.decay_vs_l2(minilm.AdamW, steps=50)
+    assert max(r["AdamW"]) / min(r["AdamW"]) < 1.05
+    assert r["Adam + L2"][0] < r["AdamW"][0] < r["Adam + L2"][-1]
+    _labelled(vt.plot_decay_vs_l2(r, steps=50))
+
+
+def test_shakespeare_data_vocabulary():
+    data = vt.load_shakespeare(512)
+    assert data.vocab_size == 512 and data.train.max() == data.val.max() == 511
+    assert 0.6 < data.coverage < 1 and 0 < data.baseline < math.log(512)
+    ids = data.encode("ROMEO: the king")
+    assert data.decode(ids) == "ROMEO: the king" and data.decode([data.rare]) == "⁇"
+
+
+def test_progress_honours_tqdm_disable(monkeypatch):
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    assert vt.progress(range(3)).disable
+
+
+@pytest.mark.task("10.4")
+@pytest.mark.slow
+def test_train_small_model_learns_and_caches(tmp_path, monkeypatch):
+    monkeypatch.setenv("MINILM_DATA_DIR", str(tmp_path))
+    cfg = vt.TrainConfig(vocab_size=256, d_model=32, num_heads=2, d_ff=64, context_length=32, steps=30,
+                         eval_interval=10, eval_tokens=512, warmup=3)
+    data = vt.load_shakespeare(cfg.vocab_size)
+    model, history = vt.train_small_model(cfg, data, show_progress=False)
+    assert history["step"] == list(range(1, 31)) and history["val_step"] == [10, 20, 30]
+    assert history["train"][-1] < history["train"][0] - 1
+    assert vt.cache_path(cfg).exists()
+    again, history2 = vt.train_small_model(cfg, data, show_progress=False)
+    assert history2 == history
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
+    fig = vt.plot_losses(history, data.baseline, cfg.vocab_size, resumed_at=15)
+    assert list(fig.axes[0].lines[0].get_ydata()) == history["train"]
+    _labelled(fig)
+
+
+# ---------------------------------------------------------------- 11
+
+
+def test_filtered_probs_rules():
+    logits = vg.EXAMPLE_LOGITS
+    assert torch.allclose(vg.filtered_probs(logits), torch.softmax(logits.double(), -1))
+    assert vg.filtered_probs(logits, temperature=0)[0] == 1
+    k3 = vg.filtered_probs(logits, top_k=3)
+    assert (k3[3:] == 0).all() and k3.sum().item() == pytest.approx(1)
+    p = vg.filtered_probs(logits, top_p=0.8)
+    full = torch.softmax(logits.double(), -1)
+    kept = int((p > 0).sum())
+    assert full[: kept - 1].sum() < 0.8 <= full[:kept].sum()
+    assert (vg.filtered_probs(logits, top_p=1e-9) > 0).sum() == 1
+    fig = vg.plot_sampling_rules()
+    assert len(fig.axes) == 3
+    _labelled(fig)
+
+
+@pytest.mark.task("11.1")
+def test_sample_frequencies_follow_the_rules():
+    f = vg.sample_frequencies(minilm.generate, n=500, top_k=3)
+    assert f.sum() == pytest.approx(1) and f[3:].sum() == 0
+    settings = {"top-k": dict(top_k=3)}
+    fig = vg.plot_samples_vs_exact(settings, {"top-k": f}, n=500)
+    assert np.allclose([b.get_height() for b in fig.axes[0].patches], f)
+    _labelled(fig)
+
+
+@pytest.mark.task("11.2")
+def test_kv_cache_timings_and_plot():
+    torch.manual_seed(0)
+    model = minilm.TransformerLM(64, 32, 16, 1, 2, 32)
+    t = vg.kv_cache_timings(model, lengths=(4, 16, 32), repeats=1)
+    assert t["length"] == [4, 16, 32] and all(v > 0 for v in t["no cache"] + t["KV cache"])
+    fig = vg.plot_kv_timings(t)
+    assert np.allclose(fig.axes[0].lines[0].get_ydata(), 1e3 * np.asarray(t["no cache"]))
+    _labelled(fig)
+
+
+@pytest.mark.task("8.1")
+def test_ban_token_never_generated():
+    torch.manual_seed(0)
+    model = minilm.TransformerLM(16, 8, 16, 1, 2, 32)
+    banned = vg.BanToken(model, 3)
+    logits = banned(torch.tensor([[1, 2, 3]]))
+    assert torch.isinf(logits[..., 3]).all() and torch.isfinite(logits[..., :3]).all()
