@@ -11,7 +11,7 @@ from torch import Tensor
 
 
 def _shape(x: Tensor) -> str:
-    return "(" + ", ".join(str(d) for d in x.shape) + ")"
+    return str(tuple(x.shape))  # "(4,)", "(2, 3)": Python's own tuple notation
 
 
 def check_tensor(x, name: str, where: str) -> None:
@@ -40,8 +40,7 @@ def check_last_dim(x: Tensor, expected: int, where: str, what: str = "in_feature
 def check_shape(x: Tensor, expected: tuple[int, ...], where: str, name: str) -> None:
     check_tensor(x, name, where)
     if tuple(x.shape) != tuple(expected):
-        want = "(" + ", ".join(str(d) for d in expected) + ")"
-        raise ValueError(f"{where}: {name} must have shape {want}, got {_shape(x)}")
+        raise ValueError(f"{where}: {name} must have shape {tuple(expected)}, got {_shape(x)}")
 
 
 def check_integer(x: Tensor, where: str, name: str) -> None:
@@ -90,8 +89,8 @@ def check_broadcast(a: Tensor, leading: tuple[int, ...], where: str, name: str, 
     try:
         torch.broadcast_shapes(tuple(a.shape), tuple(leading))
     except RuntimeError:
-        want = "(" + ", ".join(str(d) for d in leading) + ")"
-        raise ValueError(f"{where}: {name} of shape {_shape(a)} does not broadcast against {against} {want}") from None
+        raise ValueError(f"{where}: {name} of shape {_shape(a)} does not broadcast against {against} "
+                         f"{tuple(leading)}") from None
 
 
 def check_mask(mask: Tensor | None, scores_shape: tuple[int, ...], where: str) -> None:

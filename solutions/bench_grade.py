@@ -1,0 +1,96 @@
+"""How much grading one submission costs over simply running the notebooks and hidden tests.
+
+    python -m solutions.bench_grade                    # all notebooks, 2 cores
+    python -m solutions.bench_grade --notebooks 01_linear 03_rmsnorm --repeat 3
+
+Times, side by side on the same machine:
+  plain  the instructor's own run: nbval over the notebooks (pytest-xdist, -n CORES) with the
+         reference, then the hidden tests against the reference;
+  grade  `python -m minilm.grade` of a submission made of the reference's modules, --jobs CORES.
+and prints both and their ratio (the target is at most 1.2). With --repeat, the runs alternate
+and the medians are compared, so a busy machine slows both alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from minilm import tasks
+from minilm.nbenv import kernel_env
+
+ROOT = tasks.ROOT
+HIDDEN = ROOT / "solutions" / "hidden_tests"
+
+
+def reference_submission(dest: Path) -> Path:
+    """A student folder whose exercise modules are the reference's (they import each other
+    relatively and import minilm.validate, so they work as minilm/<module>.py)."""
+    pkg = dest / "reference" / "minilm"
+    pkg.mkdir(parents=True)
+    for module in tasks.EXERCISE_MODULES:
+        shutil.copyfile(ROOT / "solutions" / f"{module}.py", pkg / f"{module}.py")
+    return pkg.parent
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if r.returncode != 0:
+        sys.exit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+    return elapsed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m solutions.bench_grade", description=__doc__.splitlines()[0])
+    parser.add_argument("--notebooks", nargs="+", metavar="NAME", help="notebook names (default: all)")
+    parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=1)
+    args = parser.parse_args(argv)
+
+    all_paths = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    paths = [p for p in all_paths if not args.notebooks or any(p.stem.startswith(s) for s in args.notebooks)]
+    stems = {p.stem for p in paths}
+    graded = [t.id for t in tasks.TASKS if Path(t.notebook).stem in stems]
+    env = {**os.environ, **kernel_env(), "PYTHONWARNINGS": "ignore::DeprecationWarning"}
+    env.pop("MINILM_IMPL", None)
+    ref_env = {**env, "MINILM_IMPL": "solutions"}
+    xdist = ["-n", str(args.cores), "--dist", "loadscope"] if args.cores > 1 else []
+    plain_nb = [sys.executable, "-m", "pytest", *map(str, paths), *xdist, "-q", "-p", "no:cacheprovider"]
+    plain_hidden = [sys.executable, "-m", "pytest", str(HIDDEN), "-q", "-p", "no:cacheprovider", "-p", "no:nbval",
+                    *[a for t in graded for a in ("--task", t)]]
+
+    with tempfile.TemporaryDirectory(prefix="bench-grade-") as tmp:
+        tmp = Path(tmp)
+        sub = reference_submission(tmp)
+        grade = [sys.executable, "-m", "minilm.grade", str(sub), "--jobs", str(args.cores), "--out", str(tmp / "out"),
+                 "--notebooks", *sorted(stems)]
+        plains, grades = [], []
+        for i in range(args.repeat):
+            nb, hid = timed(plain_nb, ref_env), timed(plain_hidden, ref_env)
+            plains.append(nb + hid)
+            grades.append(timed(grade, env))
+            result = json.loads((tmp / "out" / "grades.json").read_text(encoding="utf-8"))["students"][0]
+            if result["total"] != result["max"]:
+                sys.exit(f"the reference earned {result['total']}/{result['max']}: see {tmp / 'out' / 'feedback'}")
+            print(f"run {i + 1}: plain {nb:.1f} s notebooks + {hid:.1f} s hidden tests = {nb + hid:.1f} s; "
+                  f"grade {grades[-1]:.1f} s (inside: {result['timings']})", flush=True)
+    plain, graded_s = statistics.median(plains), statistics.median(grades)
+    print(f"{len(paths)} notebooks, {len(graded)} tasks, {args.cores} cores")
+    print(f"plain nbval + hidden tests: {plain:.1f} s")
+    print(f"python -m minilm.grade:     {graded_s:.1f} s")
+    print(f"ratio: {graded_s / plain:.2f} (target ≤ 1.20)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,246 @@
+"""Write the student edition of the course.
+
+    python -m solutions.release OUT_DIR                    # OUT_DIR must not exist or be empty
+    python -m solutions.release OUT_DIR --regenerate-stubs # rewrite minilm/ stubs first
+
+The release holds minilm/ (the stubs and the provided modules, the grader included),
+notebooks/ with the reference's stored outputs, the visible tests/, the root conftest.py,
+README.md, environment.yml, a pyproject.toml that no longer mentions `solutions`, a
+.gitignore, and a GitHub Classroom autograding workflow generated from the task registry.
+It never holds solutions/ or the hidden tests: before it returns, every file written is
+searched for the reference's solution lines and the hidden tests' lines, and any found fails
+the release (non-zero exit, naming the file and the leaked line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import sys
+import tomllib
+from pathlib import Path
+
+from minilm import tasks
+from solutions import make_stubs
+
+ROOT = tasks.ROOT
+SOLUTIONS = ROOT / "solutions"
+HIDDEN = SOLUTIONS / "hidden_tests"
+IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", ".pytest_cache", ".hypothesis",
+                                "*.egg-info")
+GITIGNORE_EXTRA = ["/grades/"]  # what `python -m minilm.grade .` writes
+WORKFLOW = Path(".github/workflows/classroom.yml")
+CPU_TORCH = "https://download.pytorch.org/whl/cpu"
+MIN_LEAK_CHARS = 12  # shorter lines ("return x", "else:") say nothing about a solution
+# Hidden tests share single lines with any test (`@pytest.fixture(autouse=True)`), so their
+# text counts as leaked when this many significant lines in a row appear in a release file.
+HIDDEN_RUN = 3
+
+
+class ReleaseError(Exception):
+    pass
+
+
+# ---------------------------------------------------------------- what must not leak
+
+
+def _significant(line: str) -> str | None:
+    text = line.strip()
+    return text if len(text) >= MIN_LEAK_CHARS else None
+
+
+def solution_lines() -> dict[str, str]:
+    """Non-trivial lines inside the reference's BEGIN/END SOLUTION regions → where they are."""
+    found = {}
+    for module in tasks.EXERCISE_MODULES:
+        path = SOLUTIONS / f"{module}.py"
+        inside = False
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if make_stubs.BEGIN.match(line):
+                inside = True
+            elif make_stubs.END.match(line):
+                inside = False
+            elif inside and (text := _significant(line)):
+                found.setdefault(text, f"solutions/{module}.py:{n}")
+    return found
+
+
+def _runs(lines: list[str]) -> list[tuple[int, tuple[str, ...]]]:
+    """(line number, HIDDEN_RUN consecutive significant lines starting there), leaving out the
+    imports, decorators and comments every test file shares."""
+    sig = [(n, t) for n, line in enumerate(lines, 1)
+           if (t := _significant(line)) and not t.startswith(("import ", "from ", "@", "#"))]
+    return [(sig[i][0], tuple(t for _, t in sig[i:i + HIDDEN_RUN])) for i in range(len(sig) - HIDDEN_RUN + 1)]
+
+
+def hidden_runs() -> dict[tuple[str, ...], str]:
+    """Runs of significant lines of the hidden tests → where they are."""
+    found = {}
+    if HIDDEN.is_dir():
+        for path in sorted(HIDDEN.rglob("*.py")):
+            for n, run in _runs(path.read_text(encoding="utf-8").splitlines()):
+                found.setdefault(run, f"{path.relative_to(ROOT).as_posix()}:{n}")
+    return found
+
+
+def text_lines(path: Path) -> list[str]:
+    """A file's lines as a reader sees them: a notebook's cell sources and text outputs."""
+    raw = path.read_bytes()
+    if b"\0" in raw[:8192]:
+        return []  # binary
+    text = raw.decode("utf-8", errors="replace")
+    if path.suffix == ".ipynb":
+        nb = json.loads(text)
+        parts = []
+        for cell in nb.get("cells", []):
+            parts.append("".join(cell.get("source", "")))
+            for out in cell.get("outputs", []):
+                parts.append("".join(out.get("text", "")))
+                parts += ["".join(v) if isinstance(v, list) else str(v) for v in out.get("data", {}).values()]
+        text = "\n".join(parts)
+    return text.splitlines()
+
+
+def leaks(release: Path) -> list[str]:
+    """Every line of the release that is a solution body line or a hidden-test line. Lines that
+    the public course shares verbatim (the stubs' shared code, say) are not secret."""
+    secret, hidden = solution_lines(), hidden_runs()
+    problems = []
+    for path in sorted(p for p in release.rglob("*") if p.is_file()):
+        rel = path.relative_to(release).as_posix()
+        if rel.startswith("solutions/") or "hidden_tests" in rel or path.name.startswith("test_hidden"):
+            problems.append(f"{rel}: this file must not be in a release")
+            continue
+        lines = text_lines(path)
+        for n, line in enumerate(lines, 1):
+            where = secret.get(line.strip())
+            if where and not _public(line.strip()):
+                problems.append(f"{rel}:{n}: leaks {where}: {line.strip()[:120]}")
+        for n, run in _runs(lines):
+            if run in hidden:
+                problems.append(f"{rel}:{n}: leaks {hidden[run]}: {run[0][:120]}")
+    return problems
+
+
+_PUBLIC: set[str] | None = None
+
+
+def _public(text: str) -> bool:
+    """Whether a line also appears in the course's own provided sources (outside any solution region)."""
+    global _PUBLIC
+    if _PUBLIC is None:
+        _PUBLIC = set()
+        exercise = {f"{m}.py" for m in tasks.EXERCISE_MODULES}
+        for path in (ROOT / "minilm").rglob("*.py"):
+            if path.parent != ROOT / "minilm" or path.name not in exercise:
+                _PUBLIC |= {line.strip() for line in path.read_text(encoding="utf-8").splitlines()}
+        for module in tasks.EXERCISE_MODULES:  # the stubs keep everything outside the regions
+            stub = make_stubs.stub_source((SOLUTIONS / f"{module}.py").read_text(encoding="utf-8"), module)
+            _PUBLIC |= {line.strip() for line in stub.splitlines()}
+    return text in _PUBLIC
+
+
+# ---------------------------------------------------------------- the files
+
+
+def rewrite_pyproject(text: str) -> str:
+    """Drop `solutions` from the packages and test paths."""
+    text = re.sub(r'include\s*=\s*\[[^\]]*\]', 'include = ["minilm*"]', text, count=1)
+    text = re.sub(r'testpaths\s*=\s*\[[^\]]*\]', 'testpaths = ["tests", "notebooks"]', text, count=1)
+    data = tomllib.loads(text)
+    left = [line for line in text.splitlines() if "solutions" in line]
+    if left or data["tool"]["setuptools"]["packages"]["find"]["include"] != ["minilm*"]:
+        raise ReleaseError(f"pyproject.toml still mentions solutions after rewriting: {left}")
+    return text
+
+
+def classroom_workflow() -> str:
+    """GitHub Classroom autograding: one graded step per task, then the reporter.
+
+    Each step runs the task's visible tests and grades the task's notebook cells through
+    nbval (`python -m minilm.grade . --tasks ID --require-all`: a failing check cell for
+    another task of the same notebook does not cost this task its points). The file is JSON,
+    which is also valid YAML, so it can be checked without a YAML parser."""
+    steps = [
+        {"name": "Checkout code", "uses": "actions/checkout@v4"},
+        {"name": "Set up Python", "uses": "actions/setup-python@v5", "with": {"python-version": "3.11"}},
+        {"name": "Install the course (CPU PyTorch)",
+         "run": f"python -m pip install torch --index-url {CPU_TORCH}\npython -m pip install -e \".[dev]\""},
+    ]
+    ids = []
+    for task in tasks.TASKS:
+        step_id = "task-" + task.id.replace(".", "-")
+        ids.append(step_id)
+        command = (f"python -m pytest --task {task.id} tests -q -p no:cacheprovider && "
+                   f"python -m minilm.grade . --tasks {task.id} --require-all --out /tmp/grades-{step_id}")
+        steps.append({"name": f"Task {task.id}: {task.title}", "id": step_id,
+                      "uses": "education/autograding-command-grader@v1",
+                      "with": {"test-name": f"Task {task.id}: {task.title}", "setup-command": "",
+                               "command": command, "timeout": 15, "max-score": task.points}})
+    steps.append({"name": "Autograding Reporter", "uses": "education/autograding-grader-action@v1",
+                  "env": {f"{i.upper()}_RESULTS": f"${{{{steps.{i}.outputs.result}}}}" for i in ids},
+                  "with": {"runners": ",".join(ids)}})
+    workflow = {
+        "name": "Autograding Tests",
+        "on": ["push", "repository_dispatch"],
+        "permissions": {"checks": "write", "actions": "read", "contents": "read"},
+        "jobs": {"run-autograding-tests": {"runs-on": "ubuntu-latest",
+                                           "if": "github.actor != 'github-classroom[bot]'", "steps": steps}},
+    }
+    header = ("# Generated by `python -m solutions.release` from minilm/tasks.py: one graded step per task.\n"
+              "# Written as JSON, which is valid YAML.\n")
+    return header + json.dumps(workflow, indent=2, ensure_ascii=False) + "\n"
+
+
+def write_release(out: Path, regenerate: bool = False) -> list[Path]:
+    if regenerate:
+        make_stubs.main([])
+    stale = make_stubs.drifted()
+    if stale:
+        raise ReleaseError("the stubs in minilm/ differ from the reference: run `python -m solutions.make_stubs` "
+                           f"(or pass --regenerate-stubs): {', '.join(p.relative_to(ROOT).as_posix() for p in stale)}")
+    if out.exists() and any(out.iterdir()):
+        raise ReleaseError(f"{out} is not empty")
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(ROOT / "minilm", out / "minilm", ignore=IGNORE)
+    shutil.copytree(ROOT / "tests", out / "tests", ignore=IGNORE)
+    (out / "notebooks").mkdir()
+    for f in sorted((ROOT / "notebooks").iterdir()):
+        if f.is_file() and (f.suffix != ".ipynb" or re.match(r"\d\d_", f.name)):
+            shutil.copy2(f, out / "notebooks" / f.name)
+    for name in ("conftest.py", "README.md", "environment.yml"):
+        if not (ROOT / name).exists():
+            raise ReleaseError(f"{name} is missing from the course root")
+        shutil.copy2(ROOT / name, out / name)
+    (out / "pyproject.toml").write_text(rewrite_pyproject((ROOT / "pyproject.toml").read_text(encoding="utf-8")),
+                                        encoding="utf-8")
+    ignore = (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines() if (ROOT / ".gitignore").exists() else []
+    (out / ".gitignore").write_text("\n".join([*ignore, *[e for e in GITIGNORE_EXTRA if e not in ignore]]) + "\n",
+                                    encoding="utf-8")
+    (out / WORKFLOW).parent.mkdir(parents=True)
+    (out / WORKFLOW).write_text(classroom_workflow(), encoding="utf-8")
+    problems = leaks(out)
+    if problems:
+        raise ReleaseError("the release leaks solution or hidden-test text:\n  " + "\n  ".join(problems[:50]))
+    return sorted(p for p in out.rglob("*") if p.is_file())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m solutions.release", description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path, help="the directory to write (must not exist, or be empty)")
+    parser.add_argument("--regenerate-stubs", action="store_true", help="rewrite minilm/ stubs from the reference first")
+    args = parser.parse_args(argv)
+    try:
+        files = write_release(args.out, args.regenerate_stubs)
+    except ReleaseError as e:
+        print(f"release: {e}", file=sys.stderr)
+        return 1
+    print(f"release: wrote {len(files)} files to {args.out} ({len(tasks.TASKS)} tasks, "
+          f"{sum(t.points for t in tasks.TASKS)} points; no solutions, no hidden tests)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
