@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import matplotlib
 import pytest
@@ -49,3 +50,30 @@ def pytest_runtest_call(item):
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+SHARED_SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinystories_sample.txt"
+
+
+def _stand_in_stories(n: int = 24) -> str:
+    """Short, deterministic stories in TinyStories' style, separated like TinyStories."""
+    names, pets, places = ["Lily", "Tom", "Mia", "Ben"], ["cat", "dog", "bird", "fish"], ["park", "garden", "lake"]
+    stories = []
+    for i in range(n):
+        name, pet, place = names[i % 4], pets[(i // 4) % 4], places[i % 3]
+        stories.append(
+            f"Once upon a time, there was a little girl named {name}. She had a {pet} who loved the {place}. "
+            f"One day, {name} and her {pet} went to the {place} to play. They ran and laughed all day. "
+            f"When the sun went down, {name} said, \"Thank you for a happy day!\" The {pet} was happy too.")
+    return "<|endoftext|>\n".join(stories) + "\n"
+
+
+@pytest.fixture(scope="session")
+def story_file(tmp_path_factory) -> Path:
+    """A short text for tokenizer, data and training tests: the TinyStories sample kept beside
+    the project on course machines, else a generated stand-in of about the same size."""
+    if SHARED_SAMPLE.is_file():
+        return SHARED_SAMPLE
+    path = tmp_path_factory.mktemp("stories") / "stories.txt"
+    path.write_text(_stand_in_stories(), encoding="utf-8")
+    return path

@@ -11,7 +11,6 @@ import pytest
 from minilm import corpus
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
-SAMPLE = SHARED / "data" / "tinystories_sample.txt"
 SHAKESPEARE = SHARED / "data" / "tinyshakespeare.txt"
 
 needs_tokenizer = pytest.mark.skipif(not (SHARED / "tiktoken").is_dir() and not os.environ.get("TIKTOKEN_CACHE_DIR"),
@@ -72,18 +71,18 @@ def test_tinyshakespeare_local_copy(monkeypatch, tmp_path):
 
 
 @needs_tokenizer
-def test_prepare_dataset_splits_by_position_and_skips_repeat_work(tmp_path):
-    train_path, val_path = corpus.prepare_dataset(SAMPLE, tmp_path, val_fraction=0.25)
+def test_prepare_dataset_splits_by_position_and_skips_repeat_work(tmp_path, story_file):
+    train_path, val_path = corpus.prepare_dataset(story_file, tmp_path, val_fraction=0.25)
     train, val = corpus.load_tokens(train_path), corpus.load_tokens(val_path)
     assert isinstance(train, np.memmap) and train.dtype == np.uint16
     # TinyStories separates stories with <|endoftext|>: it must become the one special token.
-    ids = corpus.tokenizer().encode(SAMPLE.read_text(encoding="utf-8"), allowed_special={"<|endoftext|>"})
+    ids = corpus.tokenizer().encode(story_file.read_text(encoding="utf-8"), allowed_special={"<|endoftext|>"})
     assert np.concatenate([train, val]).tolist() == ids
     assert len(val) == int(len(ids) * 0.25)
     mtime = train_path.stat().st_mtime_ns
-    corpus.prepare_dataset(SAMPLE, tmp_path, val_fraction=0.25)
+    corpus.prepare_dataset(story_file, tmp_path, val_fraction=0.25)
     assert train_path.stat().st_mtime_ns == mtime, "an up-to-date dataset must not be encoded again"
-    corpus.prepare_dataset(SAMPLE, tmp_path, val_fraction=0.5)
+    corpus.prepare_dataset(story_file, tmp_path, val_fraction=0.5)
     assert len(corpus.load_tokens(val_path)) == int(len(ids) * 0.5), "a new split must re-encode"
 
 

@@ -56,7 +56,8 @@ def test_every_task_has_tests(task):
     assert f'mark.task("{task.id}")' in marked, f"no test is marked with task {task.id}"
 
 
-@pytest.mark.parametrize("task", tasks.TASKS, ids=lambda t: t.id)
+@pytest.mark.parametrize("task", [pytest.param(t, marks=pytest.mark.task(t.id)) for t in tasks.TASKS],
+                         ids=lambda t: t.id)
 def test_each_task_check_passes(task):
     verdict = checks.run(task.id)
     assert verdict.ok, verdict.line

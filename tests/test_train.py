@@ -11,16 +11,18 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
-SAMPLE = SHARED / "data" / "tinystories_sample.txt"
 
-TINY = ["--data", str(SAMPLE), "--context-length", "16", "--d-model", "32", "--num-layers", "1", "--num-heads", "2",
+TINY = ["--context-length", "16", "--d-model", "32", "--num-layers", "1", "--num-heads", "2",
         "--d-ff", "64", "--batch-size", "8", "--warmup", "3", "--lr", "1e-2", "--eval-interval", "10",
         "--eval-tokens", "64", "--checkpoint-interval", "10", "--sample-tokens", "5", "--prompt", "Once upon"]
 
-pytestmark = [
-    pytest.mark.skipif(not SAMPLE.is_file(), reason=f"needs {SAMPLE}"),
-    pytest.mark.slow,
-]
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def tiny(story_file):
+    """A tiny configuration on the short story text: seconds, not minutes."""
+    return ["--data", str(story_file), *TINY]
 
 
 def _env(tmp_path):
@@ -47,9 +49,9 @@ def _losses(stdout):
 
 
 @pytest.mark.task("10.5")
-def test_tiny_run_learns_checkpoints_and_resumes(tmp_path):
+def test_tiny_run_learns_checkpoints_and_resumes(tmp_path, tiny):
     out = tmp_path / "run"
-    proc = _run([*TINY, "--steps", "20", "--out-dir", str(out)], tmp_path)
+    proc = _run([*tiny, "--steps", "20", "--out-dir", str(out)], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     first, last, _ = _losses(proc.stdout)
     assert last < first - 0.5, f"the training loss did not fall: {first} → {last}"
@@ -58,7 +60,7 @@ def test_tiny_run_learns_checkpoints_and_resumes(tmp_path):
     assert ckpt.is_file() and torch.load(ckpt)["iteration"] == 20
 
     # Resume the finished 20-step run and extend it to 30 steps: it starts at step 20.
-    proc = _run([*TINY, "--steps", "30", "--out-dir", str(out), "--resume"], tmp_path)
+    proc = _run([*tiny, "--steps", "30", "--out-dir", str(out), "--resume"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "resuming from" in proc.stdout and "at step 20" in proc.stdout
     assert torch.load(ckpt)["iteration"] == 30
@@ -66,7 +68,7 @@ def test_tiny_run_learns_checkpoints_and_resumes(tmp_path):
     assert first_resumed < first - 0.5, "after resuming, the loss must continue from the checkpoint's level"
 
     # A resume with another model shape is refused before any work.
-    proc = _run([*TINY, "--steps", "30", "--out-dir", str(out), "--resume", "--d-model", "64"], tmp_path)
+    proc = _run([*tiny, "--steps", "30", "--out-dir", str(out), "--resume", "--d-model", "64"], tmp_path)
     assert proc.returncode == 2 and "d_model" in proc.stderr
 
 
@@ -77,22 +79,22 @@ def test_tiny_run_learns_checkpoints_and_resumes(tmp_path):
     (["--data", "/nonexistent/text.txt"], "no such file"),
     (["--warmup", "50", "--steps", "10"], "--warmup must be smaller than --steps"),
 ])
-def test_bad_config_fails_before_any_work(tmp_path, capsys, bad, message):
+def test_bad_config_fails_before_any_work(tmp_path, capsys, bad, message, tiny):
     from minilm import train  # in-process: validation runs before any data, model or process group
 
     out = tmp_path / "run"
     with pytest.raises(SystemExit) as exit_info:
-        train.main([*TINY, "--steps", "10", "--out-dir", str(out), *bad])
+        train.main([*tiny, "--steps", "10", "--out-dir", str(out), *bad])
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
     assert not out.exists(), "nothing may be written for a bad config"
 
 
 @pytest.mark.task("10.5")
-def test_torchrun_two_processes_stay_in_sync(tmp_path):
+def test_torchrun_two_processes_stay_in_sync(tmp_path, tiny):
     launcher = (sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                 "-m", "minilm.train")
-    proc = _run([*TINY, "--steps", "20", "--out-dir", str(tmp_path / "ddp"), "--check-sync"], tmp_path,
+    proc = _run([*tiny, "--steps", "20", "--out-dir", str(tmp_path / "ddp"), "--check-sync"], tmp_path,
                 launcher=launcher, timeout=240)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert "processes: 2" in proc.stdout
