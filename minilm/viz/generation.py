@@ -72,7 +72,8 @@ def plot_sampling_rules(logits: torch.Tensor = EXAMPLE_LOGITS, words: Sequence[s
     for ax in axes:
         ax.set_xticks(x, words, rotation=60, fontsize=8)
         ax.set_xlabel('next token after "To be, or not to"')
-        ax.legend(fontsize=7, loc="upper right")
+        # The top-p panel's cumulative curve fills the upper right: put its legend below it.
+        ax.legend(fontsize=7, loc="center right" if ax is axes[2] else "upper right")
     fig.tight_layout()
     return fig
 
