@@ -186,26 +186,29 @@ def check_sync(model: torch.nn.Module, dist: Dist) -> None:
 # ---------------------------------------------------------------- training
 
 
-def evaluate(model, tokens: np.ndarray, context_length: int, batch_size: int, max_tokens: int | None,
-             dist: Dist, device) -> float:
-    """Mean cross-entropy over the first max_tokens (all if None) of `tokens`, in non-overlapping
-    windows, so every evaluation sees the same text. Under DDP the ranks split the windows."""
+def evaluate(model, tokens: np.ndarray, context_length: int, batch_size: int = 32, max_tokens: int | None = None,
+             dist: Dist | None = None, device="cpu") -> float:
+    """Mean cross-entropy (minilm.cross_entropy) over the first max_tokens (all if None) of
+    `tokens`, in non-overlapping windows, so every evaluation sees the same text. Under DDP
+    (dist given and enabled) the ranks split the windows; notebook 10 uses it with one process."""
+    rank, world_size = (dist.rank, dist.world_size) if dist is not None else (0, 1)
     n_windows = (len(tokens) - 1) // context_length
     if max_tokens is not None:
         n_windows = min(n_windows, max(1, max_tokens // context_length))
-    mine = list(range(dist.rank, n_windows, dist.world_size))
+    mine = list(range(rank, n_windows, world_size))
     total = torch.zeros(2, dtype=torch.float64)  # (sum of losses · tokens, tokens)
+    was_training = model.training
     model.eval()
     with torch.no_grad():
         for i in range(0, len(mine), batch_size):
             starts = [w * context_length for w in mine[i : i + batch_size]]
             windows = np.stack([np.asarray(tokens[s : s + context_length + 1], dtype=np.int64) for s in starts])
-            windows = torch.from_numpy(windows).to(device)
-            logits = model(windows[:, :-1])
-            loss = minilm.cross_entropy(logits, windows[:, 1:])
+            windows = torch.from_numpy(windows).to(device)  # (b, context_length + 1)
+            loss = minilm.cross_entropy(model(windows[:, :-1]), windows[:, 1:])
             total += torch.tensor([loss.item() * windows[:, 1:].numel(), windows[:, 1:].numel()], dtype=torch.float64)
-    model.train()
-    total = dist.sum(total)
+    model.train(was_training)
+    if dist is not None:
+        total = dist.sum(total)
     return (total[0] / total[1]).item()
 
 

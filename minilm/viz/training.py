@@ -30,6 +30,7 @@ from matplotlib.figure import Figure
 import minilm
 import minilm.viz  # noqa: F401  (the course's shared matplotlib style)
 from minilm import corpus, tasks
+from minilm import train as train_command
 from minilm.viz.data import _locked, shakespeare_dataset
 
 # ---------------------------------------------------------------- pictures of the pieces
@@ -227,25 +228,11 @@ def build_model(cfg: TrainConfig):
 
 @torch.no_grad()
 def evaluate(model, tokens: np.ndarray, context_length: int, max_tokens: int | None = None,
-             loss_fn: Callable | None = None, batch_size: int = 32) -> float:
-    """Mean loss over the first max_tokens (all if None) of `tokens` in non-overlapping windows:
-    always the same text, so evaluations are comparable. loss_fn defaults to minilm.cross_entropy."""
-    loss_fn = loss_fn or minilm.cross_entropy
-    n_windows = (len(tokens) - 1) // context_length
-    if max_tokens is not None:
-        n_windows = min(n_windows, max(1, max_tokens // context_length))
-    was_training = model.training
-    model.eval()
-    total, count = 0.0, 0
-    for w0 in range(0, n_windows, batch_size):
-        starts = range(w0 * context_length, min(n_windows, w0 + batch_size) * context_length, context_length)
-        windows = torch.from_numpy(np.stack([np.asarray(tokens[s : s + context_length + 1], dtype=np.int64)
-                                             for s in starts]))  # (b, context_length + 1)
-        loss = loss_fn(model(windows[:, :-1]), windows[:, 1:])
-        total += loss.item() * windows[:, 1:].numel()
-        count += windows[:, 1:].numel()
-    model.train(was_training)
-    return total / count
+             batch_size: int = 32) -> float:
+    """Mean minilm.cross_entropy over the first max_tokens (all if None) of `tokens` in
+    non-overlapping windows: always the same text, so evaluations are comparable. The same
+    evaluation as the training command's (minilm.train.evaluate), for one process."""
+    return train_command.evaluate(model, tokens, context_length, batch_size, max_tokens)
 
 
 def train_steps(model, optimizer, data: ShakespeareData, cfg: TrainConfig, start: int, stop: int,
