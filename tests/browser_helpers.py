@@ -92,29 +92,45 @@ def _install_lock():
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def ensure_browser() -> str:
-    """The Chromium executable to drive, with the playwright package importable; installs either
-    one when install_allowed(). Raises Unavailable with one line when the test cannot run."""
-    custom = os.environ.get("MINILM_CHROMIUM", "").strip()
-    chromium = custom or DEFAULT_CHROMIUM
-    if _executable(chromium) and _have_playwright():
-        return chromium
-    if custom and not _executable(chromium):
-        raise Unavailable(f"{SKIP}no Chromium or Chrome at {chromium} (from MINILM_CHROMIUM)")
+def chromium_path() -> str:
+    return os.environ.get("MINILM_CHROMIUM", "").strip() or DEFAULT_CHROMIUM
+
+
+def skip_reason() -> str | None:
+    """The one line to skip with when the browser test cannot run here and nothing will be
+    installed for it; None when it can run, or when ensure_browser() may install what is missing.
+    Cheap (no installing, no imports): the test module asks at collection."""
+    chromium, custom = chromium_path(), bool(os.environ.get("MINILM_CHROMIUM", "").strip())
+    have_chromium, have_playwright = _executable(chromium), _have_playwright()
+    if have_chromium and have_playwright:
+        return None
+    if custom and not have_chromium:
+        return f"{SKIP}no Chromium or Chrome at {chromium} (from MINILM_CHROMIUM)"
     if not install_allowed():
+        if not have_chromium:
+            return (f"{SKIP}no Chromium at {chromium} (set MINILM_E2E_INSTALL=1 to install it with apt-get and pip, "
+                    f"or MINILM_CHROMIUM=/path/to/chrome to use another)")
+        return f"{SKIP}the playwright package is not installed (set MINILM_E2E_INSTALL=1 to install it with pip)"
+    if not have_chromium:
+        if not (shutil.which("apt-get") and Path("/etc/debian_version").exists()):
+            return (f"{SKIP}no Chromium at {chromium}, and no apt-get to install it with "
+                    f"(set MINILM_CHROMIUM=/path/to/chrome)")
+        if hasattr(os, "geteuid") and os.geteuid() != 0:
+            return (f"{SKIP}no Chromium at {chromium}, and installing it with apt-get needs root "
+                    f"(set MINILM_CHROMIUM=/path/to/chrome)")
+    return None
+
+
+def ensure_browser() -> str:
+    """The Chromium executable to drive, with the playwright package importable: installs what is
+    missing (apt-get, pip) when install_allowed(). Raises Unavailable with one line when the test
+    cannot run, or an install failed."""
+    reason = skip_reason()
+    if reason:
+        raise Unavailable(reason)
+    chromium = chromium_path()
+    with _install_lock():  # re-checked under the lock: another process may have just installed them
         if not _executable(chromium):
-            raise Unavailable(f"{SKIP}no Chromium at {chromium} (set MINILM_E2E_INSTALL=1 to install it with "
-                              f"apt-get and pip, or MINILM_CHROMIUM=/path/to/chrome to use another)")
-        raise Unavailable(f"{SKIP}the playwright package is not installed (set MINILM_E2E_INSTALL=1 to install "
-                          f"it with pip)")
-    with _install_lock():
-        if not _executable(chromium):
-            if not (shutil.which("apt-get") and Path("/etc/debian_version").exists()):
-                raise Unavailable(f"{SKIP}no Chromium at {chromium}, and no apt-get to install it with "
-                                  f"(set MINILM_CHROMIUM=/path/to/chrome)")
-            if hasattr(os, "geteuid") and os.geteuid() != 0:
-                raise Unavailable(f"{SKIP}no Chromium at {chromium}, and installing it with apt-get needs root "
-                                  f"(set MINILM_CHROMIUM=/path/to/chrome)")
             _run_install(["apt-get", "update", "-q"], "apt-get update", timeout=300)
             _run_install(["apt-get", "install", "-y", "-q", "--no-install-recommends", *APT_PACKAGES],
                          f"apt-get install {' '.join(APT_PACKAGES)}", timeout=900)

@@ -18,11 +18,14 @@ import contextlib
 import pytest
 
 from browser_helpers import (CHROMIUM_ARGS, ROOT, LabNotebook, LabServer, Unavailable, cell_index,
-                             committed_notebook, ensure_browser, image_digest, output_dir, output_text,
+                             committed_notebook, ensure_browser, image_digest, output_dir, output_text, skip_reason,
                              stored_image_count)
 from minilm import checks, tasks
 
 pytestmark = pytest.mark.browser
+
+if skip_reason():  # nothing to run it with, and nothing will be installed: one line for the whole module
+    pytest.skip(skip_reason(), allow_module_level=True)
 
 VIEWPORT = {"width": 1400, "height": 1000}
 
