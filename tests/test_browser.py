@@ -14,6 +14,7 @@ $MINILM_TEST_OUTPUT/browser/). Deselect with `-m "not browser"`.
 from __future__ import annotations
 
 import contextlib
+import os
 
 import pytest
 
@@ -39,12 +40,17 @@ def chromium() -> str:
 
 
 @pytest.fixture(scope="module")
-def browser(chromium):
+def browser(chromium, tmp_path_factory):
     from playwright.sync_api import sync_playwright
 
+    # Chromium's own files (crash reports, dconf) in a temporary home, not the user's ~/.config and ~/.cache.
+    home = tmp_path_factory.mktemp("chromium-home")
+    env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
+           "XDG_CACHE_HOME": str(home / ".cache")}
     pw = sync_playwright().start()
     try:
-        browser = pw.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS, timeout=60_000)
+        browser = pw.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS, env=env,
+                                     timeout=60_000)
     except Exception as e:
         pw.stop()
         pytest.fail(f"Chromium at {chromium} did not start: {str(e).splitlines()[0]}", pytrace=False)
