@@ -11,7 +11,7 @@ import math
 from typing import TYPE_CHECKING
 
 import torch
-from einops import einsum, rearrange
+from einops import rearrange
 from jaxtyping import Bool, Float, Int
 from torch import Tensor, nn
 

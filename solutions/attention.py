@@ -7,7 +7,7 @@ import math
 from typing import TYPE_CHECKING
 
 import torch
-from einops import einsum, rearrange
+from einops import rearrange
 from jaxtyping import Bool, Float, Int
 from torch import Tensor, nn
 
@@ -28,7 +28,8 @@ def softmax(x: Float[Tensor, "..."], dim: int) -> Float[Tensor, "..."]:
     """
     check_tensor(x, "x", "softmax")
     # BEGIN SOLUTION 6.1
-    exps = torch.exp(x - x.amax(dim=dim, keepdim=True))
+    # The max is a constant shift that softmax cancels: detached, autograd skips its backward.
+    exps = torch.exp(x - x.amax(dim=dim, keepdim=True).detach())
     return exps / exps.sum(dim=dim, keepdim=True)
     # END SOLUTION
 
@@ -51,10 +52,13 @@ def scaled_dot_product_attention(
         )
     check_mask(mask, (*q.shape[:-1], k.shape[-2]), "scaled_dot_product_attention")
     # BEGIN SOLUTION 6.2
-    scores = einsum(q, k, "... queries d_k, ... keys d_k -> ... queries keys") / math.sqrt(q.shape[-1])
+    # Plain matmuls (einsum copies its operands here) and every step on the small q rather than on
+    # the (queries × keys) scores where that can be: these are the biggest tensors in the model.
+    q = q / math.sqrt(q.shape[-1])
+    scores = q @ k.transpose(-2, -1)  # (..., queries, keys)
     if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    return einsum(softmax(scores, dim=-1), v, "... queries keys, ... keys d_v -> ... queries d_v")
+        scores.masked_fill_(~mask, float("-inf"))  # in place: scores is ours
+    return softmax(scores, dim=-1) @ v  # (..., queries, d_v)
     # END SOLUTION
 
 

@@ -21,8 +21,8 @@ def rms_norm(
     # BEGIN SOLUTION 3.1
     in_dtype = x.dtype
     x = x.float()
-    rms = torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)
-    return (x / rms * weight.float()).to(in_dtype)
+    inv_rms = torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)  # 1 / rms: a multiply is cheaper than a divide
+    return (x * inv_rms * weight.float()).to(in_dtype)
     # END SOLUTION
 
 

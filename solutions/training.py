@@ -31,7 +31,7 @@ def cross_entropy(logits: Float[Tensor, "... vocab_size"], targets: Int[Tensor, 
     """
     check_logits_targets(logits, targets, "cross_entropy")
     # BEGIN SOLUTION 10.1
-    m = logits.amax(dim=-1, keepdim=True)  # (..., 1)
+    m = logits.amax(dim=-1, keepdim=True).detach()  # (..., 1); a shift the result cancels, so no gradient
     log_sum_exp = m.squeeze(-1) + torch.log(torch.exp(logits - m).sum(dim=-1))  # (...)
     target_logits = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (...)
     return (log_sum_exp - target_logits).mean()
@@ -137,9 +137,9 @@ class AdamW(torch.optim.Optimizer):
                 m.mul_(beta1).add_(g, alpha=1 - beta1)
                 v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
                 # Bias correction: m and v start at 0, so early on they underestimate the moments.
-                m_hat = m / (1 - beta1**t)
+                # m̂ / (sqrt(v̂) + eps) with m̂'s scalar 1 / (1 − β1ᵗ) folded into the step size.
                 v_hat = v / (1 - beta2**t)
-                p.addcdiv_(m_hat, v_hat.sqrt().add_(eps), value=-lr)
+                p.addcdiv_(m, v_hat.sqrt_().add_(eps), value=-lr / (1 - beta1**t))
         # END SOLUTION
         return loss
 
