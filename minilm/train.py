@@ -73,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--resume", action="store_true", help="continue from out_dir/checkpoint.pt")
     g.add_argument("--seed", type=int, default=1337)
     g.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps …")
+    g.add_argument("--compile", action="store_true",
+                   help="train through torch.compile (a minute or so to compile, then faster steps); "
+                        "falls back to eager, saying why, where it is unavailable")
     g.add_argument("--prompt", default=None, help="the start of the final sample (default: the data's first line)")
     g.add_argument("--sample-tokens", type=int, default=120, help="length of the final sample (0: none)")
     g.add_argument("--check-sync", action="store_true",
@@ -262,6 +265,21 @@ class Vocabulary:
         return ids if self.gpt2_ids is None else self.gpt2_ids[np.asarray(ids, dtype=np.int64)].tolist()
 
 
+def compile_or_eager(fn, trial):
+    """torch.compile(fn) if it compiles and runs here, else fn itself and the reason in one line.
+
+    trial(f) calls f once, so that compiling happens (and fails, on a machine without a C++
+    compiler or on an unsupported platform) now rather than in the middle of a run.
+    """
+    try:
+        compiled = torch.compile(fn)
+        trial(compiled)
+        return compiled, None
+    except Exception as e:  # noqa: BLE001 - any failure to compile means: run eagerly
+        first_line = (str(e).strip().splitlines() or [""])[0][:200]
+        return fn, f"{type(e).__name__}: {first_line}"
+
+
 def save(model, optimizer, iteration: int, out_dir: Path) -> None:
     """Write the checkpoint atomically: an interruption mid-write leaves the previous one intact."""
     path = out_dir / CHECKPOINT_FILE
@@ -309,6 +327,16 @@ def main(argv: list[str] | None = None) -> int:
             # DDP averages the gradients over the processes during backward().
             train_model = DistributedDataParallel(model)
 
+        def training_loss(x, y):
+            return minilm.cross_entropy(train_model(x), y)  # logits (batch, context, vocab)
+
+        if args.compile:
+            dummy = torch.zeros(args.batch_size, args.context_length, dtype=torch.long, device=device)
+            training_loss, why_not = compile_or_eager(training_loss, lambda f: f(dummy, dummy).backward())
+            optimizer.zero_grad(set_to_none=True)
+            if dist.main:
+                print("torch.compile: " + (f"unavailable, training eagerly ({why_not})" if why_not else "on"))
+
         if dist.main:
             n_params = sum(p.numel() for p in model.parameters())
             (out_dir / CONFIG_FILE).write_text(json.dumps(vars(args), indent=1))
@@ -334,8 +362,7 @@ def main(argv: list[str] | None = None) -> int:
             for group in optimizer.param_groups:
                 group["lr"] = lr
             x, y = minilm.get_batch(train_tokens, args.batch_size, args.context_length, device)
-            logits = train_model(x)  # (batch, context, vocab)
-            loss = minilm.cross_entropy(logits, y)
+            loss = training_loss(x, y)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             grad_norm = minilm.clip_grad_norm(model.parameters(), args.clip)
