@@ -1,0 +1,316 @@
+"""Benchmarks: the reference against PyTorch's built-ins, and the course's own tooling.
+
+    python -m benchmarks                      # everything (about 10 minutes on 2 cores)
+    python -m benchmarks --quick              # small sizes, one notebook: shows it all still works
+    python -m benchmarks --only training      # training | generation | tooling (repeatable)
+    python -m benchmarks --json out.json      # where the results go (default benchmarks/results.json)
+
+1. Training step (forward, backward, AdamW step) of minilm.TransformerLM with the reference
+   (MINILM_IMPL=solutions) against the same model built from PyTorch's own blocks
+   (benchmarks/builtins_model.py, F.cross_entropy, torch.optim.AdamW), both holding the same
+   weights, in tokens/s, eager and under torch.compile, at the seed size and at d_model 512 /
+   8 layers. MFU = 6 · non-embedding parameters · tokens/s ÷ this machine's fp32 matmul rate,
+   measured in the same rounds.
+2. Generation with and without the KV cache (minilm.generate, greedy), 64, 256 and 512 new tokens.
+3. Wall time of nbval over every notebook with the reference, and of grading one submission.
+4. Import time of minilm, and the time of `python -m minilm status`.
+
+Timed things that are compared run interleaved, round after round, and their medians are
+compared, so a busy machine slows both alike. Nothing here is a pass/fail test: the targets
+are printed beside the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+os.environ["MINILM_IMPL"] = "solutions"  # before minilm is used: the reference is what's measured
+
+import torch
+import torch.nn.functional as F
+
+import minilm
+from minilm import tasks
+from minilm.nbenv import kernel_env
+from minilm.train import compile_or_eager
+
+from .builtins_model import BuiltinsLM
+
+ROOT = tasks.ROOT
+SIZES = {
+    "seed": dict(vocab_size=1000, context_length=512, d_model=256, num_layers=4, num_heads=8, d_ff=1024),
+    "d512": dict(vocab_size=10000, context_length=256, d_model=512, num_layers=8, num_heads=8, d_ff=1344),
+}
+QUICK_SIZES = {  # the same code paths in seconds
+    "seed": dict(vocab_size=1000, context_length=64, d_model=64, num_layers=2, num_heads=4, d_ff=192),
+    "d512": dict(vocab_size=2000, context_length=64, d_model=128, num_layers=2, num_heads=4, d_ff=384),
+}
+TARGETS = dict(train_ratio=1.0, mfu=0.75, kv_speedup=5.0, nbval_s=120.0, grade_s=150.0)
+
+
+def interleaved(fns: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
+    """Median seconds per call of each function, calling them in turn, round after round."""
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def matmul(n: int = 2048) -> Callable[[], None]:
+    """One fp32 n×n matmul (2n³ FLOPs): this machine's matmul rate is 2n³ over its time."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    return lambda: torch.mm(a, b)
+
+
+def non_embedding_params(model: torch.nn.Module) -> int:
+    """Every parameter but the embedding table, which is a lookup, not a matmul (the untied
+    lm_head is a matmul and counts)."""
+    return sum(p.numel() for name, p in model.named_parameters() if not name.startswith("token_embeddings."))
+
+
+def train_step(model, loss_fn, optimizer, x, y, compiled: bool) -> tuple[Callable[[], None], float, str | None]:
+    """A training step as a function, and the seconds spent compiling (with the reason when
+    torch.compile could not be used here)."""
+    def loss_of(inputs, targets):
+        return loss_fn(model(inputs).flatten(0, 1), targets.flatten())
+
+    compile_s, why_not = 0.0, None
+    if compiled:
+        start = time.perf_counter()
+        loss_of, why_not = compile_or_eager(loss_of, lambda f: f(x, y).backward())
+        compile_s = time.perf_counter() - start
+
+    def step():
+        loss = loss_of(x, y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    return step, compile_s, why_not
+
+
+def bench_training(sizes, batch: int, seq: int, rounds: int, modes: list[str], compile_sizes=None) -> list[dict]:
+    """compile_sizes: the sizes also measured compiled (default: all; compiling takes a minute or more)."""
+    rows = []
+    for size, cfg in sizes.items():
+        torch.manual_seed(0)
+        reference = minilm.TransformerLM(**cfg)
+        builtins = BuiltinsLM(**cfg)
+        builtins.load_state_dict(reference.state_dict())
+        ids = torch.randint(0, cfg["vocab_size"], (batch, seq + 1))
+        x, y = ids[:, :-1], ids[:, 1:]
+        with torch.no_grad():  # the yardstick computes the same function, or the comparison means nothing
+            diff = (reference(x) - builtins(x)).abs().max().item()
+        if diff > 1e-3:
+            raise RuntimeError(f"benchmarks: the built-ins model disagrees with the reference by {diff:.2g}")
+        n = non_embedding_params(reference)
+        for mode in modes:
+            if mode == "compiled" and compile_sizes is not None and size not in compile_sizes:
+                rows.append(dict(size=size, mode=mode, skipped="not compiled in --quick (it takes a minute or more)"))
+                continue
+            # Fresh optimizers per mode; a few steps of lr 1e-4 barely move the weights.
+            ref_step, ref_compile, ref_why = train_step(
+                reference, minilm.cross_entropy, minilm.AdamW(reference.parameters(), lr=1e-4), x, y, mode == "compiled")
+            bi_step, bi_compile, bi_why = train_step(
+                builtins, F.cross_entropy, torch.optim.AdamW(builtins.parameters(), lr=1e-4), x, y, mode == "compiled")
+            if ref_why or bi_why:
+                rows.append(dict(size=size, mode=mode, skipped=f"torch.compile unavailable: {ref_why or bi_why}"))
+                continue
+            mm = matmul()
+            interleaved({"reference": ref_step, "builtins": bi_step, "matmul": mm}, 1)  # warm-up
+            t = interleaved({"reference": ref_step, "builtins": bi_step, "matmul": mm}, rounds)
+            rate = 2 * 2048**3 / t["matmul"]
+            tokens = batch * seq
+            ref_tps, bi_tps = tokens / t["reference"], tokens / t["builtins"]
+            rows.append(dict(
+                size=size, mode=mode, config=cfg, batch=batch, seq=seq, non_embedding_params=n,
+                reference_tokens_per_s=ref_tps, builtins_tokens_per_s=bi_tps, ratio=ref_tps / bi_tps,
+                matmul_gflops=rate / 1e9, mfu_reference=6 * n * ref_tps / rate, mfu_builtins=6 * n * bi_tps / rate,
+                compile_s=dict(reference=ref_compile, builtins=bi_compile) if mode == "compiled" else None,
+            ))
+            print(f"  training {size} {mode}: reference {ref_tps:,.0f} tok/s, built-ins {bi_tps:,.0f} tok/s",
+                  flush=True)
+    return rows
+
+
+def bench_generation(cfg: dict, lengths: list[int], rounds: int, prompt_len: int = 16) -> list[dict]:
+    torch.manual_seed(0)
+    model = minilm.TransformerLM(**cfg)
+    prompt = torch.randint(0, cfg["vocab_size"], (prompt_len,))
+    rows = []
+    for n in lengths:
+        runs = {mode: (lambda c=(mode == "cached"): minilm.generate(model, prompt, n, temperature=0.0, use_cache=c))
+                for mode in ("cached", "uncached")}
+        same = torch.equal(runs["cached"](), runs["uncached"]())  # greedy: both modes give the same tokens
+        t = interleaved(runs, rounds)
+        rows.append(dict(new_tokens=n, prompt_tokens=prompt_len, context_length=cfg["context_length"],
+                         cached_tokens_per_s=n / t["cached"], uncached_tokens_per_s=n / t["uncached"],
+                         speedup=t["uncached"] / t["cached"], same_tokens=same))
+        print(f"  generation {n}: {t['uncached'] / t['cached']:.1f}× with the cache", flush=True)
+    return rows
+
+
+def wall(cmd: list[str], env: dict[str, str], repeat: int = 1) -> float:
+    """Median wall seconds of a command, which must succeed."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+        times.append(time.perf_counter() - start)
+        if r.returncode != 0:
+            raise RuntimeError(f"benchmarks: {' '.join(cmd)} exited {r.returncode}:\n{r.stdout[-1500:]}{r.stderr[-1500:]}")
+    return statistics.median(times)
+
+
+def bench_tooling(quick: bool, cores: int) -> dict:
+    from solutions.bench_grade import reference_submission
+
+    env = {**os.environ, **kernel_env()}
+    env.pop("MINILM_IMPL", None)  # the student's view: their own (here the stubs') code
+    ref_env = {**env, "MINILM_IMPL": "solutions"}
+    notebooks = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    if quick:
+        notebooks = notebooks[1:2]
+    xdist = ["-n", str(cores), "--dist", "loadscope"] if cores > 1 else []
+    out: dict = {"notebooks": [p.stem for p in notebooks]}
+    out["nbval_s"] = wall([sys.executable, "-m", "pytest", *map(str, notebooks), *xdist, "-q", "-p", "no:cacheprovider"],
+                          ref_env)
+    print(f"  nbval of {len(notebooks)} notebooks: {out['nbval_s']:.1f} s", flush=True)
+    with tempfile.TemporaryDirectory(prefix="minilm-bench-") as tmp:
+        sub = reference_submission(Path(tmp))
+        out["grade_s"] = wall([sys.executable, "-m", "minilm.grade", str(sub), "--jobs", str(cores),
+                               "--out", str(Path(tmp) / "out"), "--notebooks", *[p.stem for p in notebooks]], env)
+        result = json.loads((Path(tmp) / "out" / "grades.json").read_text(encoding="utf-8"))["students"][0]
+        out["grade_points"] = f"{result['total']}/{result['max']}"
+    print(f"  grading one submission: {out['grade_s']:.1f} s ({out['grade_points']})", flush=True)
+    repeat = 2 if quick else 5
+    probe = "import time; t = time.perf_counter(); {}; print(time.perf_counter() - t)"
+    for key, stmt in (("import_s", "import minilm"), ("import_and_torch_s", "import minilm; minilm.TransformerLM")):
+        out[key] = statistics.median(
+            float(subprocess.run([sys.executable, "-c", probe.format(stmt)], env=env, capture_output=True,
+                                 text=True, check=True).stdout)
+            for _ in range(repeat))
+    out["status_s"] = wall([sys.executable, "-m", "minilm", "status"], env, repeat)
+    out["python_startup_s"] = wall([sys.executable, "-c", "pass"], env, repeat)
+    print(f"  import minilm {out['import_s'] * 1e3:.0f} ms; status {out['status_s']:.2f} s", flush=True)
+    return out
+
+
+def targets(results: dict) -> list[dict]:
+    rows = []
+
+    def add(what, value, target, met, shown):
+        rows.append(dict(what=what, value=value, target=target, met=bool(met), shown=shown))
+
+    for r in results.get("training", []):
+        if "skipped" in r:
+            continue
+        add(f"training {r['size']} {r['mode']}: reference ÷ built-ins", r["ratio"], f"≥ {TARGETS['train_ratio']:.1f}×",
+            r["ratio"] >= TARGETS["train_ratio"], f"{r['ratio']:.2f}×")
+        if r["size"] == "d512":
+            add(f"training d512 {r['mode']}: reference MFU", r["mfu_reference"], f"≥ {TARGETS['mfu']:.0%}",
+                r["mfu_reference"] >= TARGETS["mfu"], f"{r['mfu_reference']:.0%}")
+    for r in results.get("generation", []):
+        if r["new_tokens"] == 512:
+            add("KV-cache speed-up at 512 new tokens", r["speedup"], f"≥ {TARGETS['kv_speedup']:.0f}×",
+                r["speedup"] >= TARGETS["kv_speedup"], f"{r['speedup']:.1f}×")
+    tooling = results.get("tooling")
+    if tooling:
+        add(f"nbval of {len(tooling['notebooks'])} notebooks", tooling["nbval_s"], f"≤ {TARGETS['nbval_s']:.0f} s",
+            tooling["nbval_s"] <= TARGETS["nbval_s"], f"{tooling['nbval_s']:.0f} s")
+        add("grading one submission", tooling["grade_s"], f"≤ {TARGETS['grade_s']:.0f} s",
+            tooling["grade_s"] <= TARGETS["grade_s"], f"{tooling['grade_s']:.0f} s")
+    return rows
+
+
+def table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows)]
+    line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, rows)])
+
+
+def report(results: dict) -> str:
+    parts = [f"minilm benchmarks{' (quick: small sizes, not the targets’ sizes)' if results['quick'] else ''} — "
+             f"{results['machine']['cpu_count']} cores, torch {results['machine']['torch']}, "
+             f"{results['machine']['threads']} threads"]
+    if results.get("training"):
+        rows = []
+        for r in results["training"]:
+            if "skipped" in r:
+                rows.append([r["size"], r["mode"], "-", "-", "-", "-", r["skipped"]])
+                continue
+            rows.append([r["size"], r["mode"], f"{r['reference_tokens_per_s']:,.0f}", f"{r['builtins_tokens_per_s']:,.0f}",
+                         f"{r['ratio']:.2f}×", f"{r['mfu_reference']:.0%} / {r['mfu_builtins']:.0%}",
+                         f"{r['matmul_gflops']:.0f} GFLOP/s matmul; batch {r['batch']}×{r['seq']}"])
+        parts += ["", "Training step (forward + backward + AdamW), tokens/s",
+                  table(["size", "mode", "reference", "built-ins", "ratio", "MFU ref / built-ins", "note"], rows)]
+    if results.get("generation"):
+        rows = [[r["new_tokens"], f"{r['cached_tokens_per_s']:,.0f}", f"{r['uncached_tokens_per_s']:,.0f}",
+                 f"{r['speedup']:.1f}×", "yes" if r["same_tokens"] else "NO"] for r in results["generation"]]
+        parts += ["", "Generation (greedy, reference), tokens/s",
+                  table(["new tokens", "KV cache", "no cache", "speed-up", "same tokens"], rows)]
+    if results.get("tooling"):
+        t = results["tooling"]
+        rows = [[f"nbval, {len(t['notebooks'])} notebooks (reference)", f"{t['nbval_s']:.1f} s"],
+                [f"grading one submission ({t['grade_points']} points)", f"{t['grade_s']:.1f} s"],
+                ["import minilm", f"{t['import_s'] * 1e3:.0f} ms"],
+                ["import minilm + first use (loads torch)", f"{t['import_and_torch_s'] * 1e3:.0f} ms"],
+                ["python -m minilm status (wall)", f"{t['status_s']:.2f} s"],
+                ["python -c pass (interpreter start)", f"{t['python_startup_s']:.2f} s"]]
+        parts += ["", "Course tooling, wall time", table(["what", "time"], rows)]
+    if results["targets"]:
+        rows = [[t["what"], t["shown"], t["target"], "met" if t["met"] else "MISSED"] for t in results["targets"]]
+        parts += ["", "Targets" + (" (quick sizes: indicative only)" if results["quick"] else ""),
+                  table(["what", "measured", "target", ""], rows)]
+    return "\n".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes and one notebook: checks that it all runs")
+    parser.add_argument("--only", action="append", choices=("training", "generation", "tooling"),
+                        help="run only this section (repeatable)")
+    parser.add_argument("--rounds", type=int, default=None, help="timed rounds per comparison")
+    parser.add_argument("--no-compile", action="store_true", help="eager only (torch.compile takes a minute or more)")
+    parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results.json", help="write results here")
+    args = parser.parse_args(argv)
+    sections = args.only or ["training", "generation", "tooling"]
+    cores = os.cpu_count() or 1
+    results: dict = dict(quick=args.quick, machine=dict(
+        cpu_count=cores, threads=torch.get_num_threads(), torch=torch.__version__, python=platform.python_version(),
+        platform=platform.platform(), processor=platform.processor() or platform.machine()))
+    print("running" + (" (quick)" if args.quick else "") + ": " + ", ".join(sections), flush=True)
+    if "training" in sections:
+        modes = ["eager"] if args.no_compile else ["eager", "compiled"]
+        if args.quick:
+            results["training"] = bench_training(QUICK_SIZES, 2, 32, args.rounds or 2, modes, compile_sizes={"seed"})
+        else:
+            results["training"] = bench_training(SIZES, 8, 256, args.rounds or 5, modes)
+    if "generation" in sections:
+        cfg = dict(QUICK_SIZES["seed"], context_length=512) if args.quick else SIZES["seed"]
+        results["generation"] = bench_generation(cfg, [64, 256, 512], args.rounds or (1 if args.quick else 2))
+    if "tooling" in sections:
+        results["tooling"] = bench_tooling(args.quick, min(cores, 2))
+    results["targets"] = targets(results)
+    print("\n" + report(results))
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"\nresults: {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

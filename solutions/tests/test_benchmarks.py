@@ -1,0 +1,91 @@
+"""benchmarks/: the yardstick model computes what the reference computes, and the quick run
+reports every part. No timing is asserted here: figures come from `python -m benchmarks`."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from minilm import oracles, tasks
+from benchmarks.builtins_model import BuiltinsLM
+
+ROOT = tasks.ROOT
+
+
+def test_builtins_model_matches_the_reference_given_the_same_weights():
+    from solutions.model import TransformerLM
+
+    cfg = dict(vocab_size=97, context_length=32, d_model=48, num_layers=2, num_heads=4, d_ff=128, rope_theta=500.0)
+    torch.manual_seed(0)
+    reference = TransformerLM(**cfg)
+    builtins = BuiltinsLM(**cfg)
+    assert set(builtins.state_dict()) == set(reference.state_dict()) == set(oracles.lm_state_dict_keys(2))
+    builtins.load_state_dict(reference.state_dict())
+    ids = torch.randint(0, 97, (3, 32))
+    torch.testing.assert_close(builtins(ids), reference(ids), atol=1e-5, rtol=1e-4)
+    # Gradients too: the benchmark times backward passes.
+    builtins(ids).square().mean().backward()
+    reference(ids).square().mean().backward()
+    for (name, p), q in zip(reference.named_parameters(), builtins.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, atol=1e-5, rtol=1e-3, msg=lambda m: f"{name}: {m}")
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench") / "results.json"
+    env = {k: v for k, v in os.environ.items() if k != "MINILM_IMPL"}
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--json", str(out)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(out.read_text(encoding="utf-8")), proc.stdout
+
+
+def test_quick_training_rows(quick):
+    results, stdout = quick
+    rows = results["training"]
+    assert {(r["size"], r["mode"]) for r in rows} == {(s, m) for s in ("seed", "d512") for m in ("eager", "compiled")}
+    for r in rows:
+        if "skipped" in r:  # quick mode compiles one size; torch.compile cannot run everywhere, and says why
+            assert r["mode"] == "compiled"
+            assert r["skipped"].startswith("torch.compile unavailable: ") or \
+                (r["size"] == "d512" and r["skipped"].startswith("not compiled in --quick"))
+            continue
+        cfg = r["config"]
+        # Non-embedding parameters, counted from the architecture alone.
+        expected = oracles.lm_parameter_count(cfg["vocab_size"], cfg["d_model"], cfg["num_layers"], cfg["d_ff"]) \
+            - cfg["vocab_size"] * cfg["d_model"]
+        assert r["non_embedding_params"] == expected
+        assert r["reference_tokens_per_s"] > 0 and r["builtins_tokens_per_s"] > 0
+        assert math.isclose(r["ratio"], r["reference_tokens_per_s"] / r["builtins_tokens_per_s"])
+        rate = r["matmul_gflops"] * 1e9
+        assert math.isclose(r["mfu_reference"], 6 * expected * r["reference_tokens_per_s"] / rate)
+        assert math.isclose(r["mfu_builtins"], 6 * expected * r["builtins_tokens_per_s"] / rate)
+    assert "Training step" in stdout and "Targets" in stdout
+
+
+def test_quick_generation_rows(quick):
+    rows = quick[0]["generation"]
+    assert [r["new_tokens"] for r in rows] == [64, 256, 512]
+    for r in rows:
+        assert r["same_tokens"], "greedy generation must give the same tokens with and without the cache"
+        assert math.isclose(r["speedup"], r["cached_tokens_per_s"] / r["uncached_tokens_per_s"])
+
+
+def test_quick_tooling_and_targets(quick):
+    results, stdout = quick
+    t = results["tooling"]
+    assert t["notebooks"] and t["nbval_s"] > 0 and t["grade_s"] > 0
+    earned, out_of = map(int, t["grade_points"].split("/"))
+    assert earned == out_of > 0, "the reference must earn every point of the notebooks graded"
+    assert 0 < t["import_s"] < t["import_and_torch_s"] and t["status_s"] > 0
+    by_what = {row["what"]: row for row in results["targets"]}
+    assert by_what["KV-cache speed-up at 512 new tokens"]["met"] == (results["generation"][-1]["speedup"] >= 5)
+    assert by_what["grading one submission"]["met"] == (t["grade_s"] <= 150)
+    for row in results["targets"]:
+        assert ("met" if row["met"] else "MISSED") in stdout
