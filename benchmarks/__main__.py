@@ -3,6 +3,7 @@
     python -m benchmarks                      # everything (about 10 minutes on 2 cores)
     python -m benchmarks --quick              # small sizes, one notebook: shows it all still works
     python -m benchmarks --only training      # training | generation | tooling (repeatable)
+    python -m benchmarks --size seed          # training at one size: seed | d512 (repeatable)
     python -m benchmarks --json out.json      # where the results go (default benchmarks/results.json)
 
 1. Training step (forward, backward, AdamW step) of minilm.TransformerLM with the reference
@@ -75,6 +76,22 @@ def matmul(n: int = 2048) -> Callable[[], None]:
     return lambda: torch.mm(a, b)
 
 
+def matmuls_only(cfg: dict, tokens: int) -> Callable[[], None]:
+    """The training step's matmuls and nothing else: forward, input gradient and weight gradient
+    of every weight the step multiplies by, at the model's own shapes. Its MFU is the ceiling a
+    step could reach if everything else were free."""
+    d, ff = cfg["d_model"], cfg["d_ff"]
+    shapes = [(d, d)] * 4 * cfg["num_layers"] + [(d, ff), (d, ff), (ff, d)] * cfg["num_layers"] + [(d, cfg["vocab_size"])]
+    acts = {n: torch.randn(tokens, n) for n in {d, ff, cfg["vocab_size"]}}
+    weights = {shape: torch.randn(*shape) for shape in set(shapes)}
+
+    def run():
+        for d_in, d_out in shapes:
+            w = weights[(d_in, d_out)]
+            acts[d_in] @ w, acts[d_out] @ w.T, acts[d_in].T @ acts[d_out]  # noqa: B018
+    return run
+
+
 def non_embedding_params(model: torch.nn.Module) -> int:
     """Every parameter but the embedding table, which is a lookup, not a matmul (the untied
     lm_head is a matmul and counts)."""
@@ -129,16 +146,17 @@ def bench_training(sizes, batch: int, seq: int, rounds: int, modes: list[str], c
             if ref_why or bi_why:
                 rows.append(dict(size=size, mode=mode, skipped=f"torch.compile unavailable: {ref_why or bi_why}"))
                 continue
-            mm = matmul()
-            interleaved({"reference": ref_step, "builtins": bi_step, "matmul": mm}, 1)  # warm-up
-            t = interleaved({"reference": ref_step, "builtins": bi_step, "matmul": mm}, rounds)
-            rate = 2 * 2048**3 / t["matmul"]
             tokens = batch * seq
+            fns = {"reference": ref_step, "builtins": bi_step, "matmul": matmul(), "matmuls_only": matmuls_only(cfg, tokens)}
+            interleaved(fns, 1)  # warm-up
+            t = interleaved(fns, rounds)
+            rate = 2 * 2048**3 / t["matmul"]
             ref_tps, bi_tps = tokens / t["reference"], tokens / t["builtins"]
             rows.append(dict(
                 size=size, mode=mode, config=cfg, batch=batch, seq=seq, non_embedding_params=n,
                 reference_tokens_per_s=ref_tps, builtins_tokens_per_s=bi_tps, ratio=ref_tps / bi_tps,
                 matmul_gflops=rate / 1e9, mfu_reference=6 * n * ref_tps / rate, mfu_builtins=6 * n * bi_tps / rate,
+                mfu_matmuls_only=6 * n * tokens / t["matmuls_only"] / rate,
                 compile_s=dict(reference=ref_compile, builtins=bi_compile) if mode == "compiled" else None,
             ))
             print(f"  training {size} {mode}: reference {ref_tps:,.0f} tok/s, built-ins {bi_tps:,.0f} tok/s",
@@ -253,10 +271,13 @@ def report(results: dict) -> str:
                 rows.append([r["size"], r["mode"], "-", "-", "-", "-", r["skipped"]])
                 continue
             rows.append([r["size"], r["mode"], f"{r['reference_tokens_per_s']:,.0f}", f"{r['builtins_tokens_per_s']:,.0f}",
-                         f"{r['ratio']:.2f}×", f"{r['mfu_reference']:.0%} / {r['mfu_builtins']:.0%}",
+                         f"{r['ratio']:.2f}×", f"{r['mfu_reference']:.0%} / {r['mfu_builtins']:.0%} / "
+                         f"{r['mfu_matmuls_only']:.0%}",
                          f"{r['matmul_gflops']:.0f} GFLOP/s matmul; batch {r['batch']}×{r['seq']}"])
         parts += ["", "Training step (forward + backward + AdamW), tokens/s",
-                  table(["size", "mode", "reference", "built-ins", "ratio", "MFU ref / built-ins", "note"], rows)]
+                  table(["size", "mode", "reference", "built-ins", "ratio", "MFU ref / built-ins / matmuls only",
+                         "note"], rows),
+                  "(matmuls only: the step's matmuls at its own shapes and nothing else, the ceiling of its MFU)"]
     if results.get("generation"):
         rows = [[r["new_tokens"], f"{r['cached_tokens_per_s']:,.0f}", f"{r['uncached_tokens_per_s']:,.0f}",
                  f"{r['speedup']:.1f}×", "yes" if r["same_tokens"] else "NO"] for r in results["generation"]]
@@ -283,6 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes and one notebook: checks that it all runs")
     parser.add_argument("--only", action="append", choices=("training", "generation", "tooling"),
                         help="run only this section (repeatable)")
+    parser.add_argument("--size", action="append", choices=tuple(SIZES), help="training sizes (default: both)")
     parser.add_argument("--rounds", type=int, default=None, help="timed rounds per comparison")
     parser.add_argument("--no-compile", action="store_true", help="eager only (torch.compile takes a minute or more)")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results.json", help="write results here")
@@ -298,7 +320,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.quick:
             results["training"] = bench_training(QUICK_SIZES, 2, 32, args.rounds or 2, modes, compile_sizes={"seed"})
         else:
-            results["training"] = bench_training(SIZES, 8, 256, args.rounds or 5, modes)
+            sizes = {name: cfg for name, cfg in SIZES.items() if not args.size or name in args.size}
+            results["training"] = bench_training(sizes, 8, 256, args.rounds or 5, modes)
     if "generation" in sections:
         cfg = dict(QUICK_SIZES["seed"], context_length=512) if args.quick else SIZES["seed"]
         results["generation"] = bench_generation(cfg, [64, 256, 512], args.rounds or (1 if args.quick else 2))

@@ -49,9 +49,15 @@ def check_integer(x: Tensor, where: str, name: str) -> None:
         raise TypeError(f"{where}: {name} must be an integer tensor (torch.long), got dtype {x.dtype}")
 
 
+def _tracing() -> bool:
+    """Under torch.compile a check on tensor values (min, max) would split the compiled graph at
+    every layer; the value checks then stay out, while dtype and shape checks still run."""
+    return torch.compiler.is_compiling()
+
+
 def check_token_ids(token_ids: Tensor, vocab_size: int, where: str, name: str = "token_ids") -> None:
     check_integer(token_ids, where, name)
-    if token_ids.numel() and (token_ids.min() < 0 or token_ids.max() >= vocab_size):
+    if token_ids.numel() and not _tracing() and (token_ids.min() < 0 or token_ids.max() >= vocab_size):
         raise ValueError(
             f"{where}: {name} must lie in [0, {vocab_size}) (vocab_size={vocab_size}), "
             f"got values from {int(token_ids.min())} to {int(token_ids.max())}"
@@ -74,7 +80,7 @@ def check_even(d_k: int, where: str, name: str = "d_k") -> None:
 
 def check_positions(token_positions: Tensor, max_seq_len: int | None, where: str) -> None:
     check_integer(token_positions, where, "token_positions")
-    if token_positions.numel() == 0:
+    if token_positions.numel() == 0 or _tracing():
         return
     if token_positions.min() < 0:
         raise ValueError(f"{where}: token_positions must be >= 0, got {int(token_positions.min())}")
