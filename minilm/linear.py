@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 
 import torch
-from einops import einsum
 from jaxtyping import Float
 from torch import Tensor, nn
 

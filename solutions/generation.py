@@ -26,10 +26,19 @@ class KVCache:
         self, k: Float[Tensor, "... heads new d_k"], v: Float[Tensor, "... heads new d_k"]
     ) -> tuple[Float[Tensor, "... heads seq d_k"], Float[Tensor, "... heads seq d_k"]]:
         # BEGIN SOLUTION 11.2
-        if self.k is None:
-            self.k, self.v = k, v
-        else:
-            self.k, self.v = torch.cat((self.k, k), dim=-2), torch.cat((self.v, v), dim=-2)
+        # torch.cat would copy the whole cache at every step, O(n²) over a generation. Instead,
+        # write into buffers with spare room, doubled when full, and return views of their
+        # filled part: each position is copied O(1) times on average.
+        n, new = len(self), k.shape[-2]
+        if self.k is None or n + new > self._k_buf.shape[-2]:
+            capacity = max(2 * (n + new), 64)
+            k_buf = k.new_empty(*k.shape[:-2], capacity, k.shape[-1])
+            v_buf = v.new_empty(*v.shape[:-2], capacity, v.shape[-1])
+            if self.k is not None:
+                k_buf[..., :n, :], v_buf[..., :n, :] = self.k, self.v
+            self._k_buf, self._v_buf = k_buf, v_buf
+        self._k_buf[..., n:n + new, :], self._v_buf[..., n:n + new, :] = k, v
+        self.k, self.v = self._k_buf[..., :n + new, :], self._v_buf[..., :n + new, :]
         return self.k, self.v
         # END SOLUTION
 
