@@ -1,6 +1,6 @@
 """Benchmarks: the reference against PyTorch's built-ins, and the course's own tooling.
 
-    python -m benchmarks                      # everything (about 10 minutes on 2 cores)
+    python -m benchmarks                      # everything (about 15 minutes on 2 cores)
     python -m benchmarks --quick              # small sizes, one notebook: shows it all still works
     python -m benchmarks --only training      # training | generation | tooling (repeatable)
     python -m benchmarks --size seed          # training at one size: seed | d512 (repeatable)
