@@ -45,6 +45,8 @@ from minilm import tasks
 from minilm.nbenv import kernel_env
 from minilm.train import compile_or_eager
 
+from solutions.bench_grade import reference_submission, timed
+
 from .builtins_model import BuiltinsLM
 
 ROOT = tasks.ROOT
@@ -182,20 +184,11 @@ def bench_generation(cfg: dict, lengths: list[int], rounds: int, prompt_len: int
 
 
 def wall(cmd: list[str], env: dict[str, str], repeat: int = 1) -> float:
-    """Median wall seconds of a command, which must succeed."""
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-        times.append(time.perf_counter() - start)
-        if r.returncode != 0:
-            raise RuntimeError(f"benchmarks: {' '.join(cmd)} exited {r.returncode}:\n{r.stdout[-1500:]}{r.stderr[-1500:]}")
-    return statistics.median(times)
+    """Median wall seconds of a command, which must succeed (bench_grade's timer, repeated)."""
+    return statistics.median(timed(cmd, env) for _ in range(repeat))
 
 
 def bench_tooling(quick: bool, cores: int) -> dict:
-    from solutions.bench_grade import reference_submission
-
     env = {**os.environ, **kernel_env()}
     env.pop("MINILM_IMPL", None)  # the student's view: their own (here the stubs') code
     ref_env = {**env, "MINILM_IMPL": "solutions"}
