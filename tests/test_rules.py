@@ -75,7 +75,7 @@ CORPUS = {
         import torch
 
         def silu(x):
-            return x * torch.sigmoid(x)
+            return torch.sigmoid(x).mul(x)
     """),
     "attention-aliases": ("attention.py", """
         import torch
@@ -203,8 +203,7 @@ CORPUS = {
         import torch
 
         def get_batch(dataset, batch_size, context_length, device="cpu"):
-            starts = torch.randint(0, len(dataset) - context_length, (batch_size,)).tolist()
-            w = torch.from_numpy(np.stack([np.asarray(dataset[i:i + context_length + 1], dtype=np.int64) for i in starts]))
+            w = torch.from_numpy(np.stack([np.asarray(dataset[:context_length + 1], dtype=np.int64)] * batch_size))
             return w[:, :-1].to(device), w[:, 1:].to(device)
     """),
     # ---------------------------------------------------------------- ways around the list
