@@ -164,7 +164,7 @@ def grade_one(plan: Plan, sub: Submission, slot: int) -> dict:
         broken_rule = rules.get(task_id, [])
         ok = verdict.ok and not broken_rule and all(c.status == "passed" for c in mine)
         by_task[task_id] = {"points": task.points if ok else 0, "max": task.points, "message": verdict.message,
-                            "mistake": verdict.mistake, "hidden_failed": verdict.hidden, "rules": broken_rule,
+                            "mistake": verdict.mistake, "hidden_failed": verdict.hidden, "matched": verdict.ok, "rules": broken_rule,
                             "cells": [dataclasses.asdict(c) for c in mine]}
     if not plan.hidden:
         problems.append("graded without hidden inputs (--no-hidden): notebook inputs only")
@@ -190,7 +190,7 @@ def _rules(sub: Submission) -> dict[str, list[str]]:
 
 def failed_submission(name: str, source: str, why: str, plan: Plan) -> dict:
     by_task = {t: {"points": 0, "max": tasks.get(t).points, "message": why, "mistake": None, "hidden_failed": False,
-                   "rules": [], "cells": []} for t in plan.task_ids}
+                   "matched": False, "rules": [], "cells": []} for t in plan.task_ids}
     return {"student": name, "source": source, "total": 0, "max": plan.max_points, "unsandboxed": plan.box.unsandboxed,
             "tasks": by_task, "notes": [why], "problems": [], "seconds": 0.0}
 

@@ -21,15 +21,16 @@ def task_lines(r: dict, hidden: bool = True) -> list[str]:
     """One task's feedback lines, from the grader's own messages: the from-scratch rules it
     broke, the comparison's verdict with the named mistake, the check cells that failed.
 
-    With hidden=False, a verdict decided on a hidden input is left out (the notebook's inputs
-    all passed): what a student may see before grades are published."""
+    With hidden=False, what a student may see before grades are published: the comparison's
+    verdict only when it failed on the notebook's inputs, else "passed" for those, so nothing
+    decided on a hidden input shows, neither a failure nor a pass."""
     lines = [f"from scratch: {rule}" for rule in r["rules"]]
-    if hidden or not r.get("hidden_failed"):
+    if not hidden and (r.get("hidden_failed") or r.get("matched")):
+        lines.append("the notebook's inputs: passed")
+    else:
         lines.append(r["message"])
         if r["mistake"]:
             lines.append(f"recognized mistake: `{r['mistake']}`")
-    else:
-        lines.append("the notebook's inputs: passed")
     for c in r["cells"]:
         if c["status"] != "passed":
             lines.append(f"check cell `notebooks/{c['notebook']}.ipynb`, code cell {c['number']}: {c['status']}")
