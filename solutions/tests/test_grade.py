@@ -706,3 +706,15 @@ def test_the_attacks_are_real_without_a_sandbox(tmp_path):
         assert got[name]["message"].startswith("linear matches the reference"), got[name]
     assert got["victim"]["points"] == P11 and got["reader"]["points"] == got["copier"]["points"] == 0
     assert got["reader"]["rules"] and got["copier"]["rules"], got
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_the_reference_gets_full_points_on_the_data_notebooks(tmp_path):
+    # 09-11 read the tokenizer's files and Tiny Shakespeare: offline, from the local copies the
+    # grader binds read-only into the sandbox (TIKTOKEN_CACHE_DIR, MINILM_TINYSHAKESPEARE).
+    sub = submission(tmp_path, "reference", **{m: reference(m) for m in tasks.EXERCISE_MODULES})
+    r = run_grade(str(sub), "--notebooks", "09", "10", "11", "--jobs", "2", "--out", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    result = json.loads((tmp_path / "out" / "grades.json").read_text(encoding="utf-8"))["students"][0]
+    assert result["total"] == result["max"] == sum(t.points for t in tasks.TASKS if t.notebook[10:12] in ("09", "10", "11"))
