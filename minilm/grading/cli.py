@@ -124,35 +124,41 @@ def build_workspace(plan: Plan, sub: Submission, ws: Path, cases: dict) -> None:
 def grade_one(plan: Plan, sub: Submission, slot: int) -> dict:
     t0 = time.monotonic()
     home = plan.scratch / f"s{slot}"
-    ws, out = home / "ws", home / "out"
+    # Each sandboxed run gets a results folder of its own: the notebooks' run (which imports the
+    # submission again) never sees, let alone rewrites, the worker's outputs.
+    ws, out, nb_out = home / "ws", home / "out", home / "nbval-out"
     ws.mkdir(parents=True)
     out.mkdir()
+    nb_out.mkdir()
     seed = plan.seed if plan.seed is not None else secrets.randbits(62)
     case_sets = {t: judge.make_cases(t, seed if plan.hidden else None) for t in plan.task_ids}
     build_workspace(plan, sub, ws, {"tasks": plan.task_ids, "cases": {t: c for t, (c, _) in case_sets.items()}})
     box = plan.box
     box.prepare(ws, out, slot)
-    env = box.env({"MINILM_IMPL": "minilm", "TQDM_DISABLE": "1", "PYTHONWARNINGS": "ignore::DeprecationWarning"}, ws, out)
+    box.prepare(ws, nb_out, slot)
+    extra = {"MINILM_IMPL": "minilm", "TQDM_DISABLE": "1", "PYTHONWARNINGS": "ignore::DeprecationWarning"}
     inside_ws = str(ws) if box.unsandboxed else sandbox.WS
-    inside_out = str(out) if box.unsandboxed else sandbox.OUT
     problems = []
     per_task = plan.cell_timeout
+    inside_out = str(out) if box.unsandboxed else sandbox.OUT
     worker = sandbox.run(box, ("-m", "minilm.grading.worker", f"{inside_ws}/cases.pt", inside_out, f"{per_task:g}"),
-                         ws, out, env, slot, timeout=min(plan.timeout, 60 + per_task * len(plan.task_ids)),
-                         log=home / "worker.log")
+                         ws, out, box.env(extra, ws, out), slot,
+                         timeout=min(plan.timeout, 60 + per_task * len(plan.task_ids)), log=home / "worker.log")
     if worker.returncode is None:
         problems.append("your code ran over the time limit while the grader's inputs were run")
     stems = list(plan.notebooks)
     xdist = ["-n", str(plan.workers), "--dist", "loadscope"] if plan.workers > 1 else ["-p", "no:xdist"]
+    inside_nb_out = str(nb_out) if box.unsandboxed else sandbox.OUT
     nbval = sandbox.run(box, ("-m", "pytest", "-p", "no:cacheprovider", "-p", "minilm.grading.notebooks", "-q",
-                                     "--color=no", *[f"notebooks/{s}.ipynb" for s in stems],
-                                     f"--nbval-cell-timeout={plan.cell_timeout:g}", f"--junitxml={inside_out}/nbval.xml",
-                                     *xdist),
-                        ws, out, env, slot, timeout=max(1.0, plan.timeout - worker.seconds), log=home / "nbval.log")
+                              "--color=no", *[f"notebooks/{s}.ipynb" for s in stems],
+                              f"--nbval-cell-timeout={plan.cell_timeout:g}", f"--junitxml={inside_nb_out}/nbval.xml",
+                              *xdist),
+                        ws, nb_out, box.env(extra, ws, nb_out), slot, timeout=max(1.0, plan.timeout - worker.seconds),
+                        log=home / "nbval.log")
     if nbval.returncode is None:
         problems.append(f"the notebooks ran over the {plan.timeout:g}-second limit for one submission")
     # Every sandboxed process is dead now: read what they left, as data.
-    cells = notebooks.parse_junit(out / "nbval.xml")
+    cells = notebooks.parse_junit(nb_out / "nbval.xml")
     rules = _rules(sub)
     by_task = {}
     for task_id in plan.task_ids:
