@@ -213,28 +213,22 @@ probe("6.1", collect=lambda m, c: {"y": m.softmax(c["x"], dim=c["dim"])})
 probe("6.2", collect=lambda m, c: {"y": m.scaled_dot_product_attention(c["q"], c["k"], c["v"], *([c["mask"]] if "mask" in c else []))})
 
 
-def _mhsa_collect(m, c):
-    mhsa = m.MultiHeadSelfAttention(c["d"], c["heads"], *([c["max_len"], c["theta"]] if "theta" in c else []))
-    out = {"keys": _keys(mhsa)}
-    _load(mhsa, c["state"])
-    out["y"] = mhsa(c["x"], c["pos"]) if "pos" in c else mhsa(c["x"])
+def _layer_collect(module, c) -> dict:
+    """A layer's state_dict names, then its output on x (and positions, when given) with the case's weights."""
+    out = {"keys": _keys(module)}
+    _load(module, c["state"])
+    out["y"] = module(c["x"], c["pos"]) if "pos" in c else module(c["x"])
     return out
 
 
-probe("6.3", collect=_mhsa_collect, atol=1e-5)
+probe("6.3", atol=1e-5, collect=lambda m, c: _layer_collect(
+    m.MultiHeadSelfAttention(c["d"], c["heads"], *([c["max_len"], c["theta"]] if "theta" in c else [])), c))
 
 
 # 7–8: block and LM --------------------------------------------------------------------------
 
-def _block_collect(m, c):
-    blk = m.TransformerBlock(c["d"], c["heads"], c["d_ff"], c["max_len"], c["theta"])
-    out = {"keys": _keys(blk)}
-    _load(blk, c["state"])
-    out["y"] = blk(c["x"], c["pos"]) if "pos" in c else blk(c["x"])
-    return out
-
-
-probe("7.1", collect=_block_collect, atol=1e-4)
+probe("7.1", atol=1e-4, collect=lambda m, c: _layer_collect(
+    m.TransformerBlock(c["d"], c["heads"], c["d_ff"], c["max_len"], c["theta"]), c))
 
 
 def _lm_collect(m, c):
