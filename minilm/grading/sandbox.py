@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -34,6 +35,7 @@ class SandboxUnavailable(Exception):
     pass
 
 
+@functools.lru_cache(maxsize=1)
 def bwrap_path() -> str | None:
     path = shutil.which("bwrap")
     if not path or not sys.platform.startswith("linux"):
