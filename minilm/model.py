@@ -24,7 +24,8 @@ class TransformerLM(nn.Module):
 
     token_embeddings → num_layers TransformerBlocks (in a ModuleList named `layers`) →
     ln_final → lm_head, a separate (untied) Linear(d_model, vocab_size). Positions are
-    0 … seq − 1, or continue after the tokens already in kv_cache.
+    start … start + seq − 1, where start is the number of tokens already in kv_cache (0 without
+    one); layer i gets kv_cache[i].
     """
 
     def __init__(self, vocab_size: int, context_length: int, d_model: int, num_layers: int, num_heads: int,

@@ -68,9 +68,11 @@ class MultiHeadSelfAttention(nn.Module):
     projection, d_k = d_model / num_heads. With theta, RoPE rotates q and k (not v): keep a
     RotaryPositionalEmbedding(theta, d_k, max_seq_len) in self.rope (None without theta).
 
-    kv_cache (notebook 11, Task 11.2): when given, pass this call's k and v (after RoPE) through
-    kv_cache.update(k, v) and attend over the keys and values it returns. Queries are then the
-    last tokens of a longer sequence, so query i may attend to keys 0 … (keys − queries + i).
+    kv_cache (notebook 11, Task 11.2; leave it unused until then): when given, pass this call's
+    k and v (after RoPE) through kv_cache.update(k, v) and attend over the keys and values it
+    returns. Queries are then the last tokens of a longer sequence, so the causal mask is
+    (queries, keys) and query i may attend to keys 0 … (keys − queries + i); without a cache,
+    keys = queries and this is the usual causal mask.
     """
 
     def __init__(self, d_model: int, num_heads: int, max_seq_len: int | None = None, theta: float | None = None,

@@ -16,6 +16,7 @@ class KVCache:
 
     update(k, v) appends this step's keys and values (shape (..., heads, new, d_k)) along the
     sequence dim and returns all of them; len(cache) is how many positions are cached.
+    MultiHeadSelfAttention.forward (minilm/attention.py) calls update with its keys after RoPE.
     """
 
     def __init__(self):
