@@ -117,6 +117,33 @@ def _cross_entropy_sum(logits, targets):
     return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="sum")
 
 
+def filtered_probs(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
+                   top_p: float | None = None) -> torch.Tensor:
+    """The distribution generate draws from, by the sampling rules' definition (for the viz's
+    stored pictures): greedy at temperature 0, else softmax(logits / T), top-k, then top-p."""
+    logits = logits.double()
+    if temperature == 0:
+        return torch.nn.functional.one_hot(logits.argmax(), logits.numel()).double()
+    logits = logits / temperature
+    if top_k is not None and top_k < logits.numel():
+        logits = logits.masked_fill(logits < logits.topk(top_k).values[-1], float("-inf"))
+    if top_p is not None:
+        probs = torch.softmax(logits, -1)
+        order = probs.argsort(descending=True)
+        mass_before = probs[order].cumsum(0) - probs[order]  # mass of the tokens more likely than each
+        keep = torch.zeros_like(probs, dtype=torch.bool)
+        keep[order] = mass_before < top_p
+        logits = logits.masked_fill(~keep, float("-inf"))
+    return torch.softmax(logits, -1)
+
+
+def viz_data() -> dict:
+    """Data the pictures show: the exact sampling distributions of minilm/viz/generation.py."""
+    from minilm.viz import generation as vg
+
+    return {"sampling": {vg.setting_key(**s): filtered_probs(vg.EXAMPLE_LOGITS, **s) for s in vg.SAMPLING_SETTINGS}}
+
+
 def _v(name, task, patches):
     return {"name": name, "task": task, "patches": patches, "diagnosis": ""}
 
@@ -196,7 +223,7 @@ def generate() -> dict:
                 if kept:
                     mistake_outputs[label] = kept
             out[task_id] = {"want": want, "mistakes": mistake_outputs}
-        return {"format": FORMAT, "torch": torch.__version__.split("+")[0], "tasks": out}
+        return {"format": FORMAT, "torch": torch.__version__.split("+")[0], "tasks": out, "viz": viz_data()}
     finally:
         if previous is None:
             os.environ.pop("MINILM_IMPL", None)
@@ -207,6 +234,10 @@ def generate() -> dict:
 def differences(fresh: dict, stored: dict) -> list[str]:
     """Where two expectation files disagree (keys, shapes, dtypes or values beyond 1e-6)."""
     problems = []
+    va, vb = fresh.get("viz", {}).get("sampling", {}), stored.get("viz", {}).get("sampling", {})
+    for key in sorted(set(va) | set(vb)):
+        if key not in va or key not in vb or not _close(va[key], vb[key]):
+            problems.append(f"viz sampling {key!r}: differs or missing")
     a, b = fresh.get("tasks", {}), stored.get("tasks", {})
     for task_id in sorted(set(a) | set(b)):
         if task_id not in a or task_id not in b:

@@ -23,8 +23,8 @@ def test_the_file_is_small_plain_data():
 def test_every_catalogued_mistake_has_stored_outputs_for_its_task():
     data = expected.load()["tasks"]
     for m in mistakes.all_mutants():
-        # 9.1's mistake is named by an invariant, no stored output needed.
-        if m["task"] != "9.1":
+        # These are named by invariants (consecutive windows, a shared weight): nothing stored.
+        if m["name"] not in ("targets_not_shifted", "tied_lm_head"):
             labels = {label.split(" ")[0] for label in data[m["task"]]["mistakes"]}
             assert m["name"] in labels, m["name"]
 
