@@ -159,8 +159,8 @@ def check_adamw() -> str:
 def check_checkpoint() -> str:
     def setup(seed):
         torch.manual_seed(seed)
-        model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 2))
-        return model, torch.optim.AdamW(model.parameters(), lr=0.01)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 2))  # release: not a task (a model to checkpoint)
+        return model, torch.optim.AdamW(model.parameters(), lr=0.01)  # release: not a task (an optimizer state to checkpoint)
 
     def train_step(model, opt, seed):
         x = torch.randn(5, 4, generator=_gen(seed))

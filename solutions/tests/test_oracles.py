@@ -4,6 +4,7 @@ These moved here from tests/ so the student edition ships no implementation of a
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -74,3 +75,17 @@ def test_rms_norm_and_swiglu_match_the_oracle():
     assert_close(minilm.rms_norm(x, w), oracles.rms_norm(x, w))
     w1, w2, w3 = randn((24, 16), 3, 0.2), randn((16, 24), 4, 0.2), randn((24, 16), 5, 0.2)
     assert_close(minilm.swiglu(x, w1, w2, w3), oracles.swiglu(x, w1, w2, w3))
+
+
+def _cs336(it, max_lr, min_lr, warmup, cycle):
+    if it < warmup:
+        return it / warmup * max_lr
+    if it <= cycle:
+        return min_lr + 0.5 * (1 + math.cos((it - warmup) / (cycle - warmup) * math.pi)) * (max_lr - min_lr)
+    return min_lr
+
+
+@given(warmup=st.integers(0, 50), extra=st.integers(1, 100), it=st.integers(0, 200))
+def test_schedule_matches_cs336_written_out(warmup, extra, it):
+    got = minilm.lr_cosine_schedule(it, 3e-3, 3e-4, warmup, warmup + extra)
+    assert got == pytest.approx(_cs336(it, 3e-3, 3e-4, warmup, warmup + extra), abs=1e-15)
