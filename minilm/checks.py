@@ -2,9 +2,15 @@
 
 Every task has one check, registered here with @register("3.1"). A check runs the student's
 code (through `minilm`, so MINILM_IMPL=solutions checks the reference) on fixed probe inputs,
-compares with an independent oracle (PyTorch's own ops, see minilm/oracles.py) within a
-tolerance, and either returns a one-line success message or raises CheckFailed naming what
-differs and, when the output matches a known mistake, which mistake.
+compares its outputs within a tolerance with the reference's outputs on the same inputs, stored
+in minilm/expected.pt, and either returns a one-line success message or raises CheckFailed
+naming what differs and, when the output matches a known mistake's stored output, which mistake.
+Checks may also test invariants that need no implementation (shapes, state_dict names,
+initialization statistics, consecutive windows).
+
+Nothing here implements a task: the expected outputs are data, written by the instructors'
+`python -m solutions.expected`, which runs every check in *recording* mode (`record`) on the
+reference and on each known mistake, so the check's own code decides what is stored.
 
     from minilm.checks import check
     check("3.1")   # prints one deterministic line: ✓ …, ✗ …, or the task's not-implemented line
@@ -17,7 +23,8 @@ from __future__ import annotations
 import contextlib
 import importlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -85,6 +92,114 @@ def todo_message(exc: BaseException) -> str | None:
     return None
 
 
+# ---------------------------------------------------------------- stored expectations
+
+EXPECTED_PATH = Path(__file__).resolve().with_name("expected.pt")
+_EXPECTED: dict | None = None
+
+
+class MissingExpectation(LookupError):
+    """The stored expectations lack an output a check asks for (a course bug, not the student's)."""
+
+
+def expected_outputs() -> dict:
+    """minilm/expected.pt, loaded once: {"tasks": {task: {"want": {key: tensor},
+    "mistakes": {label: {key: tensor}}}}}, plain data read with weights_only=True."""
+    global _EXPECTED
+    if _EXPECTED is None:
+        if not EXPECTED_PATH.is_file():
+            raise MissingExpectation(f"{EXPECTED_PATH.name} is missing from the course: the checks compare with the "
+                                     "reference's outputs stored there (instructors: python -m solutions.expected)")
+        _EXPECTED = torch.load(EXPECTED_PATH, weights_only=True, map_location="cpu")
+    return _EXPECTED
+
+
+@dataclass
+class Recording:
+    """What a check produced in recording mode: its outputs at every compared key, the mistake
+    labels each key names, and why it stopped early (None when it ran to the end)."""
+
+    outputs: dict[str, object] = field(default_factory=dict)
+    labels: dict[str, list[str]] = field(default_factory=dict)
+    stopped: str | None = None
+
+
+class _Running:
+    task: str | None = None
+    seen: dict[str, int] = {}
+    recording: Recording | None = None
+
+
+_RUN = _Running()
+
+
+@contextlib.contextmanager
+def _running(task_id: str, recording: Recording | None = None) -> Iterator[None]:
+    saved = (_RUN.task, _RUN.seen, _RUN.recording)
+    _RUN.task, _RUN.seen, _RUN.recording = task_id, {}, recording
+    try:
+        yield
+    finally:
+        _RUN.task, _RUN.seen, _RUN.recording = saved
+
+
+def _key(what: str) -> str:
+    """A key unique within one run of a check: `what`, then `what #2`, `what #3` when repeated."""
+    n = _RUN.seen[what] = _RUN.seen.get(what, 0) + 1
+    return what if n == 1 else f"{what} #{n}"
+
+
+def _stored(task_id: str) -> dict:
+    return expected_outputs()["tasks"].get(task_id, {})
+
+
+def _detached(value):
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, list):
+        return [_detached(v) for v in value]
+    return value
+
+
+def reference(what: str, got, labels: tuple[str, ...] = ()):
+    """The reference's output for the check's current probe `what` (a tensor from minilm/expected.pt).
+    In recording mode: remember `got` as that output (and that `labels` are named there) and return it."""
+    return _reference_at(_key(what), got, labels)
+
+
+def _reference_at(key: str, got, labels: tuple[str, ...] = ()):
+    if _RUN.recording is not None:
+        _RUN.recording.outputs[key] = _detached(got)
+        if labels:
+            _RUN.recording.labels[key] = list(labels)
+        return got
+    want = _stored(_RUN.task).get("want", {}).get(key)
+    if want is None:
+        raise MissingExpectation(f"no stored output for Task {_RUN.task}'s {key!r} in {EXPECTED_PATH.name} "
+                                 "(instructors: python -m solutions.expected)")
+    return want
+
+
+def mistake_output(label: str, key: str):
+    """A known mistake's stored output at `key`, or None."""
+    return _stored(_RUN.task).get("mistakes", {}).get(label, {}).get(key)
+
+
+def record(task_id: str) -> Recording:
+    """Run a task's check in recording mode with whatever `minilm` resolves to (instructors run it
+    on the reference and on each known mistake, see solutions/expected.py)."""
+    _load()
+    fn = _CHECKS[task_id]
+    recording = Recording()
+    with _running(task_id, recording):
+        try:
+            torch.manual_seed(0)
+            fn()
+        except Exception as e:  # noqa: BLE001 - a mistake may stop its check early: keep what it reached
+            recording.stopped = f"{type(e).__name__}: {e}"
+    return recording
+
+
 def run(task_id: str) -> Verdict:
     """Run one task's check and return its verdict (never raises for student errors).
 
@@ -99,8 +214,9 @@ def run(task_id: str) -> Verdict:
     if broken:
         return Verdict(task_id, FAIL, broken[0].message)
     try:
-        torch.manual_seed(0)
-        return Verdict(task_id, PASS, fn())
+        with _running(task_id):
+            torch.manual_seed(0)
+            return Verdict(task_id, PASS, fn())
     except CheckFailed as e:
         return Verdict(task_id, FAIL, e.message, e.mistake)
     except NotImplementedError as e:
@@ -159,28 +275,37 @@ def close(got, want, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
 
 def compare(
     got,
-    want: torch.Tensor,
     what: str,
-    mistakes: dict[str, tuple[torch.Tensor | Callable[[], torch.Tensor], str]] | None = None,
+    mistakes: dict[str, str] | None = None,
     atol: float = 1e-5,
     rtol: float = 1e-4,
+    want: torch.Tensor | None = None,
 ) -> None:
-    """Raise CheckFailed unless got ≈ want. `mistakes` maps a mistake's name to (its output,
-    or a function computing it, advice): when got matches a mistake's output, the failure
-    names that mistake and gives the advice."""
+    """Raise CheckFailed unless got ≈ the reference's stored output for the probe `what` (or ≈
+    `want`, for an invariant that needs no reference). `mistakes` maps a known mistake's label
+    to advice: when got matches that mistake's stored output, the failure names the mistake
+    (the label's first word) and gives the advice."""
+    if want is None:
+        key = _key(what)
+        want = _reference_at(key, got, tuple(mistakes or ()))
+        if _RUN.recording is not None:
+            return
+    else:
+        if _RUN.recording is not None:
+            return
+        key = None
     if close(got, want, atol, rtol):
         return
     if not isinstance(got, torch.Tensor):
         raise CheckFailed(f"{what}: expected a tensor of {describe(want)}, got {describe(got)}")
     if got.shape != want.shape:
         raise CheckFailed(f"{what}: expected {describe(want)}, got {describe(got)}")
-    for name, (output, advice) in (mistakes or {}).items():
-        try:
-            output = output() if callable(output) else output
-        except Exception:
+    for label, advice in (mistakes or {}).items():
+        output = mistake_output(label, key) if key is not None else None
+        if output is None:
             continue
         if close(got, output, atol, rtol) or _both_nonfinite_alike(got, output):
-            raise CheckFailed(f"{what}: {advice}", mistake=name.split(" ")[0])
+            raise CheckFailed(f"{what}: {advice}", mistake=label.split(" ")[0])
     if not torch.isfinite(got).all():
         raise CheckFailed(f"{what}: your output has NaN or inf where the expected one is finite")
     diff = (got.detach().double() - want.detach().double()).abs().max().item()

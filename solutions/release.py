@@ -16,6 +16,7 @@ the release (non-zero exit, naming the file and the leaked line).
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import re
 import shutil
@@ -23,12 +24,16 @@ import sys
 import tomllib
 from pathlib import Path
 
-from minilm import tasks
+from minilm import rules, tasks
 from solutions import make_stubs
 
 ROOT = tasks.ROOT
 SOLUTIONS = ROOT / "solutions"
 HIDDEN = SOLUTIONS / "probe_cases.py"  # the grader's hidden inputs
+ORACLES = SOLUTIONS / "oracles.py"  # a second implementation of the model: instructors only
+# A provided line that calls a built-in of a task's family (minilm/tasks.py BUILTINS) for some
+# other job says why on the same line, after this marker; anything else is a leak.
+NOT_A_TASK = "# release: not a task"
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", ".pytest_cache", ".hypothesis",
                                 "*.egg-info")
 GITIGNORE_EXTRA = ["/grades/", "/feedback/"]  # what `python -m minilm.grade` and the visible checks write
@@ -106,11 +111,85 @@ def text_lines(path: Path) -> list[str]:
     return text.splitlines()
 
 
-def leaks(release: Path) -> list[str]:
-    """Every line of the release that is a solution body line or a hidden-test line. Lines that
-    the public course shares verbatim (the stubs' shared code, say) are not secret."""
-    secret, hidden = solution_lines(), hidden_runs()
+def _canonical(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    """A function's body with every identifier and docstring erased: a renamed copy reads the same."""
+    body = fn.body[1:] if fn.body and isinstance(fn.body[0], ast.Expr) and isinstance(
+        getattr(fn.body[0], "value", None), ast.Constant) and isinstance(fn.body[0].value.value, str) else fn.body
+    module = ast.Module(body=[ast.parse(ast.unparse(stmt)).body[0] for stmt in body], type_ignores=[])
+    for node in ast.walk(module):
+        for attr in ("id", "arg", "name"):
+            if isinstance(getattr(node, attr, None), str):
+                setattr(node, attr, "_")
+    return ast.dump(module, annotate_fields=False)
+
+
+def _functions(tree: ast.AST):
+    return [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def oracle_functions() -> dict[str, str]:
+    """solutions/oracles.py's functions, canonicalized (see _canonical) → their names."""
+    if not ORACLES.is_file():
+        return {}
+    tree = ast.parse(ORACLES.read_text(encoding="utf-8"))
+    return {_canonical(fn): f"solutions/oracles.py:{fn.lineno} {fn.name}" for fn in _functions(tree)
+            if len(fn.body) > 1}
+
+
+def _python_sources(release: Path) -> list[tuple[str, str, int]]:
+    """(file:line prefix, source, line offset) of the release's Python code outside tests/: every
+    .py file, and every notebook code cell (shell and magic lines blanked)."""
+    out = []
+    for path in sorted(release.rglob("*.py")):
+        rel = path.relative_to(release).as_posix()
+        if not rel.startswith("tests/"):
+            out.append((rel, path.read_text(encoding="utf-8", errors="replace"), 0))
+    for path in sorted(release.rglob("*.ipynb")):
+        rel = path.relative_to(release).as_posix()
+        for i, cell in enumerate(json.loads(path.read_text(encoding="utf-8")).get("cells", [])):
+            if cell.get("cell_type") == "code":
+                src = "".join(cell.get("source", ""))
+                src = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in src.splitlines())
+                out.append((f"{rel} cell {i}", src, 0))
+    return out
+
+
+def computes_a_task(release: Path) -> list[str]:
+    """Code in the release, outside tests/ (where PyTorch's built-ins are the tests' own oracles,
+    which the rules forbid students), that computes a task's result: a call of a built-in in a
+    task's family (F.softmax, F.scaled_dot_product_attention, torch.optim.AdamW, …, see
+    minilm/tasks.py BUILTINS) on a line without NOT_A_TASK, or a function whose code is one of
+    solutions/oracles.py's, renamed or not. Each problem names file:line."""
     problems = []
+    oracles = oracle_functions()
+    for where, source, _ in _python_sources(release):
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        lines = source.splitlines()
+        module = rules._Module(tree, set())
+        for f in module.findings(tree):
+            families = [name for name, fam in tasks.BUILTINS.items()
+                        if (f.kind == "family" and rules._family_matches(fam, f.name))
+                        or (f.kind == "method" and f.name in fam.methods)]
+            line = lines[f.line - 1] if 0 < f.line <= len(lines) else ""
+            if families and NOT_A_TASK not in line:
+                problems.append(f"{where}:{f.line}: {f.verb} {f.what}, a built-in of the {families[0]!r} family that "
+                                f"a task builds (mark a different job with {NOT_A_TASK!r} and why): {line.strip()[:100]}")
+        for fn in _functions(tree):
+            copy = oracles.get(_canonical(fn)) if len(fn.body) > 1 else None
+            if copy:
+                problems.append(f"{where}:{fn.lineno}: {fn.name} is a copy of {copy}")
+    return problems
+
+
+def leaks(release: Path) -> list[str]:
+    """Every line of the release that is a solution body line or a hidden-test line, and every
+    piece of code that computes a task's result (computes_a_task). Lines that the public course
+    shares verbatim (the stubs' shared code, say) are not secret."""
+    secret, hidden = solution_lines(), hidden_runs()
+    problems = computes_a_task(release)
     for path in sorted(p for p in release.rglob("*") if p.is_file()):
         rel = path.relative_to(release).as_posix()
         if rel.startswith("solutions/") or "hidden_tests" in rel or path.name.startswith("test_hidden"):
@@ -227,7 +306,8 @@ def write_release(out: Path, regenerate: bool = False) -> list[Path]:
     (out / WORKFLOW).write_text(grade_workflow(), encoding="utf-8")
     problems = leaks(out)
     if problems:
-        raise ReleaseError("the release leaks solution or hidden-test text:\n  " + "\n  ".join(problems[:50]))
+        raise ReleaseError("the release leaks solution or hidden-test text, or code that computes a task's "
+                           "result:\n  " + "\n  ".join(problems[:50]))
     return sorted(p for p in out.rglob("*") if p.is_file())
 
 

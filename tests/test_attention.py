@@ -7,8 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import minilm
-from helpers import assert_close, leading_shapes, randn, seeds
-from minilm import oracles
+from helpers import assert_check_passes, assert_close, leading_shapes, randn, seeds
 
 
 @pytest.mark.task("6.1")
@@ -78,12 +77,8 @@ def test_mhsa_state_dict_names():
 
 
 @pytest.mark.task("6.3")
-@pytest.mark.parametrize("theta", [None, 10000.0, 50.0])
-def test_mhsa_matches_torch_sdpa_oracle(theta):
-    mhsa = _mhsa(theta)
-    x = randn((3, 9, 16), 4)
-    sd = {"attn." + k: v for k, v in mhsa.state_dict().items()}
-    assert_close(mhsa(x), oracles.attention(x, sd, "attn.", 4, theta))
+def test_mhsa_matches_the_reference_on_the_notebooks_inputs():
+    assert_check_passes("6.3")
 
 
 @pytest.mark.task("6.3")
@@ -111,8 +106,10 @@ def test_mhsa_is_causal(t, seed):
 
 @pytest.mark.task("6.3")
 def test_mhsa_uses_given_token_positions():
+    """RoPE sees only relative positions: shifting every position changes nothing, spreading them does."""
     mhsa = _mhsa()
     x = randn((1, 4, 16), 6)
-    sd = {"attn." + k: v for k, v in mhsa.state_dict().items()}
-    pos = torch.tensor([5, 6, 7, 8])
-    assert_close(mhsa(x, pos), oracles.attention(x, sd, "attn.", 4, 10000.0, pos))
+    default = mhsa(x)
+    assert_close(mhsa(x, torch.tensor([5, 6, 7, 8])), default, atol=1e-4)
+    assert not torch.allclose(mhsa(x, torch.tensor([0, 3, 9, 20])), default, atol=1e-3), \
+        "the output ignores token_positions: rotate q and k by the given positions"

@@ -4,8 +4,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import minilm
-from helpers import assert_close, randn, seeds
-from minilm import oracles
+from helpers import assert_check_passes, assert_close, randn, seeds
+from minilm.checks_model import lm_state_dict_keys
 
 
 def _block():
@@ -18,15 +18,13 @@ def _block():
 
 @pytest.mark.task("7.1")
 def test_block_state_dict_names():
-    want = [k.removeprefix("layers.0.") for k in oracles.lm_state_dict_keys(1) if k.startswith("layers.0.")]
+    want = [k.removeprefix("layers.0.") for k in lm_state_dict_keys(1) if k.startswith("layers.0.")]
     assert sorted(_block().state_dict()) == sorted(want)
 
 
 @pytest.mark.task("7.1")
 def test_block_is_pre_norm():
-    blk = _block()
-    x = randn((2, 6, 16), 3)
-    assert_close(blk(x), oracles.block(x, blk.state_dict(), "", 4, 10000.0), atol=1e-4)
+    assert_check_passes("7.1")
 
 
 @pytest.mark.task("7.1")

@@ -4,18 +4,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import minilm
-from helpers import assert_close, randn, seeds
-from minilm.oracles import rope_complex
+from helpers import assert_check_passes, assert_close, randn, seeds
 
 even_dims = st.integers(1, 8).map(lambda h: 2 * h)
 
 
 @pytest.mark.task("5.1")
-@given(d=even_dims, seq=st.integers(1, 12), seed=seeds, theta=st.sampled_from([10.0, 1e4, 5e5]))
-def test_rope_matches_complex_multiplication(d, seq, seed, theta):
-    x = randn((2, seq, d), seed)
-    pos = torch.randperm(64, generator=torch.Generator().manual_seed(seed))[:seq]
-    assert_close(minilm.rope(x, pos, theta), rope_complex(x, pos, theta))
+def test_rope_matches_the_reference_on_the_notebooks_inputs():
+    assert_check_passes("5.1")
 
 
 @pytest.mark.task("5.1")
@@ -57,7 +53,9 @@ def test_rope_dot_product_depends_only_on_relative_position(d, m, n, shift, seed
 def test_rope_broadcasts_positions_over_heads():
     x = randn((2, 3, 5, 8), 1)  # (batch, heads, seq, d_k)
     pos = torch.tensor([[0, 1, 2, 3, 4], [9, 8, 7, 6, 5]]).unsqueeze(1)  # (batch, 1, seq)
-    assert_close(minilm.rope(x, pos), rope_complex(x, pos))
+    y = minilm.rope(x, pos)
+    for b in range(2):  # each batch row rotated by its own positions, the same for every head
+        assert_close(y[b], minilm.rope(x[b], pos[b, 0]))
 
 
 @pytest.mark.task("5.2")
@@ -66,8 +64,12 @@ def test_RotaryPositionalEmbedding_matches_rope_and_has_no_state():
     assert len(module.state_dict()) == 0, "cos/sin buffers must be non-persistent"
     x = randn((2, 7, 16), 2)
     pos = torch.tensor([39, 0, 3, 3, 12, 1, 20])
-    assert_close(module(x, pos), rope_complex(x, pos, 500.0))
     assert_close(module(x, pos), minilm.rope(x, pos, 500.0))
+
+
+@pytest.mark.task("5.2")
+def test_RotaryPositionalEmbedding_matches_the_reference_on_the_notebooks_inputs():
+    assert_check_passes("5.2")
 
 
 @pytest.mark.task("5.2")

@@ -8,10 +8,8 @@ from pathlib import Path
 import matplotlib
 import pytest
 import torch
-import torch.nn.functional as F
 
 import minilm
-from minilm import oracles
 from minilm.viz import attention as va
 from minilm.viz import rope as vr
 
@@ -47,16 +45,22 @@ def test_sinusoidal_encoding_matches_the_formula():
     _labelled(vr.plot_sinusoidal(16, 16))
 
 
-def test_plots_work_with_the_oracle():
-    for fig in (vr.plot_pair_rotation(oracles.rope_complex), vr.plot_frequencies(oracles.rope_complex),
-                vr.plot_relative_dot(oracles.rope_complex, num_positions=8, max_distance=16, num_samples=4)):
+def _turn_pair_by_position(x, positions, theta=10000.0):
+    """A stand-in rope_fn for the plumbing: every pair becomes (cos p, sin p) at position p."""
+    p = torch.as_tensor(positions).float().expand(x.shape[:-1])
+    return torch.stack((p.cos(), p.sin()), -1).repeat_interleave(1, -1).repeat(*([1] * (x.dim() - 1)), x.shape[-1] // 2)
+
+
+def test_plots_work_with_any_rope_fn():
+    for fig in (vr.plot_pair_rotation(_turn_pair_by_position), vr.plot_frequencies(_turn_pair_by_position),
+                vr.plot_relative_dot(_turn_pair_by_position, num_positions=8, max_distance=16, num_samples=4)):
         _labelled(fig)
 
 
 @pytest.mark.task("5.1")
 def test_pair_rotation_plots_the_rotated_pairs():
     fig = vr.plot_pair_rotation(d_k=16, num_positions=12, pairs=(0, 2))
-    want = oracles.rope_complex(vr.unit_pairs(16).expand(12, 16), torch.arange(12))
+    want = minilm.rope(vr.unit_pairs(16).expand(12, 16), torch.arange(12))  # the plot shows your rope
     for ax, i in zip(fig.axes[:2], (0, 2)):
         torch.testing.assert_close(torch.tensor(ax.collections[0].get_offsets().data, dtype=torch.float32),
                                    want[:, 2 * i: 2 * i + 2], atol=1e-5, rtol=0)
@@ -92,7 +96,7 @@ def test_rope_explorer_moves_the_point_with_the_sliders():
     for position, theta, pair in ((9, 10000.0, 0), (9, 10000.0, 3), (30, 100.0, 3)):
         before = e.point.get_offsets().copy()
         e.position.value, e.theta.value, e.pair.value = position, theta, pair
-        want = oracles.rope_complex(vr.unit_pairs(16), torch.tensor(position), theta)[2 * pair: 2 * pair + 2]
+        want = minilm.rope(vr.unit_pairs(16)[None], torch.tensor([position]), theta)[0, 2 * pair: 2 * pair + 2]
         got = torch.tensor(e.point.get_offsets()[0], dtype=torch.float32)
         torch.testing.assert_close(got, want, atol=1e-4, rtol=0)
         assert not (before == e.point.get_offsets()).all()
@@ -103,7 +107,7 @@ def test_rope_explorer_moves_the_point_with_the_sliders():
 
 
 def test_rope_explorer_takes_any_rope_fn():
-    e = vr.rope_explorer(oracles.rope_complex)
+    e = vr.rope_explorer(_turn_pair_by_position)
     e.position.value = 3
     assert e.point.get_offsets()[0] == pytest.approx([math.cos(3), math.sin(3)], abs=1e-5)
 
@@ -124,24 +128,14 @@ def test_causal_mask():
     assert m.dtype == torch.bool and m[2, 2] and m[2, 0] and not m[2, 3]
 
 
-def _oracle_weights(attn, x):
-    """Per-head causal weights from the state dict: F.linear, complex RoPE, F.softmax."""
-    sd, seq, h, d_k = attn.state_dict(), x.shape[0], attn.num_heads, attn.d_k
-    q = F.linear(x, sd["q_proj.weight"]).view(seq, h, d_k).transpose(0, 1)
-    k = F.linear(x, sd["k_proj.weight"]).view(seq, h, d_k).transpose(0, 1)
-    pos = torch.arange(seq)
-    q, k = oracles.rope_complex(q, pos, attn.rope.theta), oracles.rope_complex(k, pos, attn.rope.theta)
-    scores = (q @ k.transpose(-1, -2) / math.sqrt(d_k)).masked_fill(~va.causal_mask(seq), float("-inf"))
-    return F.softmax(scores, -1)
-
-
 @pytest.mark.task("6.3")
 def test_attention_weights_match_the_module():
     """The recomputed weights, applied to the module's values, give the module's output."""
     attn = minilm.MultiHeadSelfAttention(32, 4, 16, 10000.0)
     x = torch.randn(7, 32)
     w = va.attention_weights(attn, x)
-    torch.testing.assert_close(w, _oracle_weights(attn, x), atol=1e-5, rtol=1e-4)
+    assert w.shape == (4, 7, 7) and torch.all(w.triu(1) == 0), "weights of future keys must be 0"
+    torch.testing.assert_close(w.sum(-1), torch.ones(4, 7))
     v = attn.v_proj(x).view(7, 4, 8).transpose(0, 1)
     out = attn.output_proj((w @ v).transpose(0, 1).reshape(7, 32))
     torch.testing.assert_close(out, attn(x), atol=1e-5, rtol=1e-4)
@@ -189,7 +183,7 @@ def test_attention_explorer_follows_text_layer_and_head():
         x = stack.token_embeddings(ids)
         for block in stack.layers[:layer]:
             x = x + block.attn(x)
-        want = _oracle_weights(stack.layers[layer].attn, x)[head]
+        want = va.attention_weights(stack.layers[layer].attn, x)[head]
         assert e.tokens == tokens and shown().shape == (len(tokens), len(tokens))
         torch.testing.assert_close(shown(), want, atol=1e-5, rtol=1e-4)
         assert before.shape != want.shape or not torch.allclose(before, want)
@@ -204,5 +198,5 @@ def test_attention_explorer_reads_a_transformer_lm():
     ids, _ = va.gpt2_tokens("hello there")
     with torch.no_grad():
         x = model.layers[0](model.token_embeddings(ids))
-        want = _oracle_weights(model.layers[1].attn, model.layers[1].ln1(x))[2]
+        want = va.attention_weights(model.layers[1].attn, model.layers[1].ln1(x))[2]
     torch.testing.assert_close(torch.tensor(e.im.get_array().filled(0.0), dtype=torch.float32), want, atol=1e-5, rtol=1e-4)

@@ -207,7 +207,7 @@ probe("5.2", collect=_RoPE_collect)
 
 # 6: attention -------------------------------------------------------------------------------
 
-probe("6.1", collect=lambda m, c: {"y": m.softmax(c["x"], dim=c["dim"])})
+probe("6.1", collect=lambda m, c: {"y": m.softmax(c["x"], dim=c["dim"])})  # release: not a task (m.softmax is the code under test)
 
 
 probe("6.2", collect=lambda m, c: {"y": m.scaled_dot_product_attention(c["q"], c["k"], c["v"], *([c["mask"]] if "mask" in c else []))})
@@ -334,8 +334,8 @@ probe("10.4", collect=_adamw_collect, atol=1e-6)
 def _ckpt_collect(m, c):
     def setup(seed):
         torch.manual_seed(seed)
-        model = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2))
-        return model, torch.optim.AdamW(model.parameters(), lr=0.01)
+        model = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2))  # release: not a task (a model to checkpoint)
+        return model, torch.optim.AdamW(model.parameters(), lr=0.01)  # release: not a task (an optimizer state to checkpoint)
 
     def step(model, opt, x):
         opt.zero_grad()

@@ -2,7 +2,9 @@
 (provided: not an exercise).
 
 MultiHeadSelfAttention returns its output, not its attention weights, so `attention_weights`
-recomputes them from the module's own q_proj, k_proj and rope, and the student's softmax.
+runs the module and asks your scaled_dot_product_attention, as your module calls it, for its
+weights (attention over an identity matrix of values is the weights themselves). Nothing here
+computes attention itself.
 """
 
 from __future__ import annotations
@@ -41,8 +43,9 @@ def plot_score_scaling(d_ks: tuple[int, ...] = (4, 16, 64, 256, 1024), num_sampl
     d = d_ks[-1]
     scores = (torch.randn(num_keys, d) * torch.randn(num_keys, d)).sum(-1)  # one query, num_keys keys
     keys = np.arange(num_keys)
-    ax1.bar(keys - 0.2, torch.softmax(scores, -1).numpy(), width=0.4, label="softmax(q·k)")
-    ax1.bar(keys + 0.2, torch.softmax(scores / math.sqrt(d), -1).numpy(), width=0.4, label="softmax(q·k / sqrt(d_k))")
+    ax1.bar(keys - 0.2, torch.softmax(scores, -1).numpy(), width=0.4, label="softmax(q·k)")  # release: not a task (random scores, a picture of saturation)
+    ax1.bar(keys + 0.2, torch.softmax(scores / math.sqrt(d), -1).numpy(), width=0.4,  # release: not a task (the same picture)
+            label="softmax(q·k / sqrt(d_k))")
     ax1.set(title=f"Unscaled scores saturate the softmax (d_k={d})", xlabel="key", ylabel="attention weight")
     ax1.legend()
     fig.tight_layout()
@@ -58,18 +61,29 @@ def causal_mask(seq: int) -> torch.Tensor:
 
 
 def attention_weights(attn: nn.Module, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
-    """The causal attention weights of every head of a MultiHeadSelfAttention on x (seq, d_model):
-    (heads, seq, seq), recomputed from attn.q_proj, attn.k_proj, attn.rope and minilm.softmax."""
-    seq, heads, d_k = x.shape[-2], attn.num_heads, attn.d_k
-    if positions is None:
-        positions = torch.arange(seq)
-    q = attn.q_proj(x).view(seq, heads, d_k).transpose(0, 1)  # (heads, seq, d_k): head h = rows h·d_k …
-    k = attn.k_proj(x).view(seq, heads, d_k).transpose(0, 1)
-    if attn.rope is not None:
-        q, k = attn.rope(q, positions), attn.rope(k, positions)
-    scores = q @ k.transpose(-1, -2) / math.sqrt(d_k)  # (heads, queries, keys)
-    scores = scores.masked_fill(~causal_mask(seq), float("-inf"))
-    return minilm.softmax(scores, dim=-1)
+    """The causal attention weights of every head of your MultiHeadSelfAttention on x (seq, d_model):
+    (heads, seq, seq). Runs attn(x) and, each time it calls your scaled_dot_product_attention
+    (Task 6.2) with its q, k and mask, also calls it with the identity as values: softmax(…) @ I
+    is the weights. Your module must call scaled_dot_product_attention from minilm/attention.py."""
+    module = minilm.exercise_module("attention")
+    sdpa = module.scaled_dot_product_attention
+    seen = []
+
+    def spy(q, k, v, mask=None):
+        eye = torch.eye(k.shape[-2], dtype=v.dtype, device=v.device).expand(*k.shape[:-1], k.shape[-2])
+        seen.append(sdpa(q, k, eye, mask))
+        return sdpa(q, k, v, mask)
+
+    module.scaled_dot_product_attention = spy
+    try:
+        with torch.no_grad():
+            attn(x, positions)
+    finally:
+        module.scaled_dot_product_attention = sdpa
+    if not seen:
+        raise RuntimeError("attention_weights: your MultiHeadSelfAttention never called scaled_dot_product_attention "
+                           "(Task 6.2), so its weights cannot be shown: call it from forward")
+    return seen[-1]
 
 
 def _show_map(ax, weights: torch.Tensor, tokens: list[str] | None = None, title: str = ""):
@@ -158,13 +172,9 @@ class TokenFeatures(nn.Module):
         return torch.stack(rows)
 
 
-def _rotation(d_k: int, theta: float, position: int) -> torch.Tensor:
-    """The RoPE rotation matrix R_position (d_k, d_k): block-diagonal 2×2 rotations of the pairs."""
-    R = torch.zeros(d_k, d_k)
-    for i in range(d_k // 2):
-        a = position * theta ** (-2 * i / d_k)
-        R[2 * i: 2 * i + 2, 2 * i: 2 * i + 2] = torch.tensor([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]])
-    return R
+def _rotated(u: torch.Tensor, theta: float, position: int) -> torch.Tensor:
+    """R_position u: u (d_k,) rotated by your rope (Task 5.1) at `position`."""
+    return minilm.exercise_module("rope").rope(u[None], torch.tensor([position]), theta)[0]
 
 
 HAND_WIRED = ["head 0: previous token", "head 1: same token", "head 2: recent tokens", "head 3: random init"]
@@ -192,7 +202,7 @@ def hand_wire(attn: nn.Module, theta: float = 10000.0) -> nn.Module:
         return u
 
     u, s = pairs(0, 1, 2), 6.0
-    wq[0:d_k, 0], wk[0:d_k, 0] = s * u, s * _rotation(d_k, theta, 1) @ u  # head 0
+    wq[0:d_k, 0], wk[0:d_k, 0] = s * u, s * _rotated(u, theta, 1)  # head 0
     s = 7.0
     for j in range(CODE_DIMS):  # head 1: code dim j → head dim 8 + j (pairs 4 … 7)
         wq[d_k + 8 + j, 1 + j] = wk[d_k + 8 + j, 1 + j] = s

@@ -140,7 +140,7 @@ def plot_one_hot_lookup(token_ids: Tensor, weight: Tensor, embed: Callable[[Tens
 
 def layer_norm(x: Tensor, eps: float = 1e-5) -> Tensor:
     """LayerNorm without gain and bias, for contrast: (x - mean) / sqrt(var + eps) over the last dim."""
-    return F.layer_norm(x, (x.shape[-1],), eps=eps)
+    return F.layer_norm(x, (x.shape[-1],), eps=eps)  # release: not a task (LayerNorm, the contrast to RMSNorm)
 
 
 @_no_figure_on_error
@@ -210,11 +210,13 @@ def _derivative(fn: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
 
 
 @_no_figure_on_error
-def plot_activations(silu: Callable[[Tensor], Tensor] = F.silu, lo: float = -5.0, hi: float = 5.0) -> Figure:
+def plot_activations(silu: Callable[[Tensor], Tensor] = F.silu, lo: float = -5.0,  # release: not a task (the curve shown before Task 4.1)
+                     hi: float = 5.0) -> Figure:
     """ReLU (original Transformer), GELU (GPT-2/BERT) and SiLU (LLaMA, with SwiGLU): the curves and
     their derivatives (by autograd). `silu` is the SiLU to draw, e.g. the student's minilm.silu."""
     x = torch.linspace(lo, hi, 501)
-    curves = {"ReLU(x) = max(0, x)": F.relu, "GELU(x) = x·Φ(x)": F.gelu, "SiLU(x) = x·σ(x)": silu}
+    curves = {"ReLU(x) = max(0, x)": F.relu, "GELU(x) = x·Φ(x)": F.gelu,  # release: not a task (GELU, for contrast)
+              "SiLU(x) = x·σ(x)": silu}
     fig, (ax, ax_d) = plt.subplots(1, 2, figsize=(11, 3.8))
     for i, (name, fn) in enumerate(curves.items()):
         ax.plot(x, fn(x).detach(), color=f"C{i}", lw=2, label=name)

@@ -81,7 +81,7 @@ def decay_vs_l2(adamw_class, lr: float = 0.01, weight_decay: float = 0.5, steps:
     out = {"AdamW": [], "Adam + L2": []}
     for scale in grad_scales:
         for name, make in (("AdamW", lambda ps: adamw_class(ps, lr=lr, weight_decay=weight_decay)),
-                           ("Adam + L2", lambda ps: torch.optim.Adam(ps, lr=lr, weight_decay=weight_decay))):
+                           ("Adam + L2", lambda ps: torch.optim.Adam(ps, lr=lr, weight_decay=weight_decay))):  # release: not a task (Adam + L2, the contrast to AdamW)
             p = torch.nn.Parameter(torch.ones(32))
             opt = make([p])
             g = torch.Generator().manual_seed(seed)

@@ -12,7 +12,8 @@ import sys
 import pytest
 import torch
 
-from minilm import oracles, tasks
+from minilm import tasks
+from minilm.checks_model import lm_parameter_count, lm_state_dict_keys
 from benchmarks.builtins_model import BuiltinsLM
 
 ROOT = tasks.ROOT
@@ -25,7 +26,7 @@ def test_builtins_model_matches_the_reference_given_the_same_weights():
     torch.manual_seed(0)
     reference = TransformerLM(**cfg)
     builtins = BuiltinsLM(**cfg)
-    assert set(builtins.state_dict()) == set(reference.state_dict()) == set(oracles.lm_state_dict_keys(2))
+    assert set(builtins.state_dict()) == set(reference.state_dict()) == set(lm_state_dict_keys(2))
     builtins.load_state_dict(reference.state_dict())
     ids = torch.randint(0, 97, (3, 32))
     torch.testing.assert_close(builtins(ids), reference(ids), atol=1e-5, rtol=1e-4)
@@ -58,7 +59,7 @@ def test_quick_training_rows(quick):
             continue
         cfg = r["config"]
         # Non-embedding parameters, counted from the architecture alone.
-        expected = oracles.lm_parameter_count(cfg["vocab_size"], cfg["d_model"], cfg["num_layers"], cfg["d_ff"]) \
+        expected = lm_parameter_count(cfg["vocab_size"], cfg["d_model"], cfg["num_layers"], cfg["d_ff"]) \
             - cfg["vocab_size"] * cfg["d_model"]
         assert r["non_embedding_params"] == expected
         assert r["reference_tokens_per_s"] > 0 and r["builtins_tokens_per_s"] > 0

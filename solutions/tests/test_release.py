@@ -168,3 +168,60 @@ def test_the_grader_needs_the_reference_and_says_so(release, tmp_path):
     assert r.returncode == 2, r.stdout + r.stderr
     assert "needs the reference implementation" in r.stderr and "python -m minilm status" in r.stderr
     assert not (tmp_path / "grades").exists()
+
+
+def test_leak_check_names_provided_code_that_computes_a_task(release):
+    """A provided helper that calls a task's built-in, or carries a (renamed) copy of an oracle,
+    is a leak with its file:line, wherever it sits outside tests/; a marked other job is not."""
+    import ast
+
+    rope = next(n for n in ast.parse(rel.ORACLES.read_text(encoding="utf-8")).body
+                if isinstance(n, ast.FunctionDef) and n.name == "rope_complex")
+    copy = ast.unparse(rope).replace("rope_complex", "pretty_rotation").replace("angle", "phi")
+    victim = release / "minilm" / "viz" / "helper.py"
+    victim.write_text("import torch\nimport torch.nn.functional as F\n\n\n"
+                      "def attend(q, k, v):\n    return F.scaled_dot_product_attention(q, k, v, is_causal=True)\n\n\n"
+                      "def probs(x):\n    return x.softmax(-1)\n\n\n"
+                      "def shown(x):\n    return torch.softmax(x, -1)  # release: not a task (a picture)\n\n\n"
+                      + copy + "\n", encoding="utf-8")
+    try:
+        problems = rel.leaks(release)
+    finally:
+        victim.unlink()
+    assert any(p.startswith("minilm/viz/helper.py:6: calls torch.nn.functional.scaled_dot_product_attention")
+               for p in problems), problems
+    assert any(p.startswith("minilm/viz/helper.py:10: calls Tensor.softmax") for p in problems), problems
+    assert not any(p.startswith("minilm/viz/helper.py:14") for p in problems), problems
+    assert any(p.startswith("minilm/viz/helper.py:") and "pretty_rotation is a copy of solutions/oracles.py" in p
+               for p in problems), problems
+    assert rel.leaks(release) == []
+
+
+def test_the_release_checks_name_every_catalogued_mistake(release):
+    """The release's own checks and stored expectations (minilm/ of the student edition) judge the
+    reference with each catalogued mistake patched in: each check fails and names the mistake."""
+    script = (
+        "import json, minilm\n"
+        "from minilm import checks\n"
+        "from solutions import mistakes\n"
+        "assert minilm.__file__.startswith(%r), minilm.__file__\n"
+        "out = {}\n"
+        "for m in mistakes.all_mutants():\n"
+        "    with mistakes.applied(m):\n"
+        "        v = checks.run(m['task'])\n"
+        "    out[m['name']] = [v.status, v.mistake, v.message]\n"
+        "out['clean'] = [checks.run(t).status for t in checks.registered()]\n"
+        "print(json.dumps(out))\n" % str(release))
+    env = {**student_env(release), "PYTHONPATH": os.pathsep.join([str(release), str(tasks.ROOT)]),
+           "MINILM_IMPL": "solutions"}
+    r = subprocess.run([sys.executable, "-c", script], cwd=release, env=env, capture_output=True, text=True,
+                       timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert not (release / "minilm" / "oracles.py").exists() and (release / "minilm" / "expected.pt").is_file()
+    assert set(got.pop("clean")) == {"pass"}
+    from solutions import mistakes
+
+    for m in mistakes.all_mutants():
+        status, named, message = got[m["name"]]
+        assert (status, named) == ("fail", m["name"]) and m["diagnosis"] in message, (m["name"], got[m["name"]])

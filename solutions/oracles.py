@@ -1,9 +1,10 @@
-"""Independent oracles (provided: not an exercise).
+"""Independent oracles (instructors only: never in the student edition).
 
 A second, functional implementation of the model built from PyTorch's own ops
 (F.linear, F.rms_norm, F.silu, F.scaled_dot_product_attention) and complex-number RoPE,
 written differently from the exercises on purpose, plus the known mistakes as switches.
-The checks, the tests and the notebooks compare students' code with these.
+The instructor tests compare the reference with these, and solutions/expected.py computes
+the checks' named mistakes that are not in the catalogue from their switches.
 """
 
 from __future__ import annotations
@@ -94,19 +95,3 @@ def transformer_lm(token_ids: Tensor, sd: dict[str, Tensor], num_heads: int, the
         x = rms_norm(x, sd["ln_final.weight"])
     head = sd["token_embeddings.weight"] if tied else sd["lm_head.weight"]
     return F.linear(x, head)
-
-
-def lm_state_dict_keys(num_layers: int) -> list[str]:
-    """The exact state_dict keys of TransformerLM (CS336 naming), in order."""
-    per_layer = ["ln1.weight", "attn.q_proj.weight", "attn.k_proj.weight", "attn.v_proj.weight",
-                 "attn.output_proj.weight", "ln2.weight", "ffn.w1.weight", "ffn.w2.weight", "ffn.w3.weight"]
-    keys = ["token_embeddings.weight"]
-    for i in range(num_layers):
-        keys += [f"layers.{i}.{k}" for k in per_layer]
-    return keys + ["ln_final.weight", "lm_head.weight"]
-
-
-def lm_parameter_count(vocab_size: int, d_model: int, num_layers: int, d_ff: int) -> int:
-    """Closed form: embeddings + layers × (4 d² attention + 3 d d_ff SwiGLU + 2 d norms) + final norm + head."""
-    per_layer = 4 * d_model * d_model + 3 * d_model * d_ff + 2 * d_model
-    return vocab_size * d_model + num_layers * per_layer + d_model + d_model * vocab_size

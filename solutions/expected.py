@@ -1,0 +1,283 @@
+"""Write minilm/expected.pt: the reference's outputs on every check's fixed inputs, and the
+outputs of every mistake a check names (instructors only: never in the student edition).
+
+    python -m solutions.expected            # regenerate minilm/expected.pt (run after changing a check or the reference)
+    python -m solutions.expected --check    # exit 1 if the stored file differs from a fresh one
+
+The checks (minilm/checks*.py) decide what is stored: each check runs in recording mode
+(`minilm.checks.record`) with `minilm` resolved to the reference, and every output it would
+compare is kept under its probe's name. A check names mistakes by label; each label is then
+recorded the same way with that mistake patched into the reference: a catalogued mutant
+(solutions/mistakes.py, solutions/mistakes_training.py) of the same name, or one of the
+VARIANTS below, which the checks name but the catalogue does not hold (written here from the
+reference and from solutions/oracles.py's switches). A label with neither is an error.
+
+The file holds data only (tensors, str, dicts), loaded with torch.load(weights_only=True), so
+the student edition carries no code that computes a task's result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+
+import torch
+
+from minilm import checks, tasks
+from solutions import mistakes, oracles
+
+PATH = checks.EXPECTED_PATH
+FORMAT = 1
+
+
+# ---------------------------------------------------------------- mistakes the catalogue does not hold
+
+
+def _module(name: str):
+    import importlib
+
+    return importlib.import_module(f"solutions.{name}")
+
+
+def _theta(attn) -> float | None:
+    return attn.rope.theta if attn.rope is not None else None
+
+
+def _sd(module, prefix: str) -> dict[str, torch.Tensor]:
+    return {prefix + k: v for k, v in module.state_dict().items()}
+
+
+def _mhsa_variant(**switches):
+    """MultiHeadSelfAttention.forward replaced by the oracle with a mistake's switches."""
+    def forward(self, x, token_positions=None, kv_cache=None):
+        theta = None if switches.get("no_rope") else _theta(self)
+        kw = {k: v for k, v in switches.items() if k != "no_rope"}
+        return oracles.attention(x, _sd(self, "attn."), "attn.", self.num_heads, theta, token_positions, **kw)
+    return forward
+
+
+def _mhsa_heads_interleaved(self, x, token_positions=None, kv_cache=None):
+    sd, heads = _sd(self, "attn."), self.num_heads
+    d_k = x.shape[-1] // heads
+    perm = torch.arange(x.shape[-1]).view(d_k, heads).T.reshape(-1)  # "(d_k heads)" instead of "(heads d_k)"
+    for n in ("q_proj", "k_proj", "v_proj"):
+        sd[f"attn.{n}.weight"] = sd[f"attn.{n}.weight"][perm]
+    sd["attn.output_proj.weight"] = sd["attn.output_proj.weight"][:, perm]
+    return oracles.attention(x, sd, "attn.", heads, _theta(self), token_positions)
+
+
+def _block_no_residual(self, x, token_positions=None, kv_cache=None):
+    h = x + self.attn(self.ln1(x), token_positions)
+    return self.ffn(self.ln2(h))  # the block's output minus x minus attn(ln1(x))
+
+
+def _linear_not_transposed(x, weight):
+    return x @ weight if x.shape[-1] == weight.shape[0] else x @ weight.T
+
+
+def _rope_angles(exponent: float = 2.0, sign: float = 1.0):
+    def angles(token_positions, d_k, theta=10000.0):
+        inv_freq = theta ** (-exponent * torch.arange(d_k // 2, dtype=torch.float64) / d_k)
+        return (sign * token_positions.to(torch.float64)[..., None] * inv_freq).float()
+    return angles
+
+
+def _softmax_over(fixed: int):
+    def softmax(x, dim=-1):
+        return torch.softmax(x, dim=fixed)
+    return softmax
+
+
+def _sdpa_over_queries(q, k, v, mask=None):
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.softmax(scores, dim=-2) @ v
+
+
+def _rms_norm_no_weight(x, weight, eps=1e-5):
+    return oracles.rms_norm(x, torch.ones_like(weight), eps)
+
+
+def _RMSNorm_ignores_eps(self, x):
+    return oracles.rms_norm(x, self.weight, 1e-5)
+
+
+def _swiglu_no_gate(x, w1, w2, w3):
+    return torch.nn.functional.linear(torch.nn.functional.silu(torch.nn.functional.linear(x, w1)), w2)
+
+
+def _SwiGLU_no_gate(self, x):
+    return _swiglu_no_gate(x, self.w1.weight, self.w2.weight, self.w3.weight)
+
+
+def _cross_entropy_sum(logits, targets):
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="sum")
+
+
+def filtered_probs(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
+                   top_p: float | None = None) -> torch.Tensor:
+    """The distribution generate draws from, by the sampling rules' definition (for the viz's
+    stored pictures): greedy at temperature 0, else softmax(logits / T), top-k, then top-p."""
+    logits = logits.double()
+    if temperature == 0:
+        return torch.nn.functional.one_hot(logits.argmax(), logits.numel()).double()
+    logits = logits / temperature
+    if top_k is not None and top_k < logits.numel():
+        logits = logits.masked_fill(logits < logits.topk(top_k).values[-1], float("-inf"))
+    if top_p is not None:
+        probs = torch.softmax(logits, -1)
+        order = probs.argsort(descending=True)
+        mass_before = probs[order].cumsum(0) - probs[order]  # mass of the tokens more likely than each
+        keep = torch.zeros_like(probs, dtype=torch.bool)
+        keep[order] = mass_before < top_p
+        logits = logits.masked_fill(~keep, float("-inf"))
+    return torch.softmax(logits, -1)
+
+
+def viz_data() -> dict:
+    """Data the pictures show: the exact sampling distributions of minilm/viz/generation.py."""
+    from minilm.viz import generation as vg
+
+    return {"sampling": {vg.setting_key(**s): filtered_probs(vg.EXAMPLE_LOGITS, **s) for s in vg.SAMPLING_SETTINGS}}
+
+
+def _v(name, task, patches):
+    return {"name": name, "task": task, "patches": patches, "diagnosis": ""}
+
+
+VARIANTS: list[dict] = [
+    _v("not_transposed", "1.1", [("solutions.linear", "linear", _linear_not_transposed)]),
+    _v("ignores_weight", "3.1", [("solutions.rmsnorm", "rms_norm", _rms_norm_no_weight)]),
+    _v("ignores_weight", "3.2", [("solutions.rmsnorm", "rms_norm", _rms_norm_no_weight)]),
+    _v("ignores_eps", "3.2", [("solutions.rmsnorm", "RMSNorm.forward", _RMSNorm_ignores_eps)]),
+    _v("sigmoid_only", "4.1", [("solutions.swiglu", "silu", torch.sigmoid)]),
+    _v("relu", "4.1", [("solutions.swiglu", "silu", torch.relu)]),
+    _v("no_gate", "4.2", [("solutions.swiglu", "swiglu", _swiglu_no_gate)]),
+    _v("no_gate", "4.3", [("solutions.swiglu", "SwiGLU.forward", _SwiGLU_no_gate)]),
+    *[_v("rope_frequency", t, [("solutions.rope", "rope_angles", _rope_angles(exponent=1.0))]) for t in ("5.1", "5.2")],
+    *[_v("rope_wrong_direction", t, [("solutions.rope", "rope_angles", _rope_angles(sign=-1.0))]) for t in ("5.1", "5.2")],
+    *[_v(f"softmax_wrong_dim ({d})", "6.1", [("solutions.attention", "softmax", _softmax_over(d))]) for d in (-1, 0, 1)],
+    _v("softmax_over_queries", "6.2", [("solutions.attention", "scaled_dot_product_attention", _sdpa_over_queries)]),
+    _v("not_causal", "6.3", [("solutions.attention", "MultiHeadSelfAttention.forward", _mhsa_variant(causal=False))]),
+    _v("no_rope", "6.3", [("solutions.attention", "MultiHeadSelfAttention.forward", _mhsa_variant(no_rope=True))]),
+    _v("heads_interleaved", "6.3", [("solutions.attention", "MultiHeadSelfAttention.forward", _mhsa_heads_interleaved)]),
+    _v("no_residual", "7.1", [("solutions.block", "TransformerBlock.forward", _block_no_residual)]),
+    _v("sum_not_mean", "10.1", [("solutions.training", "cross_entropy", _cross_entropy_sum)]),
+]
+
+
+def variant(task: str, label: str) -> dict | None:
+    """The mistake a check of `task` names `label`: a VARIANT for that task, else the catalogued mutant."""
+    for v in VARIANTS:
+        if v["task"] == task and v["name"] == label:
+            return v
+    for m in mistakes.all_mutants():
+        if m["name"] == label:
+            return m
+    return None
+
+
+# ---------------------------------------------------------------- generating and comparing
+
+
+def _close(a, b) -> bool:
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point():
+        a, b = a.double(), b.double()
+        if not torch.equal(torch.isnan(a), torch.isnan(b)):
+            return False
+        fin = ~torch.isnan(a)
+        return torch.allclose(a[fin], b[fin], atol=1e-6, rtol=1e-5, equal_nan=False)
+    return torch.equal(a, b)
+
+
+def generate() -> dict:
+    """Every check recorded on the reference, and every mistake it names, as plain data."""
+    previous = os.environ.get("MINILM_IMPL")
+    os.environ["MINILM_IMPL"] = "solutions"
+    try:
+        out = {}
+        for task_id in checks.registered():
+            rec = checks.record(task_id)
+            if rec.stopped is not None:
+                raise RuntimeError(f"Task {task_id}'s check stopped on the reference: {rec.stopped}")
+            want = {k: v for k, v in rec.outputs.items() if isinstance(v, torch.Tensor)}
+            wanted_by: dict[str, list[str]] = {}
+            for key, labels in rec.labels.items():
+                for label in labels:
+                    wanted_by.setdefault(label, []).append(key)
+            mistake_outputs = {}
+            for label, keys in sorted(wanted_by.items()):
+                v = variant(task_id, label)
+                if v is None:
+                    raise RuntimeError(f"Task {task_id}'s check names the mistake {label!r}, which is neither a "
+                                       "catalogued mutant nor one of solutions/expected.py's VARIANTS")
+                with mistakes.applied(v):
+                    got = checks.record(task_id).outputs
+                kept = {k: got[k] for k in keys
+                        if isinstance(got.get(k), torch.Tensor) and not _close(got[k], want.get(k))}
+                if kept:
+                    mistake_outputs[label] = kept
+            out[task_id] = {"want": want, "mistakes": mistake_outputs}
+        return {"format": FORMAT, "torch": torch.__version__.split("+")[0], "tasks": out, "viz": viz_data()}
+    finally:
+        if previous is None:
+            os.environ.pop("MINILM_IMPL", None)
+        else:
+            os.environ["MINILM_IMPL"] = previous
+
+
+def differences(fresh: dict, stored: dict) -> list[str]:
+    """Where two expectation files disagree (keys, shapes, dtypes or values beyond 1e-6)."""
+    problems = []
+    va, vb = fresh.get("viz", {}).get("sampling", {}), stored.get("viz", {}).get("sampling", {})
+    for key in sorted(set(va) | set(vb)):
+        if key not in va or key not in vb or not _close(va[key], vb[key]):
+            problems.append(f"viz sampling {key!r}: differs or missing")
+    a, b = fresh.get("tasks", {}), stored.get("tasks", {})
+    for task_id in sorted(set(a) | set(b)):
+        if task_id not in a or task_id not in b:
+            problems.append(f"Task {task_id}: only in the {'fresh' if task_id in a else 'stored'} outputs")
+            continue
+        pairs = [("want", a[task_id]["want"], b[task_id]["want"])]
+        ma, mb = a[task_id]["mistakes"], b[task_id]["mistakes"]
+        for label in sorted(set(ma) | set(mb)):
+            pairs.append((f"mistake {label}", ma.get(label, {}), mb.get(label, {})))
+        for what, x, y in pairs:
+            for key in sorted(set(x) | set(y)):
+                if key not in x or key not in y:
+                    problems.append(f"Task {task_id} {what} {key!r}: only in the {'fresh' if key in x else 'stored'} outputs")
+                elif not _close(x[key], y[key]):
+                    problems.append(f"Task {task_id} {what} {key!r}: differs")
+    return problems
+
+
+def load() -> dict:
+    return torch.load(PATH, weights_only=True, map_location="cpu")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m solutions.expected", description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="compare the stored file with a fresh one; write nothing")
+    args = parser.parse_args(argv)
+    fresh = generate()
+    if args.check:
+        problems = differences(fresh, load()) if PATH.is_file() else [f"{PATH} is missing"]
+        for p in problems:
+            print(p, file=sys.stderr)
+        return 1 if problems else 0
+    torch.save(fresh, PATH)
+    checks._EXPECTED = None
+    n = sum(len(t["want"]) for t in fresh["tasks"].values())
+    m = sum(len(o) for t in fresh["tasks"].values() for o in t["mistakes"].values())
+    print(f"expected: wrote {PATH.relative_to(tasks.ROOT)} ({PATH.stat().st_size / 1024:.0f} kB): {n} outputs of "
+          f"{len(fresh['tasks'])} checks, {m} of named mistakes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

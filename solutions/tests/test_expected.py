@@ -1,0 +1,38 @@
+"""minilm/expected.pt, the reference's outputs the visible checks compare with, is exactly what
+`python -m solutions.expected` makes from the reference now (like test_stubs for the stubs)."""
+
+from __future__ import annotations
+
+from minilm import checks, tasks
+from solutions import expected, mistakes
+
+MAX_BYTES = 400 * 1024
+
+
+def test_stored_expectations_match_the_reference():
+    problems = expected.differences(expected.generate(), expected.load())
+    assert not problems, "regenerate with `python -m solutions.expected`:\n  " + "\n  ".join(problems[:30])
+
+
+def test_the_file_is_small_plain_data():
+    assert expected.PATH.stat().st_size < MAX_BYTES
+    data = expected.load()  # weights_only=True: tensors, str and dicts, no code
+    assert set(data["tasks"]) == set(checks.registered())
+
+
+def test_every_catalogued_mistake_has_stored_outputs_for_its_task():
+    data = expected.load()["tasks"]
+    for m in mistakes.all_mutants():
+        # Named by invariants (consecutive windows, a shared weight, a non-finite loss): nothing stored.
+        if m["name"] not in ("targets_not_shifted", "tied_lm_head", "no_logsumexp"):
+            labels = {label.split(" ")[0] for label in data[m["task"]]["mistakes"]}
+            assert m["name"] in labels, m["name"]
+
+
+def test_a_drifted_output_is_found():
+    fresh = expected.generate()
+    stored = expected.load()
+    key = next(iter(stored["tasks"]["3.1"]["want"]))
+    stored["tasks"]["3.1"]["want"][key] = stored["tasks"]["3.1"]["want"][key] + 1e-3
+    assert any(key in p for p in expected.differences(fresh, stored))
+    assert tasks.ROOT / "minilm" / "expected.pt" == expected.PATH
