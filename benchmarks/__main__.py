@@ -244,6 +244,10 @@ def targets(results: dict) -> list[dict]:
             tooling["nbval_s"] <= TARGETS["nbval_s"], f"{tooling['nbval_s']:.0f} s")
         add("grading one submission", tooling["grade_s"], f"≤ {TARGETS['grade_s']:.0f} s",
             tooling["grade_s"] <= TARGETS["grade_s"], f"{tooling['grade_s']:.0f} s")
+        # `import minilm` loads torch lazily, on first use: importing is cheaper than importing and using.
+        add("import minilm (torch loaded on first use)", tooling["import_s"],
+            f"< {tooling['import_and_torch_s'] * 1e3:.0f} ms (import + first use)",
+            tooling["import_s"] < tooling["import_and_torch_s"], f"{tooling['import_s'] * 1e3:.0f} ms")
     return rows
 
 

@@ -78,6 +78,16 @@ def test_switch_selects_the_implementation():
     assert ref.stdout.split()[0] == "solutions" and ref.stdout.strip().endswith(str(Path("solutions", "rmsnorm.py")))
 
 
+@pytest.mark.parametrize("impl", ["minilm", "solutions"])
+def test_import_minilm_loads_torch_only_on_first_use(impl):
+    """Importing the package is cheap (what the benchmarks' import figures show, by timing)."""
+    probe = ("import sys, minilm; before = 'torch' in sys.modules; minilm.TransformerLM; "
+             "print(before, 'torch' in sys.modules)")
+    r = run_python("-c", probe, impl=impl)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["False", "True"], "import minilm must not import torch until a name is used"
+
+
 def test_minilm_never_imports_solutions_outside_the_switch():
     for path in (ROOT / "minilm").rglob("*.py"):
         if path.name == "__init__.py" and path.parent.name == "minilm":
