@@ -45,7 +45,7 @@ from minilm import tasks
 from minilm.nbenv import kernel_env
 from minilm.train import compile_or_eager
 
-from solutions.bench_grade import reference_submission, timed
+from solutions.bench_grade import reference_submission, sandbox_args, timed
 
 from .builtins_model import BuiltinsLM
 
@@ -203,7 +203,8 @@ def bench_tooling(quick: bool, cores: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="minilm-bench-") as tmp:
         sub = reference_submission(Path(tmp))
         out["grade_s"] = wall([sys.executable, "-m", "minilm.grade", str(sub), "--jobs", str(cores),
-                               "--out", str(Path(tmp) / "out"), "--notebooks", *[p.stem for p in notebooks]], env)
+                               "--out", str(Path(tmp) / "out"), "--notebooks", *[p.stem for p in notebooks],
+                               *sandbox_args()], env)
         result = json.loads((Path(tmp) / "out" / "grades.json").read_text(encoding="utf-8"))["students"][0]
         out["grade_points"] = f"{result['total']}/{result['max']}"
     print(f"  grading one submission: {out['grade_s']:.1f} s ({out['grade_points']})", flush=True)

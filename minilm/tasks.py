@@ -1,5 +1,10 @@
 """The task registry: the one list of exercises that tests, notebooks, the status
-command and the grader all read. Add a task here and nowhere else."""
+command and the grader all read. Add a task here and nowhere else.
+
+It also holds the "from scratch" rules that minilm/rules.py enforces statically: which of
+PyTorch's built-ins each task may not call (`Task.forbidden`, naming families in BUILTINS),
+and the ways around such a list that every exercise module is refused (WAYS_AROUND,
+IMPORTABLE), with the few exceptions a task needs (`Task.allowed`)."""
 
 from __future__ import annotations
 
@@ -18,6 +23,13 @@ class Task:
     file: str  # where the stub lives, relative to the project root
     notebook: str  # the notebook that teaches and checks it
     points: int
+    # The built-ins this task builds itself or must reuse the student's own version of:
+    # (family in BUILTINS, what to do instead). Checked by minilm/rules.py.
+    forbidden: tuple[tuple[str, str], ...] = ()
+    # Exceptions to WAYS_AROUND that this task needs (e.g. "torch.save" for checkpoints).
+    allowed: tuple[str, ...] = ()
+    # Further top-level functions the task writes besides `function` (rope's rotate_pairs).
+    also: tuple[str, ...] = ()
 
     @property
     def module(self) -> str:
@@ -29,37 +41,158 @@ class Task:
         """The pytest marker argument that selects this task's tests."""
         return self.id
 
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The top-level names (functions, classes) whose code belongs to this task."""
+        return (self.function, *self.also)
+
     def todo_message(self, where: str | None = None) -> str:
         return f"Task {self.id} is not implemented yet: write {where or self.function} in {self.file}"
 
 
-def _t(id, title, function, module, notebook, points):
-    return Task(id, title, function, f"minilm/{module}.py", f"notebooks/{notebook}.ipynb", points)
+@dataclass(frozen=True)
+class Builtins:
+    """A family of PyTorch built-ins that a task builds from scratch (see Task.forbidden).
 
+    A name under torch matches when one of its components is in `names` (so torch.softmax,
+    torch.nn.functional.softmax, torch.special.softmax and nn.Softmax all match "softmax"
+    and "Softmax"), or when it lies under one of `prefixes` and not under `except_`.
+    `methods` are the tensor-method forms, matched on any object: x.softmax(-1)."""
+
+    names: tuple[str, ...] = ()
+    methods: tuple[str, ...] = ()
+    prefixes: tuple[str, ...] = ()
+    except_: tuple[str, ...] = ()
+
+
+_SOFTMAX = ("softmax", "log_softmax", "logsumexp", "softmin", "gumbel_softmax", "Softmax", "LogSoftmax", "Softmin",
+            "Softmax2d")
+
+BUILTINS: dict[str, Builtins] = {
+    "linear": Builtins(names=("linear", "bilinear", "Linear", "LazyLinear", "Bilinear")),
+    "embedding": Builtins(names=("embedding", "embedding_bag", "Embedding", "EmbeddingBag")),
+    "norm": Builtins(names=("rms_norm", "layer_norm", "group_norm", "batch_norm", "instance_norm", "normalize",
+                            "local_response_norm", "RMSNorm", "LayerNorm", "GroupNorm", "LocalResponseNorm")),
+    # torch.sigmoid stays allowed: SiLU is built as x · sigmoid(x).
+    "activation": Builtins(names=("silu", "SiLU", "gelu", "GELU", "glu", "GLU", "mish", "Mish")),
+    # torch.distributions.Categorical(logits=…) computes a softmax (its probs, its log_prob).
+    "softmax": Builtins(names=_SOFTMAX, methods=("softmax", "log_softmax", "logsumexp"),
+                        prefixes=("torch.distributions",)),
+    "attention": Builtins(names=("scaled_dot_product_attention", "multi_head_attention_forward", "flex_attention",
+                                 "MultiheadAttention", "Transformer", "TransformerEncoder", "TransformerDecoder",
+                                 "TransformerEncoderLayer", "TransformerDecoderLayer"),
+                          prefixes=("torch.nn.attention",)),
+    "cross_entropy": Builtins(names=(*_SOFTMAX, "cross_entropy", "nll_loss", "CrossEntropyLoss", "NLLLoss"),
+                              methods=("softmax", "log_softmax", "logsumexp"), prefixes=("torch.distributions",)),
+    "clip": Builtins(names=("clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "clip_grads_with_norm_",
+                            "get_total_norm"), prefixes=("torch.nn.utils",)),
+    # The base class torch.optim.Optimizer is provided; every optimizer and scheduler is not.
+    "optim": Builtins(prefixes=("torch.optim",), except_=("torch.optim.Optimizer",)),
+}
+
+# Ways around the per-task rules, refused anywhere in an exercise module (module-level code
+# costs every task of the module). Each entry: names, and the advice printed with a refusal.
+# A dotted or module name refuses everything under it (fnmatch patterns allowed: "torch._[!_]*"
+# is torch's private API); a bare name such as "exec" is Python's built-in function; a
+# __dunder__ is refused as an attribute of anything, ".tofile" as a method of anything.
+# getattr, setattr and delattr are refused only with a computed name: getattr(torch, "exp")
+# is read as torch.exp and judged like it.
+WAYS_AROUND: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("exec", "eval", "compile", "__import__", "importlib", "runpy", "code", "codeop", "marshal", "types"),
+     "write the code itself: nothing that runs or loads code by name"),
+    (("getattr", "setattr", "delattr", "vars", "globals", "locals", "__builtins__", "builtins", "operator",
+      "__dict__", "__class__", "__bases__", "__base__", "__mro__", "__subclasses__", "__globals__", "__code__",
+      "__closure__", "__func__", "__self__", "__wrapped__", "__defaults__", "__kwdefaults__", "__getattribute__",
+      "__getattr__", "__setattr__", "__delattr__", "__loader__", "__spec__", "__reduce__", "__reduce_ex__",
+      "__torch_function__", "__torch_dispatch__"),
+     "name what you use directly (getattr and setattr only with a constant name)"),
+    (("os", "sys", "subprocess", "socket", "ctypes", "signal", "inspect", "gc", "threading", "multiprocessing",
+      "shutil", "platform", "sysconfig", "site", "atexit", "faulthandler", "resource", "pdb", "breakpoint"),
+     "the same code must run when you work and when it is graded: no environment, interpreter or system access"),
+    (("open", "io", "pathlib", "tempfile", "pickle", "shelve", "glob", "fileinput", "urllib", "http", "requests",
+      "torch.save", "torch.load", "torch.from_file", "torch.hub", "numpy.load", "numpy.save", "numpy.savez",
+      "numpy.savez_compressed", "numpy.fromfile", "numpy.memmap", "numpy.loadtxt", "numpy.savetxt",
+      "numpy.genfromtxt", "numpy.fromregex", "numpy.DataSource", "numpy.lib.format", "numpy.lib.npyio", ".tofile"),
+     "exercise modules do not read or write files or the network (only Task 10.5 saves and loads, with torch.save and torch.load)"),
+    (("torch.ops", "torch._[!_]*", "torch.*._[!_]*", "numpy._[!_]*", "numpy.*._[!_]*", "torch.library", "torch.overrides",
+      "torch.utils.cpp_extension", "torch.classes", "torch.package", "numpy.ctypeslib"),
+     "use torch's public tensor operations"),
+)
+# Allowed wherever a WAYS_AROUND entry would refuse them: a type used in signatures.
+ALWAYS_ALLOWED: tuple[str, ...] = ("os.PathLike",)
+# Assigning to (or deleting) another module's names, e.g. torch.nn.functional.softmax = …,
+# which would change what the checks compare against.
+PATCHING_ADVICE = "do not change other modules' names: define your own"
+# What an exercise module may import (a name allows everything under it), besides the other
+# exercise modules' task names (from .linear import Linear) and minilm.validate. `os` is
+# importable for os.PathLike only: every other use of it is refused above.
+IMPORTABLE: tuple[str, ...] = (
+    "torch", "numpy", "einops", "jaxtyping", "math", "cmath", "random", "numbers", "typing", "typing_extensions",
+    "collections", "dataclasses", "functools", "itertools", "enum", "abc", "warnings", "copy", "contextlib",
+    "__future__", "os", "minilm.validate",
+)
+IMPORT_ADVICE = ("exercise modules import only torch, numpy, einops, jaxtyping, Python's math and typing helpers, "
+                 "minilm.validate and the task names of the other exercise modules")
+
+
+def _t(id, title, function, module, notebook, points, *forbidden, allowed=(), also=()):
+    return Task(id, title, function, f"minilm/{module}.py", f"notebooks/{notebook}.ipynb", points,
+                tuple(forbidden), tuple(allowed), tuple(also))
+
+
+# The "from scratch" rule of each task: a pair (family in BUILTINS, what to use instead). A task
+# may not call the built-in it builds, nor, in later tasks, the built-ins of the pieces the
+# student built already (Task 6.3 uses your Linear, not nn.Linear). Sampling in Task 11.1 may
+# use torch.softmax: building softmax is Task 6.1's lesson, not 11.1's.
+_LINEAR = ("linear", "use your Linear (Task 1.2)")
+_SILU = ("activation", "use your silu (Task 4.1)")
+_SOFTMAX_OWN = ("softmax", "use your softmax (Task 6.1)")
 
 TASKS: tuple[Task, ...] = (
-    _t("1.1", "linear: y = x Wᵀ", "linear", "linear", "01_linear", 2),
-    _t("1.2", "Linear module and its initialization", "Linear", "linear", "01_linear", 3),
-    _t("2.1", "embedding lookup", "embedding", "embedding", "02_embedding", 2),
-    _t("2.2", "Embedding module and its initialization", "Embedding", "embedding", "02_embedding", 3),
-    _t("3.1", "rms_norm", "rms_norm", "rmsnorm", "03_rmsnorm", 2),
-    _t("3.2", "RMSNorm module", "RMSNorm", "rmsnorm", "03_rmsnorm", 2),
-    _t("4.1", "SiLU", "silu", "swiglu", "04_swiglu", 1),
-    _t("4.2", "swiglu", "swiglu", "swiglu", "04_swiglu", 2),
-    _t("4.3", "SwiGLU module", "SwiGLU", "swiglu", "04_swiglu", 2),
-    _t("5.1", "rope: rotate adjacent pairs", "rope", "rope", "05_rope", 3),
+    _t("1.1", "linear: y = x Wᵀ", "linear", "linear", "01_linear", 2,
+       ("linear", "multiply by the transposed weight, x @ weight.T")),
+    _t("1.2", "Linear module and its initialization", "Linear", "linear", "01_linear", 3,
+       ("linear", "hold the weight in an nn.Parameter and call your linear (Task 1.1)")),
+    _t("2.1", "embedding lookup", "embedding", "embedding", "02_embedding", 2,
+       ("embedding", "index the weight's rows, weight[token_ids]")),
+    _t("2.2", "Embedding module and its initialization", "Embedding", "embedding", "02_embedding", 3,
+       ("embedding", "hold the weight in an nn.Parameter and call your embedding (Task 2.1)")),
+    _t("3.1", "rms_norm", "rms_norm", "rmsnorm", "03_rmsnorm", 2,
+       ("norm", "compute x / sqrt(mean(x²) + eps) · weight with pow, mean and rsqrt")),
+    _t("3.2", "RMSNorm module", "RMSNorm", "rmsnorm", "03_rmsnorm", 2,
+       ("norm", "call your rms_norm (Task 3.1)")),
+    _t("4.1", "SiLU", "silu", "swiglu", "04_swiglu", 1,
+       ("activation", "multiply x by torch.sigmoid(x)")),
+    _t("4.2", "swiglu", "swiglu", "swiglu", "04_swiglu", 2,
+       _SILU, ("linear", "use your linear (Task 1.1)")),
+    _t("4.3", "SwiGLU module", "SwiGLU", "swiglu", "04_swiglu", 2,
+       _SILU, _LINEAR),
+    _t("5.1", "rope: rotate adjacent pairs", "rope", "rope", "05_rope", 3, also=("rotate_pairs",)),
     _t("5.2", "RotaryPositionalEmbedding with cached cos/sin", "RotaryPositionalEmbedding", "rope", "05_rope", 3),
-    _t("6.1", "stable softmax", "softmax", "attention", "06_attention", 2),
-    _t("6.2", "scaled dot-product attention", "scaled_dot_product_attention", "attention", "06_attention", 3),
-    _t("6.3", "causal multi-head self-attention", "MultiHeadSelfAttention", "attention", "06_attention", 5),
-    _t("7.1", "pre-norm Transformer block", "TransformerBlock", "block", "07_block", 4),
-    _t("8.1", "Transformer language model", "TransformerLM", "model", "08_model", 5),
+    _t("6.1", "stable softmax", "softmax", "attention", "06_attention", 2,
+       ("softmax", "build it from exp and sum")),
+    _t("6.2", "scaled dot-product attention", "scaled_dot_product_attention", "attention", "06_attention", 3,
+       ("attention", "compute softmax(q kᵀ / √d_k) v yourself"), _SOFTMAX_OWN),
+    _t("6.3", "causal multi-head self-attention", "MultiHeadSelfAttention", "attention", "06_attention", 5,
+       ("attention", "use your scaled_dot_product_attention (Task 6.2)"), _SOFTMAX_OWN, _LINEAR),
+    _t("7.1", "pre-norm Transformer block", "TransformerBlock", "block", "07_block", 4,
+       ("attention", "use your MultiHeadSelfAttention (Task 6.3)"), ("softmax", "use your MultiHeadSelfAttention (Task 6.3)"),
+       ("norm", "use your RMSNorm (Task 3.2)"), ("activation", "use your SwiGLU (Task 4.3)"), _LINEAR),
+    _t("8.1", "Transformer language model", "TransformerLM", "model", "08_model", 5,
+       ("embedding", "use your Embedding (Task 2.2)"), ("attention", "use your TransformerBlock (Task 7.1)"),
+       ("softmax", "use your TransformerBlock (Task 7.1)"), ("norm", "use your RMSNorm (Task 3.2)"),
+       ("activation", "use your TransformerBlock (Task 7.1)"), _LINEAR),
     _t("9.1", "get_batch", "get_batch", "data", "09_data", 3),
-    _t("10.1", "cross-entropy", "cross_entropy", "training", "10_training", 3),
-    _t("10.2", "global gradient clipping", "clip_grad_norm", "training", "10_training", 2),
-    _t("10.3", "cosine learning-rate schedule with warmup", "lr_cosine_schedule", "training", "10_training", 2),
-    _t("10.4", "AdamW", "AdamW", "training", "10_training", 5),
-    _t("10.5", "checkpoints", "save_checkpoint", "training", "10_training", 2),
+    _t("10.1", "cross-entropy", "cross_entropy", "training", "10_training", 3,
+       ("cross_entropy", "use the max trick, m + log Σ exp(logits − m), minus the target's logit")),
+    _t("10.2", "global gradient clipping", "clip_grad_norm", "training", "10_training", 2,
+       ("clip", "sum every gradient's squares, take one square root and scale the gradients with mul_")),
+    _t("10.3", "cosine learning-rate schedule with warmup", "lr_cosine_schedule", "training", "10_training", 2,
+       ("optim", "write the three cases with math.cos")),
+    _t("10.4", "AdamW", "AdamW", "training", "10_training", 5,
+       ("optim", "update p, m and v yourself (mul_, add_, addcmul_, addcdiv_)")),
+    _t("10.5", "checkpoints", "save_checkpoint", "training", "10_training", 2,
+       allowed=("torch.save", "torch.load"), also=("load_checkpoint",)),
     _t("11.1", "generate: greedy, temperature, top-k, top-p", "generate", "generation", "11_generation", 4),
     _t("11.2", "KV cache", "KVCache", "generation", "11_generation", 4),
 )

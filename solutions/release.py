@@ -7,8 +7,8 @@ The release holds minilm/ (the stubs and the provided modules, the grader includ
 notebooks/ with the reference's stored outputs, the visible tests/, the root conftest.py,
 README.md, environment.yml, a pyproject.toml that no longer mentions `solutions`, a
 .gitignore, and a GitHub Classroom autograding workflow generated from the task registry.
-It never holds solutions/ or the hidden tests: before it returns, every file written is
-searched for the reference's solution lines and the hidden tests' lines, and any found fails
+It never holds solutions/ or the grader's hidden inputs: before it returns, every file written is
+searched for the reference's solution lines and the hidden inputs' lines, and any found fails
 the release (non-zero exit, naming the file and the leaked line).
 """
 
@@ -27,10 +27,10 @@ from solutions import make_stubs
 
 ROOT = tasks.ROOT
 SOLUTIONS = ROOT / "solutions"
-HIDDEN = SOLUTIONS / "hidden_tests"
+HIDDEN = SOLUTIONS / "probe_cases.py"  # the grader's hidden inputs
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", ".pytest_cache", ".hypothesis",
                                 "*.egg-info")
-GITIGNORE_EXTRA = ["/grades/"]  # what `python -m minilm.grade .` writes
+GITIGNORE_EXTRA = ["/grades/"]  # what `python -m minilm.grade` writes by default
 WORKFLOW = Path(".github/workflows/classroom.yml")
 CPU_TORCH = "https://download.pytorch.org/whl/cpu"
 MIN_LEAK_CHARS = 12  # shorter lines ("return x", "else:") say nothing about a solution
@@ -76,10 +76,10 @@ def _runs(lines: list[str]) -> list[tuple[int, tuple[str, ...]]]:
 
 
 def hidden_runs() -> dict[tuple[str, ...], str]:
-    """Runs of significant lines of the hidden tests → where they are."""
+    """Runs of significant lines of the grader's hidden inputs → where they are."""
     found = {}
-    if HIDDEN.is_dir():
-        for path in sorted(HIDDEN.rglob("*.py")):
+    if HIDDEN.is_file():
+        for path in [HIDDEN]:
             for n, run in _runs(path.read_text(encoding="utf-8").splitlines()):
                 found.setdefault(run, f"{path.relative_to(ROOT).as_posix()}:{n}")
     return found
@@ -159,10 +159,10 @@ def rewrite_pyproject(text: str) -> str:
 def classroom_workflow() -> str:
     """GitHub Classroom autograding: one graded step per task, then the reporter.
 
-    Each step runs the task's visible tests and grades the task's notebook cells through
-    nbval (`python -m minilm.grade . --tasks ID --require-all`: a failing check cell for
-    another task of the same notebook does not cost this task its points). The file is JSON,
-    which is also valid YAML, so it can be checked without a YAML parser."""
+    Each step runs the task's visible tests and its notebook under nbval (`pytest --task ID`).
+    The grade itself needs the reference and runs on the instructor's side (python -m
+    minilm.grade). The file is JSON, which is also valid YAML, so it can be checked without a
+    YAML parser."""
     steps = [
         {"name": "Checkout code", "uses": "actions/checkout@v4"},
         {"name": "Set up Python", "uses": "actions/setup-python@v5", "with": {"python-version": "3.11"}},
@@ -173,8 +173,7 @@ def classroom_workflow() -> str:
     for task in tasks.TASKS:
         step_id = "task-" + task.id.replace(".", "-")
         ids.append(step_id)
-        command = (f"python -m pytest --task {task.id} tests -q -p no:cacheprovider && "
-                   f"python -m minilm.grade . --tasks {task.id} --require-all --out /tmp/grades-{step_id}")
+        command = f"python -m pytest --task {task.id} tests notebooks -q -p no:cacheprovider"
         steps.append({"name": f"Task {task.id}: {task.title}", "id": step_id,
                       "uses": "education/autograding-command-grader@v1",
                       "with": {"test-name": f"Task {task.id}: {task.title}", "setup-command": "",

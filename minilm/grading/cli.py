@@ -1,0 +1,315 @@
+"""Grade submissions: every point decided outside the submission's processes (instructors).
+
+    python -m minilm.grade alice/ bob.zip https://github.com/org/carol.git --out grades/
+    python -m minilm.grade subs/* --notebooks 01_linear 03_rmsnorm --tasks 1.1 3.1 --jobs 4
+
+A submission is a directory, a .zip or a git URL holding a `minilm` package (at the top or one
+folder down). Only its exercise modules are used. For each submission, in a sandbox of its own
+(see minilm/grading/sandbox.py) holding a fresh copy of the course's provided files and its
+modules, and nothing else:
+  1. the worker runs each task's code on the notebook's inputs and on hidden inputs drawn from
+     a seed chosen now, and writes the outputs as plain tensors;
+  2. nbval runs every graded notebook against it.
+Then, with every sandboxed process dead, this process (which never imports a submission)
+computes the reference's outputs on the same inputs and compares. A task earns its points
+when its code keeps the course's from-scratch rules, its outputs match on every input, and its
+notebook check cells reproduce their stored lines. nbval's report can cost points, never earn
+them. Grades and feedback are written here, from trusted text only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import dataclasses
+import json
+import os
+import secrets
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from minilm import tasks
+from minilm.grading import judge, notebooks, reports, sandbox
+from minilm.grading.submissions import GradeError, Submission, SubmissionError, resolve, safe_name
+
+PROG = "python -m minilm.grade"
+COURSE = tasks.ROOT
+DATA_VARS = ("TIKTOKEN_CACHE_DIR", "MINILM_TINYSHAKESPEARE")  # offline copies the notebooks may read
+
+
+@dataclasses.dataclass
+class Plan:
+    notebooks: dict[str, bytes]  # stem → pristine notebook
+    cells: dict[str, dict[int, list[str]]]  # stem → check cell → graded task ids
+    task_ids: list[str]
+    box: sandbox.Sandbox
+    hidden: bool
+    cell_timeout: float
+    timeout: float
+    workers: int
+    scratch: Path
+    seed: int | None = None  # fixed hidden seed (tests); None: a fresh secret per submission
+
+    @property
+    def max_points(self) -> int:
+        return sum(tasks.get(t).points for t in self.task_ids)
+
+
+def make_plan(args, box: sandbox.Sandbox, scratch: Path) -> tuple[Plan, list[str]]:
+    notes = []
+    wanted = [tasks.get(t).id for t in args.tasks] if args.tasks else None
+    if args.notebooks is None and wanted:
+        paths = sorted({COURSE / tasks.get(t).notebook for t in wanted})
+    else:
+        paths = notebooks.select(args.notebooks)
+    missing = [p for p in paths if not p.exists()]
+    if missing or not paths:
+        raise GradeError(f"no notebook to grade: {missing[0].relative_to(COURSE) if missing else 'notebooks/ is empty'}")
+    stems = {p.stem for p in paths}
+    if wanted is None:
+        wanted = [t.id for t in tasks.TASKS if Path(t.notebook).stem in stems]
+        absent = [t.id for t in tasks.TASKS if Path(t.notebook).stem not in stems]
+        if absent and not args.notebooks:
+            notes.append(f"not graded (their notebooks do not exist yet): tasks {', '.join(absent)}")
+    try:
+        nbs = {p.stem: notebooks.pristine_notebook(p) for p in paths}
+    except notebooks.NotebookError as e:
+        raise GradeError(str(e)) from None
+    cells = {}
+    for stem, data in nbs.items():
+        by_cell = notebooks.check_cells(json.loads(data))
+        cells[stem] = {i: [t for t in ids if t in wanted] for i, ids in by_cell.items() if set(ids) & set(wanted)}
+    covered = {t for by_cell in cells.values() for ids in by_cell.values() for t in ids}
+    unchecked = [t for t in wanted if t not in covered]
+    if unchecked:
+        raise GradeError(f"no check cell for task(s) {', '.join(unchecked)} in the notebooks graded "
+                         f"({', '.join(sorted(stems))}): add the task's notebook with --notebooks")
+    return Plan(nbs, cells, wanted, box, not args.no_hidden, args.cell_timeout, args.timeout, 1, scratch,
+                args.seed), notes
+
+
+# ---------------------------------------------------------------- one submission
+
+
+def _ignore(directory, names):
+    skip = {"__pycache__", ".ipynb_checkpoints", ".pytest_cache", ".hypothesis"}
+    if Path(directory).resolve() == tasks.PACKAGE_DIR:
+        skip |= {f"{m}.py" for m in tasks.EXERCISE_MODULES}
+    return [n for n in names if n in skip or n.endswith(".pyc")]
+
+
+def build_workspace(plan: Plan, sub: Submission, ws: Path, cases: dict) -> None:
+    """A fresh workspace made here from the course's pristine files, never reused: the provided
+    modules, the submission's exercise modules, the graded notebooks and the probe inputs."""
+    import torch
+
+    shutil.copytree(tasks.PACKAGE_DIR, ws / "minilm", ignore=_ignore)
+    for module, data in sub.modules.items():
+        (ws / "minilm" / f"{module}.py").write_bytes(data)
+    (ws / "notebooks").mkdir()
+    for f in (COURSE / "notebooks").iterdir():  # sanitize.cfg and anything else the notebooks read
+        if f.is_file() and f.suffix != ".ipynb":
+            shutil.copy2(f, ws / "notebooks" / f.name)
+    for stem, data in plan.notebooks.items():
+        (ws / "notebooks" / f"{stem}.ipynb").write_bytes(data)
+    for name in ("conftest.py", "pyproject.toml"):
+        if (COURSE / name).exists():
+            shutil.copy2(COURSE / name, ws / name)
+    torch.save(cases, ws / "cases.pt")
+
+
+def grade_one(plan: Plan, sub: Submission, slot: int) -> dict:
+    t0 = time.monotonic()
+    home = plan.scratch / f"s{slot}"
+    ws, out = home / "ws", home / "out"
+    ws.mkdir(parents=True)
+    out.mkdir()
+    seed = plan.seed if plan.seed is not None else secrets.randbits(62)
+    case_sets = {t: judge.make_cases(t, seed if plan.hidden else None) for t in plan.task_ids}
+    build_workspace(plan, sub, ws, {"tasks": plan.task_ids, "cases": {t: c for t, (c, _) in case_sets.items()}})
+    box = plan.box
+    box.prepare(ws, out, slot)
+    env = box.env({"MINILM_IMPL": "minilm", "TQDM_DISABLE": "1", "PYTHONWARNINGS": "ignore::DeprecationWarning"}, ws, out)
+    inside_ws = str(ws) if box.unsandboxed else sandbox.WS
+    inside_out = str(out) if box.unsandboxed else sandbox.OUT
+    problems = []
+    per_task = plan.cell_timeout
+    worker = sandbox.run(box, ("-m", "minilm.grading.worker", f"{inside_ws}/cases.pt", inside_out, f"{per_task:g}"),
+                         ws, out, env, slot, timeout=min(plan.timeout, 60 + per_task * len(plan.task_ids)),
+                         log=home / "worker.log")
+    if worker.returncode is None:
+        problems.append("your code ran over the time limit while the grader's inputs were run")
+    stems = list(plan.notebooks)
+    xdist = ["-n", str(plan.workers), "--dist", "loadscope"] if plan.workers > 1 else ["-p", "no:xdist"]
+    nbval = sandbox.run(box, ("-m", "pytest", "-p", "no:cacheprovider", "-p", "minilm.grading.notebooks", "-q",
+                                     "--color=no", *[f"notebooks/{s}.ipynb" for s in stems],
+                                     f"--nbval-cell-timeout={plan.cell_timeout:g}", f"--junitxml={inside_out}/nbval.xml",
+                                     *xdist),
+                        ws, out, env, slot, timeout=max(1.0, plan.timeout - worker.seconds), log=home / "nbval.log")
+    if nbval.returncode is None:
+        problems.append(f"the notebooks ran over the {plan.timeout:g}-second limit for one submission")
+    # Every sandboxed process is dead now: read what they left, as data.
+    cells = notebooks.parse_junit(out / "nbval.xml")
+    rules = _rules(sub)
+    by_task = {}
+    for task_id in plan.task_ids:
+        task = tasks.get(task_id)
+        cases, n_visible = case_sets[task_id]
+        verdict = judge.judge_task(task_id, cases, n_visible, judge.load_results(out / f"{task_id}.pt", len(cases)))
+        mine = [cells.get((stem, i), notebooks.Cell(stem, i, "not run"))
+                for stem, by_cell in plan.cells.items() for i, ids in by_cell.items() if task_id in ids]
+        broken_rule = rules.get(task_id, [])
+        ok = verdict.ok and not broken_rule and all(c.status == "passed" for c in mine)
+        by_task[task_id] = {"points": task.points if ok else 0, "max": task.points, "message": verdict.message,
+                            "mistake": verdict.mistake, "hidden_failed": verdict.hidden, "rules": broken_rule,
+                            "cells": [dataclasses.asdict(c) for c in mine]}
+    if not plan.hidden:
+        problems.append("graded without hidden inputs (--no-hidden): notebook inputs only")
+    return {"student": sub.name, "source": sub.source, "total": sum(r["points"] for r in by_task.values()),
+            "max": plan.max_points, "unsandboxed": box.unsandboxed, "tasks": by_task, "notes": sub.notes,
+            "problems": problems, "seconds": round(time.monotonic() - t0, 1)}
+
+
+def _rules(sub: Submission) -> dict[str, list[str]]:
+    """The course's from-scratch rules on the submission's source (parsed, never run)."""
+    try:
+        from minilm import rules
+    except ImportError:
+        return {}
+    found: dict[str, list[str]] = {}
+    for module, data in sub.modules.items():
+        if module in sub.broken:
+            continue
+        for task_id, violations in rules.scan(data.decode("utf-8"), f"minilm/{module}.py").items():
+            found.setdefault(task_id, []).extend(v.message[:300] for v in violations[:3])
+    return found
+
+
+def failed_submission(name: str, source: str, why: str, plan: Plan) -> dict:
+    by_task = {t: {"points": 0, "max": tasks.get(t).points, "message": why, "mistake": None, "hidden_failed": False,
+                   "rules": [], "cells": []} for t in plan.task_ids}
+    return {"student": name, "source": source, "total": 0, "max": plan.max_points, "unsandboxed": plan.box.unsandboxed,
+            "tasks": by_task, "notes": [why], "problems": [], "seconds": 0.0}
+
+
+# ---------------------------------------------------------------- command line
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="\n".join(__doc__.splitlines()[2:4]))
+    p.add_argument("submissions", nargs="*", metavar="SUBMISSION", help="directories, .zip files or git URLs")
+    p.add_argument("--out", type=Path, default=Path("grades"), help="where grades.csv, grades.json and feedback/ go")
+    p.add_argument("--notebooks", nargs="+", metavar="NAME", help="grade only these notebooks (names or number prefixes)")
+    p.add_argument("--tasks", nargs="+", metavar="ID", help="grade only these tasks")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="CPU cores to use (default: all)")
+    p.add_argument("--workers", type=int, help="nbval workers per submission (default: from --jobs)")
+    p.add_argument("--cell-timeout", type=float, default=300, help="seconds per notebook cell or task")
+    p.add_argument("--timeout", type=float, default=3600, help="seconds per submission, all in all")
+    p.add_argument("--memory-mb", type=int, default=4096, help="address-space limit per sandboxed process")
+    p.add_argument("--sandbox", choices=("auto", "bwrap", "docker"), default="auto",
+                   help="how to isolate each submission (default: bwrap where it works, else docker)")
+    p.add_argument("--no-sandbox", action="store_true",
+                   help="run submissions without a sandbox (only for code you trust; every report says UNSANDBOXED)")
+    p.add_argument("--no-hidden", action="store_true", help="only the notebook's inputs, no hidden ones")
+    p.add_argument("--require-all", action="store_true", help="exit 1 unless every graded task earned its points")
+    p.add_argument("--keep", action="store_true", help="keep the workspaces and logs (printed at the end)")
+    p.add_argument("--seed", type=int, help=argparse.SUPPRESS)  # tests: a fixed hidden seed
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if not args.submissions:
+        parser().error("give at least one submission (a directory, a .zip or a git URL)")
+    for t in args.tasks or []:
+        try:
+            tasks.get(t)
+        except ValueError as e:
+            parser().error(str(e))
+    if not judge.reference_available():
+        print("grade: grading needs the reference implementation (solutions/), which only the instructor's "
+              "edition has. To see where you stand, run `python -m minilm status`.", file=sys.stderr)
+        return 2
+    try:
+        box = sandbox.Sandbox("none" if args.no_sandbox else sandbox.choose(args.sandbox),
+                              {v: os.environ[v] for v in DATA_VARS if os.environ.get(v) and os.path.exists(os.environ[v])},
+                              args.memory_mb)
+    except sandbox.SandboxUnavailable as e:
+        print(f"grade: {e}", file=sys.stderr)
+        return 2
+    scratch = Path(tempfile.mkdtemp(prefix="minilm-grade-"))
+    os.chmod(scratch, 0o711)  # the sandbox's uids reach their own folders, and list none
+    try:
+        return _grade_all(args, box, scratch)
+    except GradeError as e:
+        print(f"grade: {e}", file=sys.stderr)
+        return 2
+    finally:
+        if args.keep:
+            print(f"workspaces and logs kept in {scratch}")
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _grade_all(args, box: sandbox.Sandbox, scratch: Path) -> int:
+    plan, notes = make_plan(args, box, scratch)
+    try:  # fail before any grading, with one line, when the results cannot be written
+        args.out.mkdir(parents=True, exist_ok=True)
+        probe = args.out / f".write-test-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise GradeError(f"--out {args.out}: cannot write there ({e.strerror or e})") from None
+    subs, failed, names = [], [], []
+    for i, arg in enumerate(args.submissions):
+        try:
+            sub = resolve(arg, scratch / "fetch" / str(i))
+        except SubmissionError as e:
+            sub = None
+            name, why = safe_name(Path(arg.rstrip("/")).stem or arg), str(e)
+        if sub is not None:
+            name = safe_name(sub.name)
+        base, n = name, 1
+        while name in names:
+            n += 1
+            name = f"{base}-{n}"
+        names.append(name)
+        if sub is None:
+            failed.append((name, arg, why))
+        else:
+            sub.name = name
+            subs.append(sub)
+    jobs = max(1, args.jobs)
+    concurrent_subs = max(1, min(len(subs), jobs))
+    plan.workers = args.workers or max(1, jobs // concurrent_subs)
+    if box.unsandboxed:
+        print("grade: UNSANDBOXED: submissions run with your own rights (--no-sandbox)", flush=True)
+    for note in notes:
+        print(f"grade: {note}")
+    print(f"grade: {len(args.submissions)} submission(s) on {', '.join(plan.notebooks)}; sandbox: {box.kind}", flush=True)
+    results = {name: failed_submission(name, src, why, plan) for name, src, why in failed}
+    with concurrent.futures.ThreadPoolExecutor(concurrent_subs) as pool:
+        futures = {pool.submit(grade_one, plan, s, i): s for i, s in enumerate(subs)}
+        for f in concurrent.futures.as_completed(futures):
+            s = futures[f]
+            try:
+                r = f.result()
+            except Exception as e:  # noqa: BLE001 - a grader bug on one submission must not stop the batch
+                r = failed_submission(s.name, s.source, f"the grader failed on this submission ({type(e).__name__}: {e})",
+                                      plan)
+            results[r["student"]] = r
+            print(f"  {r['student']}: {r['total']}/{r['max']} points ({r['seconds']:.0f} s)", flush=True)
+    ordered = [results[n] for n in names]
+    reports.write(args.out, plan, ordered)
+    print(f"grade: wrote {args.out / 'grades.csv'}, {args.out / 'grades.json'} and {args.out / 'feedback'}/")
+    if args.require_all and any(r["total"] < r["max"] for r in ordered):
+        for r in ordered:
+            if r["total"] < r["max"]:
+                print(reports.feedback(r))
+        return 1
+    return 0

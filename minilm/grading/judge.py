@@ -1,0 +1,234 @@
+"""The trusted side of grading: expected outputs and every comparison (instructors only).
+
+This runs in the grader's own process, which never imports a student's code. It computes the
+reference's outputs on the same probe cases with `solutions`, reads the worker's outputs as
+data, checks exact types, dtypes and shapes before values, and names a catalogued mistake when
+the student's outputs match it. Every message is built here from fixed templates and the
+grader's own case descriptions, so nothing a submission prints can reach its feedback.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import importlib
+import math
+import threading
+from pathlib import Path
+
+import torch
+
+from minilm import tasks
+from minilm.grading.probes import PROBES
+from minilm.grading.worker import STUB
+
+MAX_RESULT_BYTES = 64 * 2**20  # a task's outputs are a few hundred kB; more is not ours to load
+# Submissions are judged in threads, and a mistake is computed by patching the reference in
+# place, so only one thread at a time may run the reference.
+_REFERENCE = threading.Lock()
+
+
+class Reference:
+    """`minilm`'s exported names, resolved in `solutions` on every access (so a mistake's patch
+    applies while it is in place)."""
+
+    def __getattr__(self, name: str):
+        module = tasks.EXPORTS.get(name)
+        if module is None:
+            raise AttributeError(name)
+        return getattr(importlib.import_module(f"solutions.{module}"), name)
+
+
+def reference_available() -> bool:
+    """Whether this checkout is the instructor's: its own solutions/ is there and importable."""
+    if not (tasks.ROOT / "solutions" / "probe_cases.py").is_file():
+        return False
+    try:
+        importlib.import_module("solutions.linear")
+        return True
+    except ImportError:
+        return False
+
+
+def _seeded(fn, *args):
+    torch.manual_seed(0)
+    return fn(*args)
+
+
+def expected(task: str, cases: list[dict]) -> list[dict]:
+    probe = PROBES[task]
+    with _REFERENCE:
+        return [_seeded(probe.collect, Reference(), c) for c in cases]
+
+
+def mistake_outputs(task: str, cases: list[dict]) -> dict[str, list[dict | None]]:
+    """The catalogued mistakes of `task` run on the same cases (None where one raises)."""
+    try:
+        from solutions import mistakes
+    except ImportError:
+        return {}
+    out = {}
+    for mutant in mistakes.all_mutants():
+        if mutant["task"] != task:
+            continue
+        with _REFERENCE, mistakes.applied(mutant):
+            rows = []
+            for c in cases:
+                try:
+                    rows.append(_seeded(PROBES[task].collect, Reference(), c))
+                except Exception:  # noqa: BLE001
+                    rows.append(None)
+        out[mutant["name"]] = rows
+    return out
+
+
+# ---------------------------------------------------------------- comparing plain data
+
+
+def tolerance(dtype: torch.dtype, atol: float, rtol: float) -> tuple[float, float]:
+    if dtype in (torch.bfloat16,):
+        return max(atol, 2e-2), max(rtol, 2e-2)
+    if dtype in (torch.float16,):
+        return max(atol, 1e-2), max(rtol, 1e-2)
+    return atol, rtol
+
+
+def describe(value) -> str:
+    if type(value) is torch.Tensor:
+        return f"a tensor of shape {tuple(value.shape)}, dtype {str(value.dtype).replace('torch.', '')}"
+    if type(value) is str and value.startswith("<type "):
+        return f"an object of {value[1:-1]}"
+    if type(value) is list:
+        return f"a list of {len(value)}"
+    return f"a {type(value).__name__}"
+
+
+def differs(got, want, atol: float, rtol: float) -> str | None:
+    """Why `got` is not `want`, or None. Exact types first: a tensor must be a plain
+    torch.Tensor of the same dtype and shape, with non-finite values in the same places."""
+    if type(want) is torch.Tensor:
+        if type(got) is not torch.Tensor:
+            return f"expected {describe(want)}, got {describe(got)}"
+        if got.dtype != want.dtype or got.shape != want.shape:
+            return f"expected {describe(want)}, got {describe(got)}"
+        if got.is_complex() or want.is_complex() or got.dtype == torch.bool:
+            return None if torch.equal(got, want) else "values differ from the expected ones"
+        if not got.is_floating_point():
+            return None if torch.equal(got, want) else "values differ from the expected ones"
+        g, w = got.double(), want.double()
+        if not torch.equal(torch.isnan(g), torch.isnan(w)):
+            return "NaN where the expected output has none" if bool(torch.isnan(g).any()) else "values differ from the expected ones"
+        if not torch.equal(torch.isinf(g), torch.isinf(w)) or not torch.equal(g[torch.isinf(g)], w[torch.isinf(w)]):
+            return "inf where the expected output is finite" if bool(torch.isinf(g).any()) else "values differ from the expected ones"
+        fin = torch.isfinite(w)
+        a, r = tolerance(want.dtype, atol, rtol)
+        if not torch.allclose(g[fin], w[fin], atol=a, rtol=r):
+            diff = (g[fin] - w[fin]).abs().max().item()
+            return f"values differ from the expected ones (largest difference {diff:.3g})"
+        return None
+    if type(want) is list:
+        if type(got) is not list or len(got) != len(want):
+            return f"expected {describe(want)}, got {describe(got)}"
+        for i, (a, b) in enumerate(zip(got, want)):
+            why = differs(a, b, atol, rtol)
+            if why:
+                return f"item {i}: {why}"
+        return None
+    if type(want) is float:
+        if type(got) is not float or not math.isclose(got, want, rel_tol=rtol, abs_tol=atol):
+            return "differs from the expected value"
+        return None
+    if type(got) is not type(want) or got != want:
+        return "differs from the expected value" + (f" ({_short(want)} expected)" if type(want) in (int, bool) else "")
+    return None
+
+
+def _short(v) -> str:
+    return repr(v)[:40]
+
+
+# ---------------------------------------------------------------- one task's verdict
+
+
+@dataclasses.dataclass
+class TaskResult:
+    task: str
+    ok: bool
+    message: str  # trusted text only
+    mistake: str | None = None
+    hidden: bool = False  # the first failure was on a hidden case
+
+
+# The exception names feedback may repeat: Python's own. A class the submission defined could
+# carry text out through its name.
+_EXCEPTIONS = frozenset(n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException))
+
+
+def load_results(path: Path, n_cases: int) -> list[dict] | None:
+    """The worker's outputs for one task, as plain data, or None when unusable."""
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_RESULT_BYTES:
+            return None
+        rows = torch.load(path, weights_only=True, map_location="cpu")
+    except Exception:  # noqa: BLE001 - anything the worker wrote that is not plain data
+        return None
+    if type(rows) is not list or len(rows) != n_cases or any(type(r) is not dict for r in rows):
+        return None
+    return rows
+
+
+def judge_task(task: str, cases: list[dict], n_visible: int, rows: list[dict] | None) -> TaskResult:
+    probe = PROBES[task]
+    name = tasks.get(task).function
+    if rows is None:
+        return TaskResult(task, False, f"{name} did not finish: it crashed, exited or ran over its time limit")
+    want = expected(task, cases)
+    mistakes = None
+    for i, (case, row, w) in enumerate(zip(cases, rows, want)):
+        hidden = i >= n_visible
+        where = f"on an input the notebook does not show ({case['what']})" if hidden else f"on {case['what']}"
+        if row.get("ok") is not True:
+            err = row.get("error")
+            if err == STUB:
+                return TaskResult(task, False, tasks.get(task).todo_message())
+            err = err if type(err) is str and err in _EXCEPTIONS else "an exception"
+            return TaskResult(task, False, f"{name} raised {err} {where}", hidden=hidden)
+        got = row.get("out")
+        if type(got) is not dict:
+            return TaskResult(task, False, f"{name} returned no outputs {where}", hidden=hidden)
+        why = None
+        for key in w:
+            if key in probe.free:
+                continue
+            problem = differs(got.get(key), w[key], probe.atol, probe.rtol)
+            if problem:
+                why = f"{key}: {problem}"
+                break
+        if why is None and probe.invariant is not None:
+            try:
+                why = probe.invariant(got, case)
+            except Exception:  # noqa: BLE001 - malformed outputs
+                why = "its outputs have the wrong types or shapes"
+        if why is None:
+            continue
+        if mistakes is None:
+            mistakes = mistake_outputs(task, cases)
+        compared = [k for k in w if k not in probe.free]
+        for mistake, outs in mistakes.items():
+            m_out = outs[i]
+            if m_out is not None and compared and all(differs(got.get(k), m_out[k], probe.atol, probe.rtol) is None
+                                         for k in m_out if k not in probe.free):
+                return TaskResult(task, False, f"{name} {where}: your output matches the known mistake `{mistake}`",
+                                  mistake, hidden)
+        return TaskResult(task, False, f"{name} {where}: {why}", hidden=hidden)
+    return TaskResult(task, True, f"{name} matches the reference on {n_visible} notebook input(s) and "
+                                  f"{len(cases) - n_visible} hidden one(s)")
+
+
+def make_cases(task: str, seed: int | None) -> tuple[list[dict], int]:
+    """The notebook's cases (a fixed seed) and the hidden ones (from `seed`), and how many are the notebook's."""
+    from solutions.probe_cases import CASES
+
+    visible = CASES[task](torch.Generator().manual_seed(int(task.replace(".", "")) + 1000), False)
+    hidden = CASES[task](torch.Generator().manual_seed(seed), True) if seed is not None else []
+    return visible + hidden, len(visible)

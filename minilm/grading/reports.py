@@ -1,0 +1,68 @@
+"""Grades and feedback, written by the trusted grader only, after every sandbox is gone.
+
+Every line comes from the grader's own templates, its case descriptions and the task registry.
+A submission's output never flows in: at most the names of the exceptions it raised and the
+first line of a syntax error, each cut short.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from minilm import tasks
+
+UNSANDBOXED = "UNSANDBOXED: graded without a sandbox (--no-sandbox); these points are not certified."
+MAX_FEEDBACK_CHARS = 20_000
+
+
+def feedback(result: dict) -> str:
+    lines = [UNSANDBOXED, ""] if result.get("unsandboxed") else []
+    lines += [f"# minilm grade: {result['student']}", "", f"**{result['total']} / {result['max']} points**", ""]
+    lines += ["| task | title | points |", "|---|---|---|"]
+    for task_id, r in result["tasks"].items():
+        mark = "✓" if r["points"] == r["max"] else "✗"
+        lines.append(f"| {task_id} | {tasks.get(task_id).title} | {mark} {r['points']}/{r['max']} |")
+    lines.append("")
+    for task_id, r in result["tasks"].items():
+        if r["points"] == r["max"]:
+            continue
+        task = tasks.get(task_id)
+        lines += [f"## Task {task_id}: {task.title} (`{task.function}` in `{task.file}`)", ""]
+        for rule in r["rules"]:
+            lines.append(f"- from scratch: {rule}")
+        lines.append(f"- {r['message']}")
+        if r["mistake"]:
+            lines.append(f"- recognized mistake: `{r['mistake']}`")
+        for c in r["cells"]:
+            if c["status"] != "passed":
+                lines.append(f"- check cell `notebooks/{c['notebook']}.ipynb`, code cell {c['number']}: {c['status']}")
+        lines.append("")
+    if result["notes"] or result["problems"]:
+        lines += ["## About your files", "", *[f"- {p}" for p in result["notes"] + result["problems"]], ""]
+    text = "\n".join(lines)
+    if len(text) > MAX_FEEDBACK_CHARS:
+        text = text[:MAX_FEEDBACK_CHARS] + "\n\n(feedback cut short)\n"
+    return text
+
+
+def write(out: Path, plan, results: list[dict]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "feedback").mkdir(exist_ok=True)
+    unsandboxed = plan.box.unsandboxed
+    with open(out / "grades.csv", "w", newline="", encoding="utf-8") as f:
+        if unsandboxed:
+            f.write(f"# {UNSANDBOXED}\n")
+        w = csv.writer(f)
+        w.writerow(["student", "source", *plan.task_ids, "total", "max"])
+        for r in results:
+            w.writerow([r["student"], r["source"], *(r["tasks"][t]["points"] for t in plan.task_ids), r["total"], r["max"]])
+    summary = {"max": plan.max_points, "tasks": {t: tasks.get(t).points for t in plan.task_ids},
+               "notebooks": list(plan.notebooks), "sandbox": plan.box.kind, "hidden_inputs": plan.hidden,
+               "students": results}
+    if unsandboxed:
+        summary = {"warning": UNSANDBOXED, **summary}
+    (out / "grades.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False), encoding="utf-8")
+    for r in results:
+        (out / "feedback" / f"{r['student']}.md").write_text(feedback(r), encoding="utf-8")

@@ -1,0 +1,226 @@
+"""Where a submission's code runs: a sandbox per submission, with real OS boundaries.
+
+- **bwrap** (Linux, Debian/Ubuntu package `bubblewrap`): new PID, network, IPC and UTS
+  namespaces; only the Python runtime, the system libraries and the data files the notebooks
+  read, bound read-only; the submission's own workspace (a fresh copy made by the grader) and
+  a results folder, nothing else; /tmp a private tmpfs. As root, the code inside runs as an
+  unprivileged uid of its own (setpriv, no capabilities, no_new_privs); as another user, as
+  that user in a user namespace. Killing bwrap kills its PID namespace: every process the
+  submission started, daemons included.
+- **docker**: the same run in a container built from the course's Dockerfile, networking off,
+  the workspace mounted, as an unprivileged user.
+- **none**: only when asked for (`--no-sandbox`); every report then says UNSANDBOXED.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+WS, OUT, DATA = "/ws", "/out", "/data"  # where the workspace, the results and read-only data appear inside
+UID_BASE = 61000  # the sandbox's uids (as root): one per submission, none of them a real account
+IMAGE = "minilm-grader"
+DOCKERFILE = Path(__file__).with_name("Dockerfile")
+
+
+class SandboxUnavailable(Exception):
+    pass
+
+
+def bwrap_path() -> str | None:
+    path = shutil.which("bwrap")
+    if not path or not sys.platform.startswith("linux"):
+        return None
+    try:  # present but unusable (no namespaces allowed here) is the same as absent
+        ok = subprocess.run([path, "--unshare-pid", "--unshare-net", "--dev-bind", "/", "/", "true"],
+                            capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        ok = False
+    return path if ok else None
+
+
+def docker_available() -> bool:
+    if not shutil.which("docker"):
+        return False
+    try:
+        return subprocess.run(["docker", "info"], capture_output=True, timeout=20).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def choose(kind: str) -> str:
+    """The sandbox to use: "auto" picks bwrap, then docker; "none" must be asked for."""
+    if kind == "auto":
+        if bwrap_path():
+            return "bwrap"
+        if docker_available():
+            return "docker"
+        raise SandboxUnavailable(
+            "no sandbox is available: install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) or run a "
+            "Docker daemon, or pass --no-sandbox to grade without one (every report then says UNSANDBOXED)")
+    if kind == "bwrap" and not bwrap_path():
+        raise SandboxUnavailable("--sandbox bwrap: bwrap is missing or cannot create namespaces here")
+    if kind == "docker" and not docker_available():
+        raise SandboxUnavailable("--sandbox docker: no Docker daemon answers (`docker info` failed)")
+    return kind
+
+
+def _runtime_paths() -> list[str]:
+    """The Python installation: prefixes and every site-packages folder, as real paths."""
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sysconfig.get_paths()["purelib"],
+             sysconfig.get_paths()["platlib"]}
+    return sorted({os.path.realpath(p) for p in paths if p and os.path.isdir(p)})
+
+
+def _parents(path: str) -> list[str]:
+    parts = Path(path).parts
+    return [str(Path(*parts[:i])) for i in range(2, len(parts))]
+
+
+@dataclass
+class Sandbox:
+    kind: str  # bwrap | docker | none
+    data: dict[str, str] = field(default_factory=dict)  # env var → host file or folder, bound read-only under /data
+    memory_mb: int = 4096
+
+    @property
+    def unsandboxed(self) -> bool:
+        return self.kind == "none"
+
+    def env(self, extra: dict[str, str], ws: Path, out: Path) -> dict[str, str]:
+        """The whole environment inside: nothing of the grader's own is passed on."""
+        inside_ws, inside_out = (str(ws), str(out)) if self.kind == "none" else (WS, OUT)
+        home = f"{inside_ws}/.home" if self.kind == "none" else "/tmp/home"
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8", "PYTHONPATH": inside_ws,
+               "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1", "MPLBACKEND": "Agg",
+               "MPLCONFIGDIR": f"{home}/mpl", "JUPYTER_RUNTIME_DIR": f"{home}/jupyter",
+               "JUPYTER_PLATFORM_DIRS": "1", "IPYTHONDIR": f"{home}/ipython", "MINILM_DATA_DIR": f"{home}/minilm-data",
+               "MINILM_RESULTS": inside_out, "COLUMNS": "200"}
+        for var, host in self.data.items():
+            env[var] = host if self.kind == "none" else f"{DATA}/{var}"
+        return env | extra
+
+    def command(self, argv: list[str], ws: Path, out: Path, env: dict[str, str], slot: int) -> list[str]:
+        """The command that runs `argv` (a python command line) on workspace `ws` and results `out`."""
+        python = os.path.realpath(sys.executable)
+        if self.kind == "none":
+            return [python, *argv]
+        if self.kind == "docker":
+            cmd = ["docker", "run", "--rm", "--network", "none", "--read-only", "--tmpfs", "/tmp",
+                   "--user", f"{UID_BASE + slot}:{UID_BASE + slot}", "--memory", f"{self.memory_mb}m",
+                   "--pids-limit", "512", "-v", f"{ws}:{WS}", "-v", f"{out}:{OUT}", "-w", WS]
+            for var, host in self.data.items():
+                cmd += ["-v", f"{os.path.realpath(host)}:{DATA}/{var}:ro"]
+            for k, v in env.items():
+                cmd += ["-e", f"{k}={v}"]
+            return [*cmd, IMAGE, "python", *argv]
+        cmd = [bwrap_path(), "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+               "--die-with-parent", "--new-session", "--clearenv"]
+        if os.geteuid() != 0:
+            cmd.insert(1, "--unshare-user")
+        for p in ("/usr", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
+                  "/etc/localtime", "/etc/fonts", "/etc/ssl/certs"):
+            if os.path.exists(p):
+                cmd += ["--ro-bind", p, p]
+        for link in ("bin", "lib", "lib64", "sbin"):
+            target = Path("/") / link
+            if target.is_symlink():
+                cmd += ["--symlink", os.readlink(target), f"/{link}"]
+            elif target.is_dir():
+                cmd += ["--ro-bind", str(target), f"/{link}"]
+        made = set()
+        for path in _runtime_paths():
+            if path.startswith("/usr/"):
+                continue
+            for parent in _parents(path):
+                if parent not in made:
+                    made.add(parent)
+                    cmd += ["--perms", "0755", "--dir", parent]
+            cmd += ["--ro-bind", path, path]
+        cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--perms", "0755", "--dir", DATA,
+                "--bind", str(ws), WS, "--bind", str(out), OUT, "--chdir", WS]
+        for var, host in self.data.items():
+            cmd += ["--ro-bind", os.path.realpath(host), f"{DATA}/{var}"]
+        for k, v in env.items():
+            cmd += ["--setenv", k, v]
+        cmd.append("--")
+        if os.geteuid() == 0:
+            uid = str(UID_BASE + slot)
+            cmd += ["/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs",
+                    "--bounding-set=-all", "--inh-caps=-all", "--"]
+        return [*cmd, python, *argv]
+
+    def prepare(self, ws: Path, out: Path, slot: int) -> None:
+        """Hand the fresh workspace and the empty results folder to the sandbox's uid."""
+        if self.kind == "none" or os.geteuid() != 0:
+            return
+        uid = UID_BASE + slot
+        for root in (ws, out):
+            os.chown(root, uid, uid)
+            for p in root.rglob("*"):
+                os.lchown(p, uid, uid)
+
+
+def _limit(memory_mb: int):
+    def limit():
+        os.setsid()
+        try:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_AS, (memory_mb * 2**20, memory_mb * 2**20))
+            resource.setrlimit(resource.RLIMIT_FSIZE, (512 * 2**20, 512 * 2**20))
+        except (ImportError, ValueError, OSError):
+            pass
+    return limit
+
+
+@dataclass
+class Run:
+    returncode: int | None  # None: killed at its time limit
+    seconds: float
+
+
+def run(box: Sandbox, argv: list[str], ws: Path, out: Path, env: dict[str, str], slot: int, timeout: float,
+        log: Path) -> Run:
+    """Run one sandboxed command to completion or its time limit, then kill all it started."""
+    cmd = box.command(argv, ws, out, env, slot)
+    t0 = time.monotonic()
+    with open(log, "wb") as handle:
+        kw = dict(env=env, cwd=ws) if box.kind == "none" else dict(env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT,
+                                preexec_fn=_limit(box.memory_mb) if os.name == "posix" else None, **kw)
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            rc = None
+        try:  # the whole session: with bwrap, its PID namespace goes with it
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.kill()
+        proc.wait()
+    if box.kind == "none":
+        _kill_strays(ws)
+    return Run(rc, time.monotonic() - t0)
+
+
+def _kill_strays(ws: Path) -> None:
+    """Without a sandbox: kill what still runs in the workspace (best effort; a process that
+    moved elsewhere escapes, which is why grading without a sandbox is marked UNSANDBOXED)."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return
+    for p in proc.iterdir():
+        if p.name.isdigit() and int(p.name) != os.getpid():
+            try:
+                if os.readlink(p / "cwd").startswith(str(ws)):
+                    os.kill(int(p.name), signal.SIGKILL)
+            except OSError:
+                pass

@@ -1,0 +1,514 @@
+"""The "from scratch" rule, checked statically (provided: not an exercise).
+
+Each task builds one piece itself, so it may not call the PyTorch built-in that does the job
+(Task 6.1 may not call torch.softmax), nor, in later tasks, the built-ins of pieces the
+student has already built (Task 6.3 uses the student's Linear, not nn.Linear). The rules
+live in the task registry, minilm/tasks.py: `Task.forbidden` per task, and WAYS_AROUND,
+IMPORTABLE and `Task.allowed` for the tricks that would get around any such list (exec,
+importlib, computed getattr, os/sys, files, torch.ops and torch._C, patching torch, …).
+
+This module reads an exercise module's source and never imports or runs it, so a grader can
+call it from a trusted process:
+
+    scan(source, "minilm/attention.py")   # {"6.1": [Violation, …], "6.2": [], "6.3": []}
+    violations_for("6.1")                  # the current implementation's file, for one task
+    violations_for("6.1")[0].message       # 'Task 6.1: your softmax calls torch.softmax
+                                           #  (minilm/attention.py:31); build it from exp and sum'
+
+What it sees through: import aliases (import torch.nn.functional as G; from torch import
+softmax as s; from torch.nn import functional), aliases by assignment (s = torch.softmax),
+getattr with a constant name (getattr(torch, "softmax") is torch.softmax; with a computed
+name it is refused), tensor methods (x.softmax(-1), on any object but self), and every path
+to a built-in (a family matches any name under torch with one of its names as a component:
+torch.special.softmax, nn.modules.activation.Softmax, …).
+
+Which task a finding costs:
+- code inside the function or class of a task (the registry's `function`, plus `also`, the
+  whole class body for classes, and any top-level statement that binds one of those names,
+  such as `softmax = torch.softmax`) costs that task;
+- a top-level helper function or class costs every task whose code uses it (directly or
+  through other helpers): helpers are judged by the rules of the tasks that call them. A
+  helper that no task's code uses costs every task of the module, as module-level code does;
+- other module-level code costs every task of the module. Imports and simple aliases at
+  module level (`import torch.nn.functional as F`, `s = torch.softmax`) cost nothing by
+  themselves: only their uses count, where they occur. An import of something refused
+  (importlib, os.environ, torch._C, …) is refused at the import and costs the whole module;
+- a module that does not parse gives every task of the module one violation at the error's
+  line.
+Tasks are judged separately: Task 6.2 calling the student's softmax is judged by 6.2's rules,
+and softmax's own code by 6.1's.
+
+A static check cannot see everything a determined student could do at run time; it closes
+the direct routes and the usual tricks, and the checks and hidden tests do the rest.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import fnmatch
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+from minilm import tasks
+
+_BUILTIN_NAMES = frozenset(dir(builtins))
+_DYNAMIC = ("getattr", "setattr", "delattr", "hasattr")
+_MODULE = "module"  # the scope of module-level code: every task of the module
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One use of something a task may not use."""
+
+    task: str
+    file: str  # as given to scan, e.g. "minilm/attention.py"
+    line: int
+    what: str  # e.g. "torch.softmax", "Tensor.softmax", "importlib"
+    advice: str  # e.g. "build it from exp and sum"
+    verb: str = "calls"  # calls | uses | imports | assigns to | has
+    where: str = ""  # "your softmax", "your helper _f", "your module"
+
+    @property
+    def message(self) -> str:
+        return f"Task {self.task}: {self.where} {self.verb} {self.what} ({self.file}:{self.line}); {self.advice}"
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True)
+class _Finding:
+    line: int
+    verb: str
+    what: str
+    kind: str  # "way" (refused everywhere), "family" (a built-in, judged per task), "method"
+    name: str  # the qualified name (way, family) or the attribute (method)
+    advice: str = ""
+
+
+def _under(name: str, pattern: str) -> bool:
+    """`name` is `pattern` or lies under it (fnmatch patterns allowed)."""
+    return fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(name, pattern + ".*")
+
+
+def _refused(name: str) -> str | None:
+    """The advice of the WAYS_AROUND entry that refuses the qualified `name`, if any."""
+    if any(_under(name, a) for a in tasks.ALWAYS_ALLOWED):
+        return None
+    parts = name.split(".")
+    for names, advice in tasks.WAYS_AROUND:
+        for entry in names:
+            if entry.startswith("."):
+                if parts[-1] == entry[1:] and len(parts) > 1:
+                    return advice
+            elif entry.startswith("__") and entry.endswith("__"):
+                if entry in parts:
+                    return advice
+            elif _under(name, entry):
+                return advice
+    return None
+
+
+def _family_matches(family: tasks.Builtins, name: str) -> bool:
+    parts = name.split(".")
+    if parts[0] != "torch" or any(_under(name, e) for e in family.except_):
+        return False
+    return any(_under(name, p) for p in family.prefixes) or any(p in family.names for p in parts[1:])
+
+
+def _module_names(module: str) -> set[str]:
+    """The names other exercise modules may import from exercise module `module`."""
+    return {n for t in tasks.TASKS if t.module == module for n in t.names} | {
+        name for name, mod in tasks.EXPORTS.items() if mod == module}
+
+
+def _bound_names(stmt: ast.stmt) -> list[str]:
+    """The names a top-level statement binds."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [stmt.name]
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        return [a.asname or a.name.split(".")[0] for a in stmt.names if a.name != "*"]
+    targets: list[ast.expr] = []
+    if isinstance(stmt, ast.Assign):
+        targets = list(stmt.targets)
+    elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
+        targets = [stmt.target]
+    out: list[str] = []
+    while targets:
+        t = targets.pop()
+        if isinstance(t, ast.Name):
+            out.append(t.id)
+        elif isinstance(t, (ast.Tuple, ast.List)):
+            targets.extend(t.elts)
+        elif isinstance(t, ast.Starred):
+            targets.append(t.value)
+    return out
+
+
+class _Module:
+    """One parsed exercise module: its aliases, and what each part of it uses."""
+
+    def __init__(self, tree: ast.Module, task_names: set[str]):
+        # Task names are never aliases: `softmax = torch.softmax` costs Task 6.1 where it is
+        # written, and Task 6.2 calling that softmax is calling the student's softmax.
+        self.tree = tree
+        self.aliases: dict[str, str] = {}
+        self.top_defs: set[str] = {n for s in tree.body for n in _bound_names(s)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.asname:
+                        self.aliases[a.asname] = a.name
+                    else:
+                        root = a.name.split(".")[0]
+                        self.aliases[root] = root
+            elif isinstance(node, ast.ImportFrom):
+                base = self._from_module(node)
+                for a in node.names:
+                    if a.name != "*" and base is not None:
+                        self.aliases[a.asname or a.name] = f"{base}.{a.name}"
+        # `name = <a resolved name>` anywhere (module level or inside a function: one namespace,
+        # so F = torch.nn.functional; F.linear(…) is seen wherever it is written).
+        assignments = [n for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AnnAssign))]
+        for _ in range(2):  # twice: an alias of an alias defined later
+            for stmt in assignments:
+                for target, value in self._alias_pairs(stmt):
+                    q = self.resolve(value)
+                    if q is not None:
+                        self.aliases[target] = q
+        self.imported = dict(self.aliases)  # before dropping task names: what an import binds them to
+        for name in task_names:
+            self.aliases.pop(name, None)
+
+    @staticmethod
+    def _from_module(node: ast.ImportFrom) -> str | None:
+        if node.level == 0:
+            return node.module
+        if node.level == 1:  # from .linear import Linear: a sibling exercise module
+            return "minilm" + (f".{node.module}" if node.module else "")
+        return None  # beyond the package
+
+    @staticmethod
+    def _alias_pairs(stmt: ast.stmt) -> list[tuple[str, ast.expr]]:
+        """(name, value) for a top-level `name = value` (or a, b = x, y)."""
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            target, value = stmt.targets[0], stmt.value
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            target, value = stmt.target, stmt.value
+        else:
+            return []
+        if isinstance(target, ast.Name):
+            return [(target.id, value)]
+        if (isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List))
+                and len(target.elts) == len(value.elts) and all(isinstance(t, ast.Name) for t in target.elts)):
+            return [(t.id, v) for t, v in zip(target.elts, value.elts)]
+        return []
+
+    def is_alias_binding(self, stmt: ast.stmt) -> bool:
+        """An import, or `name = <a resolved name>`: costs nothing by itself."""
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            return True
+        pairs = self._alias_pairs(stmt)
+        return bool(pairs) and all(self.resolve(v) is not None for _, v in pairs)
+
+    def _dynamic(self, node: ast.AST) -> str | None:
+        """getattr/setattr/delattr/hasattr when it is Python's own (not shadowed)."""
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _DYNAMIC
+                and node.func.id not in self.aliases and node.func.id not in self.top_defs):
+            return node.func.id
+        return None
+
+    def resolve(self, node: ast.AST) -> str | None:
+        """The qualified name an expression denotes (torch.nn.functional.softmax), if known."""
+        if isinstance(node, ast.Name):
+            return self.aliases.get(node.id)
+        if isinstance(node, ast.Attribute):
+            base = self.resolve(node.value)
+            return f"{base}.{node.attr}" if base else None
+        if self._dynamic(node) == "getattr" and len(node.args) >= 2 and _const_str(node.args[1]):
+            base = self.resolve(node.args[0])
+            return f"{base}.{node.args[1].value}" if base else None
+        return None
+
+    # ------------------------------------------------------------------ findings
+
+    def findings(self, node: ast.AST, ways_only: bool = False) -> list[_Finding]:
+        out: list[_Finding] = []
+        self._walk(node, out, call=False)
+        return [f for f in out if f.kind == "way"] if ways_only else out
+
+    def _way(self, out, node, verb, what, name, advice):
+        out.append(_Finding(getattr(node, "lineno", 1), verb, what, "way", name, advice))
+
+    def _name(self, out, node, q: str, call: bool, store: bool = False) -> None:
+        """Judge a use of the resolved name q."""
+        verb = "calls" if call else "uses"
+        if store:
+            self._way(out, node, "assigns to", q, q, tasks.PATCHING_ADVICE)
+            return
+        # The task's own advice first: it wins when a name is both (torch.ops.aten.softmax in 6.1).
+        out.append(_Finding(getattr(node, "lineno", 1), verb, q, "family", q))
+        advice = _refused(q)
+        if advice:
+            self._way(out, node, verb, q, q, advice)
+        parts = q.split(".")
+        if parts[0] == "minilm" and not self._importable_minilm(parts):
+            self._way(out, node, verb, q, q, tasks.IMPORT_ADVICE)
+
+    @staticmethod
+    def _importable_minilm(parts: list[str]) -> bool:
+        if parts[:2] == ["minilm", "validate"]:
+            return True
+        return (len(parts) >= 2 and parts[1] in tasks.EXERCISE_MODULES
+                and (len(parts) == 2 or parts[2] in _module_names(parts[1])))
+
+    def _attr(self, out, node: ast.AST, attr: str, call: bool, base: ast.AST | None) -> None:
+        """Judge `<unknown object>.attr`."""
+        text = _short(node)
+        advice = _refused(f"?.{attr}")
+        if advice:
+            self._way(out, node, "calls" if call else "uses", text, attr, advice)
+        if not (isinstance(base, ast.Name) and base.id in ("self", "cls")):
+            out.append(_Finding(getattr(node, "lineno", 1), "calls" if call else "uses", f"Tensor.{attr}", "method", attr))
+
+    def _import(self, out, node: ast.Import | ast.ImportFrom) -> None:
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            base = self._from_module(node)
+            if base is None:
+                self._way(out, node, "imports", "." * node.level + (node.module or ""), "..", tasks.IMPORT_ADVICE)
+                return
+            if any(a.name == "*" for a in node.names):
+                self._way(out, node, "imports", f"* from {base}", base, "import the names you use one by one")
+            names = [f"{base}.{a.name}" for a in node.names if a.name != "*"]
+        for q in names:
+            parts = q.split(".")
+            if parts[0] == "minilm":
+                if not self._importable_minilm(parts):
+                    self._way(out, node, "imports", q, q, tasks.IMPORT_ADVICE)
+                continue
+            if q in tasks.IMPORTABLE:
+                continue
+            advice = _refused(q)
+            if advice:
+                self._way(out, node, "imports", q, q, advice)
+            elif not any(_under(q, m) for m in tasks.IMPORTABLE):
+                self._way(out, node, "imports", q, q, tasks.IMPORT_ADVICE)
+
+    def _walk(self, node: ast.AST, out: list[_Finding], call: bool) -> None:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            self._import(out, node)
+            return
+        dynamic = self._dynamic(node)
+        if dynamic:
+            args = node.args
+            if len(args) >= 2 and _const_str(args[1]):
+                attr = args[1].value
+                q = self.resolve(args[0])
+                if q is not None:
+                    self._name(out, node, f"{q}.{attr}", call=call and dynamic == "getattr",
+                               store=dynamic in ("setattr", "delattr"))
+                else:
+                    self._attr(out, node, attr, call, args[0])
+                    self._walk(args[0], out, False)
+                for child in [*args[2:], *node.keywords]:
+                    self._walk(child, out, False)
+                return
+            if dynamic != "hasattr":
+                self._way(out, node, "calls", f"{dynamic} with a computed name", dynamic, _refused(dynamic) or "")
+                for child in [*args, *node.keywords]:
+                    self._walk(child, out, False)
+                return
+        if isinstance(node, ast.Call):
+            self._walk(node.func, out, True)
+            for child in [*node.args, *node.keywords]:
+                self._walk(child, out, False)
+            return
+        if isinstance(node, ast.Attribute):
+            q = self.resolve(node)
+            if q is not None:
+                self._name(out, node, q, call, store=isinstance(node.ctx, (ast.Store, ast.Del)))
+                return
+            self._attr(out, node, node.attr, call, node.value)
+            self._walk(node.value, out, False)
+            return
+        if isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Load):
+                q = self.aliases.get(node.id)
+                if q is not None:
+                    self._name(out, node, q, call)
+                elif node.id not in self.top_defs and (node.id in _BUILTIN_NAMES or node.id.startswith("__")):
+                    advice = _refused(node.id)
+                    if advice:
+                        self._way(out, node, "calls" if call else "uses", node.id, node.id, advice)
+            return
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            advice = _refused(f"?.{node.name}") if node.name.startswith("__") else None
+            if advice:
+                self._way(out, node, "defines", node.name, node.name, advice)
+        for child in ast.iter_child_nodes(node):
+            self._walk(child, out, False)
+
+
+def _const_str(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
+def _short(node: ast.AST, limit: int = 40) -> str:
+    try:
+        text = ast.unparse(node)
+    except Exception:  # noqa: BLE001 - only for the message
+        return "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _referenced(nodes: list[ast.AST]) -> set[str]:
+    return {n.id for root in nodes for n in ast.walk(root) if isinstance(n, ast.Name)}
+
+
+def _judge(task: tasks.Task, f: _Finding) -> tuple[str, str] | None:
+    """(what, advice) when finding f breaks task's rules, else None."""
+    if f.kind == "way":
+        if any(_under(f.name, a) for a in task.allowed):
+            return None
+        return f.what, f.advice
+    for family, advice in task.forbidden:
+        fam = tasks.BUILTINS[family]
+        if f.kind == "family" and _family_matches(fam, f.name):
+            return f.what, advice
+        if f.kind == "method" and f.name in fam.methods:
+            return f.what, advice
+    return None
+
+
+def scan(source: str | bytes, filename: str) -> dict[str, list[Violation]]:
+    """Every task of the exercise module `filename` (its stem names the module, e.g.
+    "minilm/attention.py") → the violations of its rules in `source`, in line order.
+    Never raises for the source's content: a syntax error is reported as a violation."""
+    module = Path(filename).stem
+    mod_tasks = [t for t in tasks.TASKS if t.module == module]
+    result: dict[str, list[Violation]] = {t.id: [] for t in mod_tasks}
+    if not mod_tasks:
+        return result
+    try:
+        tree = ast.parse(source, filename)
+    except (SyntaxError, ValueError) as e:
+        line = getattr(e, "lineno", None) or 1
+        msg = getattr(e, "msg", None) or str(e)
+        for t in mod_tasks:
+            result[t.id].append(Violation(t.id, filename, line, f"a syntax error: {msg}",
+                                          "fix it: nothing in this file runs until it parses", "has", "your module"))
+        return result
+    try:
+        findings = _scan_tree(tree, mod_tasks)
+    except RecursionError:
+        for t in mod_tasks:
+            result[t.id].append(Violation(t.id, filename, 1, "code nested too deeply to check",
+                                          "write it with fewer nested expressions", "has", "your module"))
+        return result
+    for task_id, where, f in findings:
+        task = tasks.get(task_id)
+        judged = _judge(task, f)
+        if judged is None:
+            continue
+        v = Violation(task_id, filename, f.line, judged[0], judged[1], f.verb, where)
+        if all((w.line, w.what) != (v.line, v.what) for w in result[task_id]):
+            result[task_id].append(v)
+    for vs in result.values():
+        vs.sort(key=lambda v: v.line)
+    return result
+
+
+def _scan_tree(tree: ast.Module, mod_tasks: list[tasks.Task]) -> list[tuple[str, str, _Finding]]:
+    """(task id, "your …", finding) for every finding, attributed as the docstring says."""
+    owner = {name: t.id for t in mod_tasks for name in t.names}
+    mod = _Module(tree, set(owner))
+    all_ids = [t.id for t in mod_tasks]
+    regions: dict[str, list[tuple[str, ast.stmt]]] = {t.id: [] for t in mod_tasks}  # task → (name, stmt)
+    helpers: dict[str, list[ast.stmt]] = {}
+    module_stmts: list[ast.stmt] = []
+    out: list[tuple[str, str, _Finding]] = []
+    for stmt in tree.body:
+        bound = _bound_names(stmt)
+        mine = [n for n in bound if n in owner]
+        if mine:
+            for name in mine:
+                regions[owner[name]].append((name, stmt))
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            helpers.setdefault(stmt.name, []).append(stmt)
+        elif mod.is_alias_binding(stmt):
+            for f in mod.findings(stmt, ways_only=True):
+                out += [(tid, "your module", f) for tid in all_ids]
+        else:
+            module_stmts.append(stmt)
+
+    # Which scopes (task ids, or _MODULE) use each helper, directly or through other helpers.
+    users: dict[str, set[str]] = {h: set() for h in helpers}
+    scopes = {tid: [s for _, s in stmts] for tid, stmts in regions.items()} | {_MODULE: module_stmts}
+    for scope, stmts in scopes.items():
+        todo, seen = list(_referenced(stmts) & helpers.keys()), set()
+        while todo:
+            h = todo.pop()
+            if h in seen:
+                continue
+            seen.add(h)
+            users[h].add(scope)
+            todo += list(_referenced(helpers[h]) & helpers.keys())
+    for h, scope_set in users.items():
+        if not scope_set:
+            scope_set.add(_MODULE)  # used by no task's code: judged as module-level code
+
+    seen_stmts: set[int] = set()
+    for tid, stmts in regions.items():
+        for name, stmt in stmts:
+            for f in mod.findings(stmt):
+                out.append((tid, f"your {name}", f))
+            if isinstance(stmt, (ast.Import, ast.ImportFrom)) and name in mod.imported:
+                # `from torch import softmax`: the task's name is the built-in itself.
+                q = mod.imported[name]
+                out.append((tid, f"your {name}", _Finding(stmt.lineno, "is", q, "family", q)))
+    for stmt in module_stmts:
+        for f in mod.findings(stmt):
+            out += [(tid, "your module", f) for tid in all_ids]
+    for h, scope_set in users.items():
+        ids = all_ids if _MODULE in scope_set else sorted(scope_set)
+        for stmt in helpers[h]:
+            if id(stmt) in seen_stmts:
+                continue
+            seen_stmts.add(id(stmt))
+            for f in mod.findings(stmt):
+                out += [(tid, f"your helper {h}", f) for tid in ids]
+    return out
+
+
+def implementation_file(module: str) -> Path:
+    """The current implementation's file for exercise module `module`: the student's
+    minilm/<module>.py, or solutions/<module>.py under MINILM_IMPL=solutions."""
+    import minilm  # cheap: never imports torch or any exercise module
+
+    package = "solutions" if minilm.implementation() == "solutions" else "minilm"
+    return tasks.ROOT / package / f"{module}.py"
+
+
+@functools.lru_cache(maxsize=64)
+def _scan_file(path: str, mtime_ns: int, size: int, display: str) -> dict[str, list[Violation]]:
+    return scan(Path(path).read_bytes(), display)
+
+
+def violations_for(task_id: str) -> list[Violation]:
+    """The violations of Task `task_id`'s rules in the current implementation's file (empty
+    when the file is missing: importing it then fails on its own)."""
+    task = tasks.get(task_id)
+    path = implementation_file(task.module)
+    try:
+        st = path.stat()
+    except OSError:
+        return []
+    try:
+        display = path.relative_to(tasks.ROOT).as_posix()
+    except ValueError:
+        display = str(path)
+    return list(_scan_file(str(path), st.st_mtime_ns, st.st_size, display).get(task.id, []))

@@ -1,0 +1,363 @@
+"""The "from scratch" rule (minilm/rules.py, rules in minilm/tasks.py): shortcut modules are
+flagged for exactly the tasks they shortcut, at the right line, and a check of such code
+fails with the rule's one line.
+
+Each corpus module marks the lines it expects flagged with `# flag: <task ids>`; a line with
+no mark must not be flagged for any task."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from minilm import rules, tasks
+
+CORPUS = {
+    # ---------------------------------------------------------------- each task family's built-in
+    "linear-F.linear": ("linear.py", """
+        import torch.nn.functional as F
+        from torch import nn
+
+        def linear(x, weight):
+            return F.linear(x, weight)  # flag: 1.1
+
+        class Linear(nn.Linear):  # flag: 1.2
+            pass
+    """),
+    "embedding-builtins": ("embedding.py", """
+        import torch
+        from torch import nn
+
+        def embedding(token_ids, weight):
+            return torch.nn.functional.embedding(token_ids, weight)  # flag: 2.1
+
+        class Embedding(nn.Module):
+            def __init__(self, num_embeddings, embedding_dim):
+                super().__init__()
+                self.inner = nn.Embedding(num_embeddings, embedding_dim)  # flag: 2.2
+    """),
+    "rmsnorm-builtins": ("rmsnorm.py", """
+        import torch
+        from torch import nn
+        from torch.nn import functional
+
+        def rms_norm(x, weight, eps=1e-5):
+            return functional.rms_norm(x, (x.shape[-1],), weight, eps)  # flag: 3.1
+
+        class RMSNorm(nn.RMSNorm):  # flag: 3.2
+            def forward(self, x):
+                return torch.nn.functional.layer_norm(x, x.shape[-1:])  # flag: 3.2
+    """),
+    "swiglu-builtins": ("swiglu.py", """
+        import torch
+        import torch.nn.functional as G
+        from torch import nn
+
+        def silu(x):
+            return G.silu(x)  # flag: 4.1
+
+        def swiglu(x, w1, w2, w3):
+            return G.linear(silu(G.linear(x, w1)) * x, w2)  # flag: 4.2
+
+        class SwiGLU(nn.Module):
+            def __init__(self, d_model, d_ff):
+                super().__init__()
+                self.w1 = nn.Linear(d_model, d_ff, bias=False)  # flag: 4.3
+                self.act = nn.SiLU()  # flag: 4.3
+    """),
+    "silu-with-sigmoid-is-fine": ("swiglu.py", """
+        import torch
+
+        def silu(x):
+            return torch.sigmoid(x).mul(x)
+    """),
+    "attention-aliases": ("attention.py", """
+        import torch
+        import torch.nn.functional as G
+        from torch import softmax as s
+        from torch.nn import functional
+
+        def softmax(x, dim):
+            return G.softmax(x, dim)  # flag: 6.1
+
+        def scaled_dot_product_attention(q, k, v, mask=None):
+            a = s(q, -1)  # flag: 6.2
+            b = getattr(torch, "soft" + "max")(q, -1)  # flag: 6.2
+            c = getattr(torch, "softmax")(q, -1)  # flag: 6.2
+            d = torch.ops.aten.softmax(q, -1, False)  # flag: 6.2
+            e = (q @ k.transpose(-2, -1)).softmax(-1)  # flag: 6.2
+            return functional.scaled_dot_product_attention(q, k, v)  # flag: 6.2
+
+        class MultiHeadSelfAttention(torch.nn.Module):
+            def __init__(self, d_model, num_heads):
+                super().__init__()
+                self.attn = torch.nn.MultiheadAttention(d_model, num_heads, bias=False)  # flag: 6.3
+                self.q_proj = torch._C._nn.linear  # flag: 6.3
+    """),
+    "softmax-bound-to-the-builtin": ("attention.py", """
+        import torch
+        from torch.special import softmax  # flag: 6.1
+
+        def scaled_dot_product_attention(q, k, v, mask=None):
+            return softmax(q @ k.transpose(-2, -1), -1) @ v
+    """),
+    "softmax-assigned-the-builtin": ("attention.py", """
+        import torch
+        smax = torch.softmax
+        softmax = torch.nn.Softmax  # flag: 6.1
+
+        def scaled_dot_product_attention(q, k, v, mask=None):
+            return smax(q, -1)  # flag: 6.2
+    """),
+    "softmax-in-a-helper": ("attention.py", """
+        import torch
+
+        def _normalize(scores):
+            return scores.log_softmax(-1).exp()  # flag: 6.2
+
+        def softmax(x, dim):
+            e = torch.exp(x - x.amax(dim, keepdim=True))
+            return e / e.sum(dim, keepdim=True)
+
+        def scaled_dot_product_attention(q, k, v, mask=None):
+            return _normalize(q @ k.transpose(-2, -1)) @ v
+    """),
+    "block-and-model-builtins": ("block.py", """
+        from torch import nn
+
+        class TransformerBlock(nn.Module):
+            def __init__(self, d_model, num_heads, d_ff, max_seq_len, theta=10000.0):
+                super().__init__()
+                self.ln1 = nn.LayerNorm(d_model)  # flag: 7.1
+                self.layer = nn.TransformerEncoderLayer(d_model, num_heads)  # flag: 7.1
+    """),
+    "model-builtins": ("model.py", """
+        import torch
+        from torch import nn
+
+        class TransformerLM(nn.Module):
+            def __init__(self, vocab_size, context_length, d_model, num_layers, num_heads, d_ff):
+                super().__init__()
+                self.token_embeddings = nn.Embedding(vocab_size, d_model)  # flag: 8.1
+                self.lm_head = nn.Linear(d_model, vocab_size, bias=False)  # flag: 8.1
+    """),
+    "training-builtins": ("training.py", """
+        import math
+        import os
+        import torch
+        import torch.nn.functional as F
+
+        def cross_entropy(logits, targets):
+            lse = torch.logsumexp(logits, -1)  # flag: 10.1
+            lp = logits.log_softmax(-1)  # flag: 10.1
+            return F.cross_entropy(logits, targets)  # flag: 10.1
+
+        def clip_grad_norm(parameters, max_norm):
+            return torch.nn.utils.clip_grad_norm_(parameters, max_norm)  # flag: 10.2
+
+        def lr_cosine_schedule(it, max_lr, min_lr, warmup_iters, cosine_cycle_iters):
+            return min_lr + 0.5 * (1 + math.cos(math.pi * it / cosine_cycle_iters)) * (max_lr - min_lr)
+
+        class AdamW(torch.optim.Optimizer):
+            def step(self, closure=None):
+                return torch.optim.AdamW(self.param_groups).step()  # flag: 10.4
+
+        def save_checkpoint(model, optimizer, iteration, out: str | os.PathLike):
+            torch.save({"model": model.state_dict(), "iteration": iteration}, out)
+
+        def load_checkpoint(src: str | os.PathLike, model, optimizer):
+            return torch.load(src)["iteration"]
+    """),
+    "scheduler-and-files-outside-checkpoints": ("training.py", """
+        import torch
+
+        def lr_cosine_schedule(it, max_lr, min_lr, warmup_iters, cosine_cycle_iters):
+            return torch.optim.lr_scheduler.CosineAnnealingLR  # flag: 10.3
+
+        def cross_entropy(logits, targets):
+            torch.save(logits, "/tmp/logits.pt")  # flag: 10.1
+            return logits.mean()
+    """),
+    "local-alias-and-distributions": ("training.py", """
+        import torch
+
+        def cross_entropy(logits, targets):
+            F = torch.nn.functional
+            loss = F.nll_loss(logits, targets)  # flag: 10.1
+            return -torch.distributions.Categorical(logits=logits).log_prob(targets).mean()  # flag: 10.1
+    """),
+    "generate-may-sample-with-torch.softmax": ("generation.py", """
+        import torch
+
+        def generate(model, prompt_ids, max_new_tokens, *, temperature=1.0):
+            return torch.multinomial(torch.softmax(prompt_ids.float(), -1), 1)
+    """),
+    "get_batch-numpy-is-fine": ("data.py", """
+        import numpy as np
+        import torch
+
+        def get_batch(dataset, batch_size, context_length, device="cpu"):
+            w = torch.from_numpy(np.stack([np.asarray(dataset[:context_length + 1], dtype=np.int64)] * batch_size))
+            return w[:, :-1].to(device), w[:, 1:].to(device)
+    """),
+    # ---------------------------------------------------------------- ways around the list
+    "grading-time-environment-check": ("attention.py", """
+        import os
+        import torch
+
+        def softmax(x, dim):
+            if os.environ.get("MINILM_GRADING"):  # flag: 6.1
+                return torch.softmax(x, dim)  # flag: 6.1
+            e = torch.exp(x - x.amax(dim, keepdim=True))
+            return e / e.sum(dim, keepdim=True)
+
+        def scaled_dot_product_attention(q, k, v, mask=None):
+            return softmax(q @ k.transpose(-2, -1), -1) @ v
+    """),
+    "exec-at-module-level": ("attention.py", """
+        import torch
+
+        exec("def softmax(x, dim): return x")  # flag: 6.1 6.2 6.3
+    """),
+    "exec-in-a-task": ("attention.py", """
+        def scaled_dot_product_attention(q, k, v, mask=None):
+            return eval("q")  # flag: 6.2
+    """),
+    "importlib": ("rmsnorm.py", """
+        import importlib  # flag: 3.1 3.2
+
+        def rms_norm(x, weight, eps=1e-5):
+            return importlib.import_module("torch").nn.functional.rms_norm(x, x.shape[-1:], weight, eps)  # flag: 3.1
+    """),
+    "dunder-import-and-sys-modules": ("linear.py", """
+        from sys import modules  # flag: 1.1 1.2
+
+        def linear(x, weight):
+            return __import__("torch").matmul(x, weight.T)  # flag: 1.1
+    """),
+    "open-a-file": ("data.py", """
+        import numpy as np
+
+        def get_batch(dataset, batch_size, context_length, device="cpu"):
+            dataset.tofile("dataset.bin")  # flag: 9.1
+            with open("answers.txt") as f:  # flag: 9.1
+                return np.load(f)  # flag: 9.1
+    """),
+    "patching-torch": ("linear.py", """
+        import torch
+
+        torch.allclose = lambda *a, **k: True  # flag: 1.1 1.2
+
+        def linear(x, weight):
+            setattr(torch.nn.functional, "linear", None)  # flag: 1.1
+            return x @ weight.T
+    """),
+    "computed-names-and-dunders": ("embedding.py", """
+        import torch
+
+        def embedding(token_ids, weight):
+            f = vars(torch)["embedding"]  # flag: 2.1
+            g = torch.__dict__  # flag: 2.1
+            return getattr(token_ids, "__class__")  # flag: 2.1
+    """),
+    "oracles-star-imports-and-helpers-of-other-modules": ("swiglu.py", """
+        from minilm import oracles  # flag: 4.1 4.2 4.3
+        from torch.nn.functional import *  # flag: 4.1 4.2 4.3
+        from .linear import Linear, linear
+        from .linear import _shortcut  # flag: 4.1 4.2 4.3
+    """),
+    "private-torch-module": ("rope.py", """
+        import torch
+
+        def rope(x, token_positions, theta=10000.0):
+            return torch._VF.stack([x])  # flag: 5.1
+    """),
+}
+
+
+def _expected(source: str) -> set[tuple[str, int]]:
+    return {(task, n) for n, line in enumerate(source.splitlines(), 1)
+            for task in (re.search(r"# flag: ([\d. ]+)$", line) or [None, ""])[1].split()}
+
+
+@pytest.mark.parametrize("name", CORPUS)
+def test_shortcut_is_flagged_for_exactly_its_tasks(name):
+    file, source = CORPUS[name]
+    source = textwrap.dedent(source).lstrip("\n")
+    found = rules.scan(source, f"minilm/{file}")
+    module = file.removesuffix(".py")
+    assert set(found) == {t.id for t in tasks.TASKS if t.module == module}
+    got = {(v.task, v.line) for vs in found.values() for v in vs}
+    messages = "\n".join(v.message for vs in found.values() for v in vs)
+    assert got == _expected(source), messages
+
+
+def test_message_format():
+    source = "import torch\n\n\ndef softmax(x, dim):\n    return torch.softmax(x, dim)\n"
+    [v] = rules.scan(source, "minilm/attention.py")["6.1"]
+    assert (v.task, v.file, v.line, v.what) == ("6.1", "minilm/attention.py", 5, "torch.softmax")
+    assert v.message == ("Task 6.1: your softmax calls torch.softmax (minilm/attention.py:5); "
+                         "build it from exp and sum")
+
+
+def test_syntax_error_is_reported_with_file_and_line():
+    source = "import torch\n\n\ndef softmax(x, dim):\n    return (x\n\ndef f(:\n"
+    found = rules.scan(source, "minilm/attention.py")
+    assert set(found) == {"6.1", "6.2", "6.3"}
+    for task_id, [v] in found.items():
+        assert v.message.startswith(f"Task {task_id}: your module has a syntax error")
+        assert re.search(r"\(minilm/attention\.py:\d+\)", v.message), v.message
+    assert rules.scan(b"\x00", "minilm/linear.py")["1.1"][0].what.startswith("a syntax error")
+
+
+def test_every_forbidden_family_exists_and_task_names_are_unique():
+    for t in tasks.TASKS:
+        for family, advice in t.forbidden:
+            assert family in tasks.BUILTINS and advice, t.id
+    names = [(t.module, n) for t in tasks.TASKS for n in t.names]
+    assert len(names) == len(set(names))
+
+
+@pytest.mark.parametrize("task", [pytest.param(t, marks=pytest.mark.task(t.id), id=t.id) for t in tasks.TASKS])
+def test_your_code_follows_the_from_scratch_rule(task):
+    """Your code (the reference with --impl solutions) calls no built-in the task forbids."""
+    broken = rules.violations_for(task.id)
+    assert not broken, "\n".join(v.message for v in broken)
+
+
+@pytest.mark.slow
+def test_a_shortcut_fails_the_check_and_the_tests_with_one_line(tmp_path):
+    """Through the real code path: a copy of the project whose attention.py calls torch.softmax."""
+    root = tasks.ROOT
+    for name in ("minilm", "tests"):
+        shutil.copytree(root / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__", ".hypothesis"))
+    for name in ("conftest.py", "pyproject.toml"):
+        shutil.copy(root / name, tmp_path / name)
+    (tmp_path / "minilm" / "attention.py").write_text(textwrap.dedent("""\
+        import torch
+
+
+        def softmax(x, dim):
+            return torch.softmax(x, dim)
+    """), encoding="utf-8")
+    line = ("Task 6.1: your softmax calls torch.softmax (minilm/attention.py:5); build it from exp and sum")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONWARNINGS": "ignore", "COLUMNS": "300"}
+    env.pop("MINILM_IMPL", None)
+
+    check = subprocess.run([sys.executable, "-m", "minilm", "check", "6.1"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=300)
+    assert check.returncode == 1 and check.stdout.strip() == f"✗ {line}", check.stdout + check.stderr
+
+    tests = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests/test_attention.py", "--task", "6.1", "-q", "-rf", "-p", "no:xdist",
+         "-p", "no:nbval", "-p", "no:randomly", "-o", "console_output_style=classic"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    failures = re.findall(r"^FAILED \S+ - (.*)$", tests.stdout, flags=re.M)
+    assert failures and " passed" not in tests.stdout.splitlines()[-1], tests.stdout[-3000:]
+    assert all(message == line for message in failures), failures
