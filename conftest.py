@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,7 @@ def pytest_configure(config):
     impl = config.getoption("--impl")
     if impl:
         os.environ["MINILM_IMPL"] = impl  # read lazily by minilm, and inherited by nbval's kernels
+    _share_the_cores(config)
     # Stored notebook outputs never hold progress bars or warnings' temp paths.
     # The same kernel environment the stored outputs were made in (solutions/notebooks.py):
     # progress bars off and, on offline course machines, the local tiktoken and data copies.
@@ -59,6 +61,21 @@ def pytest_configure(config):
             opt.nbval_sanitize_with = str(ROOT / "notebooks" / "sanitize.cfg")
         if opt.nbval_cell_timeout == 2000:  # nbval's default: far too long for a course cell
             opt.nbval_cell_timeout = 300
+
+
+def _share_the_cores(config) -> None:
+    """In an xdist worker (-n N): torch threads = cores // N, for the worker and everything it
+    starts (notebook kernels, training runs, inner pytest runs), unless OMP_NUM_THREADS is set.
+    By default every process takes a thread per core, and N workers' OpenMP threads (and their
+    kernels') then fight over the cores: a small model's forward pass, 13 ms alone, took 20× as
+    long on a busy 2-core machine."""
+    workers = getattr(config, "workerinput", {}).get("workercount")
+    if not workers or os.environ.get("OMP_NUM_THREADS"):
+        return
+    threads = max(1, (os.cpu_count() or 1) // int(workers))
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    if "torch" in sys.modules:  # already imported (by a conftest): its pool may already be sized
+        sys.modules["torch"].set_num_threads(threads)
 
 
 def _item_tasks(item) -> set[str]:
