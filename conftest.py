@@ -61,6 +61,12 @@ def pytest_configure(config):
             opt.nbval_sanitize_with = str(ROOT / "notebooks" / "sanitize.cfg")
         if opt.nbval_cell_timeout == 2000:  # nbval's default: far too long for a course cell
             opt.nbval_cell_timeout = 300
+    # pytest-xdist's --dist loadscope hands out modules (and notebooks) largest test count first,
+    # which leaves the few-test, long-running modules (grading, benchmarks, training runs) for
+    # the end, one worker busy and the other idle. The order of pytest_collection_modifyitems
+    # below (modules with slow tests first) is used instead.
+    if hasattr(opt, "loadscopereorder"):
+        opt.loadscopereorder = False
 
 
 def _share_the_cores(config) -> None:
@@ -87,13 +93,29 @@ def _item_tasks(item) -> set[str]:
 
 def pytest_collection_modifyitems(config, items):
     wanted = set(config.getoption("--task"))
-    if not wanted:
-        return
-    for task_id in wanted:
-        tasks.get(task_id)  # a typo gets the list of real ids
-    keep = [i for i in items if _item_tasks(i) & wanted]
-    config.hook.pytest_deselected(items=[i for i in items if i not in keep])
-    items[:] = keep
+    if wanted:
+        for task_id in wanted:
+            tasks.get(task_id)  # a typo gets the list of real ids
+        keep = [i for i in items if _item_tasks(i) & wanted]
+        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+        items[:] = keep
+    if hasattr(config, "workerinput"):  # an xdist worker: the order its controller hands out scopes in
+        items[:] = slow_scopes_first(items)
+
+
+def _is_slow(item) -> bool:
+    return item.get_closest_marker("slow") is not None or item.get_closest_marker("browser") is not None
+
+
+def slow_scopes_first(items: list) -> list:
+    """Items grouped by xdist's loadscope scope (the node id up to its last "::": a module, a
+    class or a notebook), scopes with the most slow (or browser) tests first, the rest in
+    collection order. Starting the long runs first keeps both workers busy to the end."""
+    scopes: dict[str, list] = {}
+    for item in items:
+        scopes.setdefault(item.nodeid.rsplit("::", 1)[0], []).append(item)
+    order = sorted(scopes.values(), key=lambda group: -sum(map(_is_slow, group)))  # stable
+    return [item for group in order for item in group]
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -46,6 +46,7 @@ def quick(tmp_path_factory):
     return json.loads(out.read_text(encoding="utf-8")), proc.stdout
 
 
+@pytest.mark.slow  # the quick run: minutes
 def test_quick_training_rows(quick):
     results, stdout = quick
     rows = results["training"]
@@ -69,6 +70,7 @@ def test_quick_training_rows(quick):
     assert "Training step" in stdout and "Targets" in stdout
 
 
+@pytest.mark.slow  # the quick run: minutes
 def test_quick_generation_rows(quick):
     rows = quick[0]["generation"]
     assert [r["new_tokens"] for r in rows] == [64, 256, 512]
@@ -77,6 +79,7 @@ def test_quick_generation_rows(quick):
         assert math.isclose(r["speedup"], r["cached_tokens_per_s"] / r["uncached_tokens_per_s"])
 
 
+@pytest.mark.slow  # the quick run: minutes
 def test_quick_tooling_and_targets(quick):
     results, stdout = quick
     t = results["tooling"]

@@ -106,6 +106,7 @@ def test_classroom_workflow_grades_every_task_with_its_points(release):
     assert reporter["env"] == {f"{i.upper()}_RESULTS": f"${{{{steps.{i}.outputs.result}}}}" for i in ids}
 
 
+@pytest.mark.slow  # the student edition's suite, in a subprocess
 def test_release_tests_fail_in_stub_mode_with_the_todo_lines(release):
     # Not the browser test or the slow ones: the outer suite runs them (the browser test in stub
     # mode too) on the same files, and here the browser test would start Chromium and JupyterLab
