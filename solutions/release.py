@@ -6,7 +6,8 @@
 The release holds minilm/ (the stubs and the provided modules, the grader included),
 notebooks/ with the reference's stored outputs, the visible tests/, the root conftest.py,
 README.md, environment.yml, a pyproject.toml that no longer mentions `solutions`, a
-.gitignore, and a GitHub Classroom autograding workflow generated from the task registry.
+.gitignore, and a GitHub Actions workflow (.github/workflows/grade.yml) generated from the task
+registry that runs the visible checks on every push.
 It never holds solutions/ or the grader's hidden inputs: before it returns, every file written is
 searched for the reference's solution lines and the hidden inputs' lines, and any found fails
 the release (non-zero exit, naming the file and the leaked line).
@@ -30,9 +31,11 @@ SOLUTIONS = ROOT / "solutions"
 HIDDEN = SOLUTIONS / "probe_cases.py"  # the grader's hidden inputs
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", ".pytest_cache", ".hypothesis",
                                 "*.egg-info")
-GITIGNORE_EXTRA = ["/grades/"]  # what `python -m minilm.grade` writes by default
-WORKFLOW = Path(".github/workflows/classroom.yml")
+GITIGNORE_EXTRA = ["/grades/", "/feedback/"]  # what `python -m minilm.grade` and the visible checks write
+WORKFLOW = Path(".github/workflows/grade.yml")
 CPU_TORCH = "https://download.pytorch.org/whl/cpu"
+TORCH = "torch==2.13.0"  # pinned, from the CPU index: the same build everywhere, no multi-GB CUDA wheels
+FEEDBACK = "feedback"  # the folder the workflow uploads
 MIN_LEAK_CHARS = 12  # shorter lines ("return x", "else:") say nothing about a solution
 # Hidden tests share single lines with any test (`@pytest.fixture(autouse=True)`), so their
 # text counts as leaked when this many significant lines in a row appear in a release file.
@@ -156,39 +159,41 @@ def rewrite_pyproject(text: str) -> str:
     return text
 
 
-def classroom_workflow() -> str:
-    """GitHub Classroom autograding: one graded step per task, then the reporter.
+def check_command() -> str:
+    """The workflow's grading command: every task's visible check, ids from the registry."""
+    ids = " ".join(t.id for t in tasks.TASKS)
+    return (f"python -m minilm check {ids} --markdown {FEEDBACK}/visible-checks.md "
+            f"--json-out {FEEDBACK}/visible-checks.json")
 
-    Each step runs the task's visible tests and its notebook under nbval (`pytest --task ID`).
-    The grade itself needs the reference and runs on the instructor's side (python -m
-    minilm.grade). The file is JSON, which is also valid YAML, so it can be checked without a
-    YAML parser."""
+
+def grade_workflow() -> str:
+    """GitHub Actions for a student's repository: on every push, the visible checks of every
+    task (`python -m minilm check`, what the notebooks' check cells run), with CPU PyTorch and
+    pip's cache; the per-task table goes to the run's summary and the feedback Markdown is
+    uploaded as an artifact. It has no reference and no hidden inputs: grades are decided on
+    the instructor's side. The file is JSON, which is also valid YAML, so it can be checked
+    without a YAML parser."""
     steps = [
-        {"name": "Checkout code", "uses": "actions/checkout@v4"},
-        {"name": "Set up Python", "uses": "actions/setup-python@v5", "with": {"python-version": "3.11"}},
+        {"name": "Check out", "uses": "actions/checkout@v4"},
+        {"name": "Set up Python", "uses": "actions/setup-python@v5",
+         "with": {"python-version": "3.11", "cache": "pip", "cache-dependency-path": "pyproject.toml"}},
         {"name": "Install the course (CPU PyTorch)",
-         "run": f"python -m pip install torch --index-url {CPU_TORCH}\npython -m pip install -e \".[dev]\""},
+         "run": f"python -m pip install {TORCH} --index-url {CPU_TORCH}\npython -m pip install -e \".[dev]\""},
+        {"name": "Where you stand", "run": "python -m minilm status"},
+        {"name": "Visible checks, every task", "id": "checks", "run": check_command()},
+        {"name": "Per-task table", "if": "always()",
+         "run": f'if [ -f {FEEDBACK}/visible-checks.md ]; then cat {FEEDBACK}/visible-checks.md >> "$GITHUB_STEP_SUMMARY"; fi'},
+        {"name": "Upload the feedback", "if": "always()", "uses": "actions/upload-artifact@v4",
+         "with": {"name": "minilm-feedback", "path": f"{FEEDBACK}/", "if-no-files-found": "warn"}},
     ]
-    ids = []
-    for task in tasks.TASKS:
-        step_id = "task-" + task.id.replace(".", "-")
-        ids.append(step_id)
-        command = f"python -m pytest --task {task.id} tests notebooks -q -p no:cacheprovider"
-        steps.append({"name": f"Task {task.id}: {task.title}", "id": step_id,
-                      "uses": "education/autograding-command-grader@v1",
-                      "with": {"test-name": f"Task {task.id}: {task.title}", "setup-command": "",
-                               "command": command, "timeout": 15, "max-score": task.points}})
-    steps.append({"name": "Autograding Reporter", "uses": "education/autograding-grader-action@v1",
-                  "env": {f"{i.upper()}_RESULTS": f"${{{{steps.{i}.outputs.result}}}}" for i in ids},
-                  "with": {"runners": ",".join(ids)}})
     workflow = {
-        "name": "Autograding Tests",
-        "on": ["push", "repository_dispatch"],
-        "permissions": {"checks": "write", "actions": "read", "contents": "read"},
-        "jobs": {"run-autograding-tests": {"runs-on": "ubuntu-latest",
-                                           "if": "github.actor != 'github-classroom[bot]'", "steps": steps}},
+        "name": "minilm visible checks",
+        "on": ["push", "workflow_dispatch"],
+        "permissions": {"contents": "read"},
+        "jobs": {"checks": {"runs-on": "ubuntu-latest", "timeout-minutes": 30, "steps": steps}},
     }
-    header = ("# Generated by `python -m solutions.release` from minilm/tasks.py: one graded step per task.\n"
+    header = ("# Generated by `python -m solutions.release` from minilm/tasks.py: the visible checks of every task.\n"
+              "# Your grade is decided by your instructor's grader, on hidden inputs as well.\n"
               "# Written as JSON, which is valid YAML.\n")
     return header + json.dumps(workflow, indent=2, ensure_ascii=False) + "\n"
 
@@ -219,7 +224,7 @@ def write_release(out: Path, regenerate: bool = False) -> list[Path]:
     (out / ".gitignore").write_text("\n".join([*ignore, *[e for e in GITIGNORE_EXTRA if e not in ignore]]) + "\n",
                                     encoding="utf-8")
     (out / WORKFLOW).parent.mkdir(parents=True)
-    (out / WORKFLOW).write_text(classroom_workflow(), encoding="utf-8")
+    (out / WORKFLOW).write_text(grade_workflow(), encoding="utf-8")
     problems = leaks(out)
     if problems:
         raise ReleaseError("the release leaks solution or hidden-test text:\n  " + "\n  ".join(problems[:50]))

@@ -88,9 +88,16 @@ def test_import_minilm_loads_torch_only_on_first_use(impl):
     assert r.stdout.split() == ["False", "True"], "import minilm must not import torch until a name is used"
 
 
+# The grader's trusted side compares with the reference, so it alone reaches for solutions (and
+# refuses to grade without it); nothing a student runs does.
+GRADER_TRUSTED_SIDE = {"judge.py"}
+
+
 def test_minilm_never_imports_solutions_outside_the_switch():
     for path in (ROOT / "minilm").rglob("*.py"):
         if path.name == "__init__.py" and path.parent.name == "minilm":
+            continue
+        if path.parent.name == "grading" and path.name in GRADER_TRUSTED_SIDE:
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
@@ -152,6 +159,7 @@ def test_readme_lists_every_from_scratch_rule():
     assert {i for i in listed if i[0].isdigit()} <= {t.id for t in tasks.TASKS if t.forbidden}
 
 
+@pytest.mark.skipif(not (ROOT / ".ci" / "run").exists(), reason="the student edition ships no CI script")
 def test_ci_runs_the_readme_test_command():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 from minilm import tasks
-from minilm.grading import judge, notebooks, reports, sandbox
+from minilm.grading import judge, lms, notebooks, reports, sandbox
 from minilm.grading.submissions import GradeError, Submission, SubmissionError, resolve, safe_name
 
 PROG = "python -m minilm.grade"
@@ -124,35 +124,41 @@ def build_workspace(plan: Plan, sub: Submission, ws: Path, cases: dict) -> None:
 def grade_one(plan: Plan, sub: Submission, slot: int) -> dict:
     t0 = time.monotonic()
     home = plan.scratch / f"s{slot}"
-    ws, out = home / "ws", home / "out"
+    # Each sandboxed run gets a results folder of its own: the notebooks' run (which imports the
+    # submission again) never sees, let alone rewrites, the worker's outputs.
+    ws, out, nb_out = home / "ws", home / "out", home / "nbval-out"
     ws.mkdir(parents=True)
     out.mkdir()
+    nb_out.mkdir()
     seed = plan.seed if plan.seed is not None else secrets.randbits(62)
     case_sets = {t: judge.make_cases(t, seed if plan.hidden else None) for t in plan.task_ids}
     build_workspace(plan, sub, ws, {"tasks": plan.task_ids, "cases": {t: c for t, (c, _) in case_sets.items()}})
     box = plan.box
     box.prepare(ws, out, slot)
-    env = box.env({"MINILM_IMPL": "minilm", "TQDM_DISABLE": "1", "PYTHONWARNINGS": "ignore::DeprecationWarning"}, ws, out)
+    box.prepare(ws, nb_out, slot)
+    extra = {"MINILM_IMPL": "minilm", "TQDM_DISABLE": "1", "PYTHONWARNINGS": "ignore::DeprecationWarning"}
     inside_ws = str(ws) if box.unsandboxed else sandbox.WS
-    inside_out = str(out) if box.unsandboxed else sandbox.OUT
     problems = []
     per_task = plan.cell_timeout
+    inside_out = str(out) if box.unsandboxed else sandbox.OUT
     worker = sandbox.run(box, ("-m", "minilm.grading.worker", f"{inside_ws}/cases.pt", inside_out, f"{per_task:g}"),
-                         ws, out, env, slot, timeout=min(plan.timeout, 60 + per_task * len(plan.task_ids)),
-                         log=home / "worker.log")
+                         ws, out, box.env(extra, ws, out), slot,
+                         timeout=min(plan.timeout, 60 + per_task * len(plan.task_ids)), log=home / "worker.log")
     if worker.returncode is None:
         problems.append("your code ran over the time limit while the grader's inputs were run")
     stems = list(plan.notebooks)
     xdist = ["-n", str(plan.workers), "--dist", "loadscope"] if plan.workers > 1 else ["-p", "no:xdist"]
+    inside_nb_out = str(nb_out) if box.unsandboxed else sandbox.OUT
     nbval = sandbox.run(box, ("-m", "pytest", "-p", "no:cacheprovider", "-p", "minilm.grading.notebooks", "-q",
-                                     "--color=no", *[f"notebooks/{s}.ipynb" for s in stems],
-                                     f"--nbval-cell-timeout={plan.cell_timeout:g}", f"--junitxml={inside_out}/nbval.xml",
-                                     *xdist),
-                        ws, out, env, slot, timeout=max(1.0, plan.timeout - worker.seconds), log=home / "nbval.log")
+                              "--color=no", *[f"notebooks/{s}.ipynb" for s in stems],
+                              f"--nbval-cell-timeout={plan.cell_timeout:g}", f"--junitxml={inside_nb_out}/nbval.xml",
+                              *xdist),
+                        ws, nb_out, box.env(extra, ws, nb_out), slot, timeout=max(1.0, plan.timeout - worker.seconds),
+                        log=home / "nbval.log")
     if nbval.returncode is None:
         problems.append(f"the notebooks ran over the {plan.timeout:g}-second limit for one submission")
     # Every sandboxed process is dead now: read what they left, as data.
-    cells = notebooks.parse_junit(out / "nbval.xml")
+    cells = notebooks.parse_junit(nb_out / "nbval.xml")
     rules = _rules(sub)
     by_task = {}
     for task_id in plan.task_ids:
@@ -164,7 +170,7 @@ def grade_one(plan: Plan, sub: Submission, slot: int) -> dict:
         broken_rule = rules.get(task_id, [])
         ok = verdict.ok and not broken_rule and all(c.status == "passed" for c in mine)
         by_task[task_id] = {"points": task.points if ok else 0, "max": task.points, "message": verdict.message,
-                            "mistake": verdict.mistake, "hidden_failed": verdict.hidden, "rules": broken_rule,
+                            "mistake": verdict.mistake, "hidden_failed": verdict.hidden, "matched": verdict.ok, "rules": broken_rule,
                             "cells": [dataclasses.asdict(c) for c in mine]}
     if not plan.hidden:
         problems.append("graded without hidden inputs (--no-hidden): notebook inputs only")
@@ -190,7 +196,7 @@ def _rules(sub: Submission) -> dict[str, list[str]]:
 
 def failed_submission(name: str, source: str, why: str, plan: Plan) -> dict:
     by_task = {t: {"points": 0, "max": tasks.get(t).points, "message": why, "mistake": None, "hidden_failed": False,
-                   "rules": [], "cells": []} for t in plan.task_ids}
+                   "matched": False, "rules": [], "cells": []} for t in plan.task_ids}
     return {"student": name, "source": source, "total": 0, "max": plan.max_points, "unsandboxed": plan.box.unsandboxed,
             "tasks": by_task, "notes": [why], "problems": [], "seconds": 0.0}
 
@@ -218,6 +224,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-hidden", action="store_true", help="only the notebook's inputs, no hidden ones")
     p.add_argument("--require-all", action="store_true", help="exit 1 unless every graded task earned its points")
     p.add_argument("--keep", action="store_true", help="keep the workspaces and logs (printed at the end)")
+    p.add_argument("--lms", choices=lms.LMS, help="also write gradebook-<LMS>.csv for an LMS import (needs --roster)")
+    p.add_argument("--roster", type=Path, metavar="CSV",
+                   help="with --lms: a CSV with columns submission,lms_id (and optionally name, section, sis_id, sis_login)")
     p.add_argument("--seed", type=int, help=argparse.SUPPRESS)  # tests: a fixed hidden seed
     return p
 
@@ -231,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
             tasks.get(t)
         except ValueError as e:
             parser().error(str(e))
+    if (args.lms is None) != (args.roster is None):
+        parser().error("--lms and --roster go together: --lms canvas|moodle --roster ROSTER.csv")
     if not judge.reference_available():
         print("grade: grading needs the reference implementation (solutions/), which only the instructor's "
               "edition has. To see where you stand, run `python -m minilm status`.", file=sys.stderr)
@@ -258,6 +269,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _grade_all(args, box: sandbox.Sandbox, scratch: Path) -> int:
     plan, notes = make_plan(args, box, scratch)
+    try:  # a bad roster is one line before any grading, and nothing is written
+        roster = lms.read_roster(args.roster) if args.lms else None
+    except lms.RosterError as e:
+        raise GradeError(str(e)) from None
+    out_existed = args.out.exists()
     try:  # fail before any grading, with one line, when the results cannot be written
         args.out.mkdir(parents=True, exist_ok=True)
         probe = args.out / f".write-test-{os.getpid()}"
@@ -284,6 +300,16 @@ def _grade_all(args, box: sandbox.Sandbox, scratch: Path) -> int:
         else:
             sub.name = name
             subs.append(sub)
+    if roster is not None:
+        try:
+            lms.check_submissions(roster, names, args.roster)
+        except lms.RosterError as e:
+            if not out_existed:
+                try:
+                    args.out.rmdir()  # the empty folder made above, and only if still empty
+                except OSError:
+                    pass
+            raise GradeError(str(e)) from None
     jobs = max(1, args.jobs)
     concurrent_subs = max(1, min(len(subs), jobs))
     plan.workers = args.workers or max(1, jobs // concurrent_subs)
@@ -307,6 +333,12 @@ def _grade_all(args, box: sandbox.Sandbox, scratch: Path) -> int:
     ordered = [results[n] for n in names]
     reports.write(args.out, plan, ordered)
     print(f"grade: wrote {args.out / 'grades.csv'}, {args.out / 'grades.json'} and {args.out / 'feedback'}/")
+    if roster is not None:
+        book = args.out / f"gradebook-{args.lms}.csv"
+        absent = lms.write(book, args.lms, plan.task_ids, ordered, roster)
+        print(f"grade: wrote {book} ({len(roster)} students)")
+        if absent:
+            print(f"grade: no submission, 0 points: {', '.join(absent)}")
     if args.require_all and any(r["total"] < r["max"] for r in ordered):
         for r in ordered:
             if r["total"] < r["max"]:

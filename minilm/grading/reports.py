@@ -17,6 +17,33 @@ UNSANDBOXED = "UNSANDBOXED: graded without a sandbox (--no-sandbox); these point
 MAX_FEEDBACK_CHARS = 20_000
 
 
+def task_lines(r: dict, hidden: bool = True) -> list[str]:
+    """One task's feedback lines, from the grader's own messages: the from-scratch rules it
+    broke, the comparison's verdict with the named mistake, the check cells that failed.
+
+    With hidden=False, what a student may see before grades are published: the comparison's
+    verdict only when it failed on the notebook's inputs, else "passed" for those, so nothing
+    decided on a hidden input shows, neither a failure nor a pass."""
+    lines = [f"from scratch: {rule}" for rule in r["rules"]]
+    if not hidden and (r.get("hidden_failed") or r.get("matched")):
+        lines.append("the notebook's inputs: passed")
+    else:
+        lines.append(r["message"])
+        if r["mistake"]:
+            lines.append(f"recognized mistake: `{r['mistake']}`")
+    for c in r["cells"]:
+        if c["status"] != "passed":
+            lines.append(f"check cell `notebooks/{c['notebook']}.ipynb`, code cell {c['number']}: {c['status']}")
+    return lines
+
+
+def visible_ok(r: dict) -> bool:
+    """Whether a task passed everything a student can see: its rules, the notebook's inputs and
+    its check cells (its points may still be lost on a hidden input)."""
+    return r["points"] == r["max"] or (bool(r.get("hidden_failed")) and not r["rules"]
+                                       and all(c["status"] == "passed" for c in r["cells"]))
+
+
 def feedback(result: dict) -> str:
     lines = [UNSANDBOXED, ""] if result.get("unsandboxed") else []
     lines += [f"# minilm grade: {result['student']}", "", f"**{result['total']} / {result['max']} points**", ""]
@@ -30,14 +57,7 @@ def feedback(result: dict) -> str:
             continue
         task = tasks.get(task_id)
         lines += [f"## Task {task_id}: {task.title} (`{task.function}` in `{task.file}`)", ""]
-        for rule in r["rules"]:
-            lines.append(f"- from scratch: {rule}")
-        lines.append(f"- {r['message']}")
-        if r["mistake"]:
-            lines.append(f"- recognized mistake: `{r['mistake']}`")
-        for c in r["cells"]:
-            if c["status"] != "passed":
-                lines.append(f"- check cell `notebooks/{c['notebook']}.ipynb`, code cell {c['number']}: {c['status']}")
+        lines += [f"- {line}" for line in task_lines(r)]
         lines.append("")
     if result["notes"] or result["problems"]:
         lines += ["## About your files", "", *[f"- {p}" for p in result["notes"] + result["problems"]], ""]

@@ -34,7 +34,7 @@ NOTEBOOKS = ["01_linear", "03_rmsnorm"]
 POINTS = {t: tasks.get(t).points for t in ("1.1", "1.2", "3.1", "3.2")}
 P11, P12, P31, P32 = POINTS.values()
 ALL = sum(POINTS.values())
-CELL_TIMEOUT = 15  # seconds: far above any of these cells' or tasks' real run time, short enough for a hang
+CELL_TIMEOUT = 20  # seconds: far above any of these cells' or tasks' real run time, short enough for a hang
 
 needs_bwrap = pytest.mark.skipif(sandbox.bwrap_path() is None,
                                  reason="bubblewrap (bwrap) is missing or cannot create namespaces here")
@@ -247,6 +247,12 @@ _Big = type("A" * 5000, (Exception,), {{}})
 
 
 def copies_and_sabotages(victim: Path) -> dict[str, str]:
+    """The two attacks below on the stubs."""
+    copy, sabotage = copy_and_sabotage_code(victim)
+    return {"linear": append(stub("linear"), copy), "rmsnorm": prepend(stub("rmsnorm"), sabotage)}
+
+
+def copy_and_sabotage_code(victim: Path) -> tuple[str, str]:
     """Reads a classmate's submission (from its folder, and from every grading workspace it can
     find) and uses it; overwrites the classmate's files and workspaces with stubs."""
     copy = f"""import glob as _glob
@@ -274,11 +280,11 @@ def _sabotage():
             pass
 _sabotage()
 """
-    return {"linear": append(stub("linear"), copy), "rmsnorm": prepend(stub("rmsnorm"), sabotage)}
+    return copy, sabotage
 
 
-def poisoner() -> dict[str, str]:
-    """Appends forging code to the course's own files (a template later submissions start from)."""
+def poison_code() -> str:
+    """Code that appends forging code to the course's own files (a template later submissions start from)."""
     forged = "\nimport minilm.checks as _c\n_c.run = lambda t: _c.Verdict(t, 'pass', 'ok')\n"
     poison = f"""import glob as _glob
 for _p in [*_glob.glob({str(ROOT / "minilm" / "*.py")!r}), *_glob.glob({str(ROOT / "minilm" / "grading" / "*.py")!r}),
@@ -290,7 +296,7 @@ for _p in [*_glob.glob({str(ROOT / "minilm" / "*.py")!r}), *_glob.glob({str(ROOT
     except OSError:
         pass
 """
-    return {"linear": prepend(stub("linear"), poison)}
+    return poison
 
 
 def daemon_crash_network_memory(out: Path, port: int) -> dict[str, str]:
@@ -322,12 +328,12 @@ try:
 except OSError:
     pass
 """
-    rms = prepend(reference("rmsnorm"), network)
+    rms = reference("rmsnorm")
     body = re.search(r"# BEGIN SOLUTION 3\.1\n(.*?)\s*# END SOLUTION", rms, re.S).group(1)
     rms = replace_region(rms, "3.1", "_ = torch.ones(2**30)\n" + "\n".join(line[4:] for line in body.splitlines()))
     rms = replace_region(rms, "3.2", "xf = x.float()\nreturn (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) "
                                      "+ self.eps) * self.weight.float()).to(x.dtype)", occurrence=1)
-    return {"linear": prepend(reference("linear"), daemon + "_os._exit(7)\n"), "rmsnorm": rms}
+    return {"linear": prepend(reference("linear"), daemon + network + "_os._exit(7)\n"), "rmsnorm": rms}
 
 
 def bad_files(root: Path) -> Path:
@@ -363,6 +369,22 @@ def zip_bomb(root: Path) -> Path:
     return path
 
 
+def shortcuts() -> dict[str, dict[str, str]]:
+    """The built-ins instead of the work (the from-scratch rule): behind an alias, a computed
+    getattr, torch.ops.aten only at grading time, and the provided oracles. Their outputs are
+    right; the tasks that shortcut earn 0, the others their points."""
+    linear, rms = reference("linear"), reference("rmsnorm")
+    aliased = replace_region(linear.replace("import torch\n", "import torch\nimport torch.nn.functional as G\n", 1),
+                             "1.1", "return G.linear(x, weight)")
+    computed = replace_region(rms, "3.1", 'return getattr(torch.nn.functional, "rms" + "_norm")(x, (x.shape[-1],), weight, eps)')
+    at_grading = replace_region(linear.replace("import torch\n", "import torch\nimport os\n", 1), "1.1",
+                                'return torch.ops.aten.linear(x, weight) if os.environ.get("MINILM_RESULTS") else x @ weight.T')
+    oracle = replace_region(rms.replace("import torch\n", "import torch\nfrom minilm import oracles\n", 1), "3.1",
+                            "return oracles.rms_norm(x, weight, eps)")
+    return {"builtins_behind_aliases": {"linear": aliased, "rmsnorm": computed},
+            "grading_time_and_oracles": {"linear": at_grading, "rmsnorm": oracle}}
+
+
 def build_batch(tmp: Path, out: Path, port: int) -> dict[str, tuple[Path, int]]:
     """name → (submission, the exact points it must get on 01_linear + 03_rmsnorm). Attacks share
     a submission where they sit in different modules, to keep the batch short."""
@@ -374,14 +396,15 @@ def build_batch(tmp: Path, out: Path, port: int) -> dict[str, tuple[Path, int]]:
 
     # First, so that later submissions would inherit its poison.
     reader = reads_answers_and_exfiltrates()
-    add("poisons_reads_answers_exfiltrates", 0, linear=prepend(reader["linear"], poisoner()["linear"].split(FUTURE, 1)[1]
-                                                                 .split("\n\n", 1)[0] + "\n"), rmsnorm=reader["rmsnorm"])
+    add("poisons_reads_answers_exfiltrates", 0, linear=prepend(reader["linear"], poison_code()), rmsnorm=reader["rmsnorm"])
     add("reference", ALL, linear=reference("linear"), rmsnorm=reference("rmsnorm"))
     add("partial", P11 + P12 + P31, linear=reference("linear"), rmsnorm=keep_only("rmsnorm", {"3.1"}))
-    forged, copier = forger(), copies_and_sabotages(batch["reference"][0])
-    add("forges_copies_sabotages", 0, linear=append(forged["linear"], copier["linear"].split("\n\n", 1)[1]),
-        rmsnorm=prepend(forged["rmsnorm"], copier["rmsnorm"].split(FUTURE, 1)[1].split("\n\n", 1)[0] + "\n"))
+    forged, (copy, sabotage) = forger(), copy_and_sabotage_code(batch["reference"][0])
+    add("forges_copies_sabotages", 0, linear=append(forged["linear"], copy), rmsnorm=prepend(forged["rmsnorm"], sabotage))
     add("always_equal_and_hangs", P32, **always_equal_and_hangs())
+    cut = shortcuts()
+    add("builtins_behind_aliases", P12 + P32, **cut["builtins_behind_aliases"])
+    add("grading_time_and_oracles", P12, **cut["grading_time_and_oracles"])
     add("daemon_crash_network_memory", P32, **daemon_crash_network_memory(out, port))
     batch["bad_files"] = (bad_files(tmp), P11 + P12)
     batch["bomb-main"] = (zip_bomb(tmp), P11 + P12)
@@ -443,7 +466,8 @@ def batch(tmp_path_factory):
 
 
 BATCH = ["poisons_reads_answers_exfiltrates", "reference", "partial", "forges_copies_sabotages", "always_equal_and_hangs",
-         "daemon_crash_network_memory", "bad_files", "bomb-main", "corrupt", "friend"]
+         "builtins_behind_aliases", "grading_time_and_oracles", "daemon_crash_network_memory", "bad_files", "bomb-main",
+         "corrupt", "friend"]
 
 
 @needs_bwrap
@@ -492,8 +516,12 @@ def test_feedback_is_the_graders_own_words(batch):
     assert "NaN" in equal["1.2"]["message"], equal["1.2"]
     assert "did not finish" in equal["3.1"]["message"], equal["3.1"]
     crash = results["daemon_crash_network_memory"]["tasks"]
-    assert "did not finish" in crash["1.1"]["message"] and "raised MemoryError" in crash["3.1"]["message"], crash
-    assert "raised an exception" in results["poisons_reads_answers_exfiltrates"]["tasks"]["3.1"]["message"]
+    assert "did not finish" in crash["1.1"]["message"] and "raised RuntimeError" in crash["3.1"]["message"], crash
+    reader = results["poisons_reads_answers_exfiltrates"]["tasks"]
+    assert "raised an exception" in reader["3.1"]["message"]
+    # In the sandbox the reader and the copier found nothing to run: their own code is what was judged.
+    assert reader["1.1"]["message"] == tasks.get("1.1").todo_message(), reader["1.1"]
+    assert "matches the reference" not in results["forges_copies_sabotages"]["tasks"]["1.1"]["message"]
     bad = feedback("bad_files")
     for line in ("minilm/rmsnorm.py:", "syntax error", "minilm/swiglu.py is not UTF-8", "minilm/attention.py is missing",
                  "minilm/embedding.py is a symlink", "minilm/rope.py is 1,073,741,824 bytes"):
@@ -501,6 +529,11 @@ def test_feedback_is_the_graders_own_words(batch):
     assert "minilm/rmsnorm.py unpacks to over" in feedback("bomb-main") or "over the" in feedback("bomb-main")
     assert "not a readable zip archive" in feedback("corrupt")
     assert "sandbox: bwrap" in batch["stdout"]
+    aliases = feedback("builtins_behind_aliases")
+    assert "from scratch: Task 1.1: your linear calls torch.nn.functional.linear (minilm/linear.py:" in aliases, aliases
+    assert "from scratch: Task 3.1: your rms_norm calls getattr with a computed name (minilm/rmsnorm.py:" in aliases
+    late = feedback("grading_time_and_oracles")
+    assert "calls os.environ.get (minilm/linear.py:" in late and "imports minilm.oracles (minilm/rmsnorm.py:" in late
     assert not any(line.startswith(reports.UNSANDBOXED) for line in feedback("reference").splitlines())
 
 
@@ -659,13 +692,29 @@ def test_dockerfile_runs_the_grader_as_the_container_mode_expects():
 
 @pytest.mark.slow
 def test_the_attacks_are_real_without_a_sandbox(tmp_path):
-    # The same reader and copier, graded with --no-sandbox: they take the reference's and a
-    # classmate's linear and earn 1.1's points. In the sandbox (the batch above) they get 0.
+    # The same reader and copier, graded with --no-sandbox: they get hold of the reference's and a
+    # classmate's linear, whose outputs then match. (The from-scratch rule still refuses their
+    # open and exec, so they earn nothing even here; in the sandbox they find nothing at all.)
     victim = submission(tmp_path / "subs", "victim", linear=reference("linear"))
     reader = submission(tmp_path / "subs", "reader", linear=reads_answers_and_exfiltrates()["linear"])
     copier = submission(tmp_path / "subs", "copier", linear=copies_and_sabotages(victim)["linear"])
     r = run_grade(str(victim), str(reader), str(copier), "--tasks", "1.1", "--no-sandbox", "--jobs", "2",
                   "--out", str(tmp_path / "out"), "--cell-timeout", "60")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    got = {s["student"]: s["total"] for s in json.loads((tmp_path / "out" / "grades.json").read_text())["students"]}
-    assert got == {"victim": P11, "reader": P11, "copier": P11}, got
+    got = {s["student"]: s["tasks"]["1.1"] for s in json.loads((tmp_path / "out" / "grades.json").read_text())["students"]}
+    for name in ("victim", "reader", "copier"):
+        assert got[name]["message"].startswith("linear matches the reference"), got[name]
+    assert got["victim"]["points"] == P11 and got["reader"]["points"] == got["copier"]["points"] == 0
+    assert got["reader"]["rules"] and got["copier"]["rules"], got
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_the_reference_gets_full_points_on_the_data_notebooks(tmp_path):
+    # 09-11 read the tokenizer's files and Tiny Shakespeare: offline, from the local copies the
+    # grader binds read-only into the sandbox (TIKTOKEN_CACHE_DIR, MINILM_TINYSHAKESPEARE).
+    sub = submission(tmp_path, "reference", **{m: reference(m) for m in tasks.EXERCISE_MODULES})
+    r = run_grade(str(sub), "--notebooks", "09", "10", "11", "--jobs", "2", "--out", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    result = json.loads((tmp_path / "out" / "grades.json").read_text(encoding="utf-8"))["students"][0]
+    assert result["total"] == result["max"] == sum(t.points for t in tasks.TASKS if t.notebook[10:12] in ("09", "10", "11"))

@@ -1,11 +1,13 @@
-"""The student edition (solutions/release.py): no solution text, no hidden tests, a Classroom
-workflow that matches the registry, and a test suite that runs in stub mode as students see it."""
+"""The student edition (solutions/release.py): no solution text, no hidden tests, a GitHub
+Actions workflow that runs the registry's visible checks (and runs here, step by step), and a
+test suite that runs in stub mode as students see it."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -15,9 +17,6 @@ import pytest
 
 from minilm import tasks
 from solutions import release as rel
-
-COMMAND_GRADER = "education/autograding-command-grader@v1"
-REPORTER = "education/autograding-grader-action@v1"
 
 
 @pytest.fixture(scope="module")
@@ -86,24 +85,65 @@ def load_workflow(path: Path) -> dict:
     return data
 
 
-def test_classroom_workflow_grades_every_task_with_its_points(release):
+def workflow_steps(release: Path) -> list[dict]:
     wf = load_workflow(release / rel.WORKFLOW)
-    steps = wf["jobs"]["run-autograding-tests"]["steps"]
+    assert set(wf["on"]) >= {"push"}
+    return wf["jobs"]["checks"]["steps"]
+
+
+def test_workflow_runs_every_tasks_visible_check_with_cpu_torch_and_pip_cache(release):
+    assert rel.WORKFLOW.as_posix() == ".github/workflows/grade.yml"
+    assert not (release / ".github" / "workflows" / "classroom.yml").exists()
+    text = (release / rel.WORKFLOW).read_text(encoding="utf-8")
+    assert "education/" not in text and "autograding" not in text  # GitHub Classroom's actions are gone
+    steps = workflow_steps(release)
     uses = [s.get("uses", "") for s in steps]
-    assert uses[0].startswith("actions/checkout@") and uses[1].startswith("actions/setup-python@")
-    assert steps[1]["with"]["python-version"] == "3.11"
-    assert "download.pytorch.org/whl/cpu" in steps[2]["run"] and '-e ".[dev]"' in steps[2]["run"]
-    graded = [s for s in steps if s.get("uses") == COMMAND_GRADER]
-    assert [s["with"]["max-score"] for s in graded] == [t.points for t in tasks.TASKS]
-    for step, task in zip(graded, tasks.TASKS):
-        w = step["with"]
-        assert w["test-name"].startswith(f"Task {task.id}:") and w["timeout"] > 0
-        assert w["command"] == f"python -m pytest --task {task.id} tests notebooks -q -p no:cacheprovider"
-    reporter = steps[-1]
-    assert reporter["uses"] == REPORTER
-    ids = [s["id"] for s in graded]
-    assert reporter["with"]["runners"].split(",") == ids
-    assert reporter["env"] == {f"{i.upper()}_RESULTS": f"${{{{steps.{i}.outputs.result}}}}" for i in ids}
+    assert uses[0].startswith("actions/checkout@")
+    setup = steps[1]
+    assert setup["uses"].startswith("actions/setup-python@")
+    assert setup["with"]["python-version"] == "3.11" and setup["with"]["cache"] == "pip"
+    assert (release / setup["with"]["cache-dependency-path"]).is_file()
+    install = steps[2]["run"]
+    assert f"{rel.TORCH} --index-url {rel.CPU_TORCH}" in install and '-e ".[dev]"' in install
+    check = next(s for s in steps if s.get("id") == "checks")
+    argv = check["run"].split()
+    assert argv[:4] == ["python", "-m", "minilm", "check"]
+    ids = argv[4:argv.index("--markdown")]
+    assert ids == [t.id for t in tasks.TASKS]  # every task of the registry, in order, nothing else
+    summary = next(s for s in steps if "GITHUB_STEP_SUMMARY" in s.get("run", ""))
+    upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@"))
+    assert summary["if"] == "always()" and upload["if"] == "always()"
+    assert upload["with"]["path"] == f"{rel.FEEDBACK}/"
+    assert steps.index(check) < steps.index(summary) < steps.index(upload)
+
+
+def test_workflow_steps_run_in_the_release_as_on_github(release, tmp_path):
+    """Every step after the install, run here as GitHub runs it (bash -e), in a copy of the
+    release with the student's environment: stubs everywhere, so every task is not yet done."""
+    repo = tmp_path / "repo"
+    shutil.copytree(release, repo)
+    summary = tmp_path / "step-summary.md"
+    env = {**student_env(repo), "GITHUB_STEP_SUMMARY": str(summary)}
+    results = {}
+    for step in workflow_steps(repo)[3:]:
+        if "run" in step:
+            r = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], cwd=repo,
+                               env=env, capture_output=True, text=True, timeout=600)
+            results[step["name"]] = r
+    status, check, table = results.values()
+    assert status.returncode == 0 and f"0/{len(tasks.TASKS)} tasks done" in status.stdout, status.stdout
+    assert check.returncode == 1, check.stdout + check.stderr  # tasks not done: the check step fails, as it should
+    assert table.returncode == 0, table.stderr
+    text = summary.read_text(encoding="utf-8")
+    for task in tasks.TASKS:
+        assert f"| {task.id} | {task.title} | 0/{task.points} | … not yet |" in text, task.id
+    total = sum(t.points for t in tasks.TASKS)
+    assert f"**0 / {total} points**" in text
+    verdicts = json.loads((repo / rel.FEEDBACK / "visible-checks.json").read_text(encoding="utf-8"))
+    assert [v["task"] for v in verdicts] == [t.id for t in tasks.TASKS]
+    assert all(v["status"] == "todo" for v in verdicts)
+    assert (repo / rel.FEEDBACK / "visible-checks.md").read_text(encoding="utf-8") == text
+    assert f"/{rel.FEEDBACK}/" in (release / ".gitignore").read_text(encoding="utf-8").splitlines()
 
 
 @pytest.mark.slow  # the student edition's suite, in a subprocess
