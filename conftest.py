@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,7 @@ def pytest_configure(config):
     impl = config.getoption("--impl")
     if impl:
         os.environ["MINILM_IMPL"] = impl  # read lazily by minilm, and inherited by nbval's kernels
+    _share_the_cores(config)
     # Stored notebook outputs never hold progress bars or warnings' temp paths.
     # The same kernel environment the stored outputs were made in (solutions/notebooks.py):
     # progress bars off and, on offline course machines, the local tiktoken and data copies.
@@ -59,6 +61,27 @@ def pytest_configure(config):
             opt.nbval_sanitize_with = str(ROOT / "notebooks" / "sanitize.cfg")
         if opt.nbval_cell_timeout == 2000:  # nbval's default: far too long for a course cell
             opt.nbval_cell_timeout = 300
+    # pytest-xdist's --dist loadscope hands out modules (and notebooks) largest test count first,
+    # which leaves the few-test, long-running modules (grading, benchmarks, training runs) for
+    # the end, one worker busy and the other idle. The order of pytest_collection_modifyitems
+    # below (modules with slow tests first) is used instead.
+    if hasattr(opt, "loadscopereorder"):
+        opt.loadscopereorder = False
+
+
+def _share_the_cores(config) -> None:
+    """In an xdist worker (-n N): torch threads = cores // N, for the worker and everything it
+    starts (notebook kernels, training runs, inner pytest runs), unless OMP_NUM_THREADS is set.
+    By default every process takes a thread per core, and N workers' OpenMP threads (and their
+    kernels') then fight over the cores: a small model's forward pass, 13 ms alone, took 20× as
+    long on a busy 2-core machine."""
+    workers = getattr(config, "workerinput", {}).get("workercount")
+    if not workers or os.environ.get("OMP_NUM_THREADS"):
+        return
+    threads = max(1, (os.cpu_count() or 1) // int(workers))
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    if "torch" in sys.modules:  # already imported (by a conftest): its pool may already be sized
+        sys.modules["torch"].set_num_threads(threads)
 
 
 def _item_tasks(item) -> set[str]:
@@ -70,13 +93,29 @@ def _item_tasks(item) -> set[str]:
 
 def pytest_collection_modifyitems(config, items):
     wanted = set(config.getoption("--task"))
-    if not wanted:
-        return
-    for task_id in wanted:
-        tasks.get(task_id)  # a typo gets the list of real ids
-    keep = [i for i in items if _item_tasks(i) & wanted]
-    config.hook.pytest_deselected(items=[i for i in items if i not in keep])
-    items[:] = keep
+    if wanted:
+        for task_id in wanted:
+            tasks.get(task_id)  # a typo gets the list of real ids
+        keep = [i for i in items if _item_tasks(i) & wanted]
+        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+        items[:] = keep
+    if hasattr(config, "workerinput"):  # an xdist worker: the order its controller hands out scopes in
+        items[:] = slow_scopes_first(items)
+
+
+def _is_slow(item) -> bool:
+    return item.get_closest_marker("slow") is not None or item.get_closest_marker("browser") is not None
+
+
+def slow_scopes_first(items: list) -> list:
+    """Items grouped by xdist's loadscope scope (the node id up to its last "::": a module, a
+    class or a notebook), scopes with the most slow (or browser) tests first, the rest in
+    collection order. Starting the long runs first keeps both workers busy to the end."""
+    scopes: dict[str, list] = {}
+    for item in items:
+        scopes.setdefault(item.nodeid.rsplit("::", 1)[0], []).append(item)
+    order = sorted(scopes.values(), key=lambda group: -sum(map(_is_slow, group)))  # stable
+    return [item for group in order for item in group]
 
 
 @pytest.hookimpl(hookwrapper=True)

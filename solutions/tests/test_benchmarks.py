@@ -47,6 +47,7 @@ def quick(tmp_path_factory):
     return json.loads(out.read_text(encoding="utf-8")), proc.stdout
 
 
+@pytest.mark.slow  # the quick run: minutes
 def test_quick_training_rows(quick):
     results, stdout = quick
     rows = results["training"]
@@ -70,6 +71,7 @@ def test_quick_training_rows(quick):
     assert "Training step" in stdout and "Targets" in stdout
 
 
+@pytest.mark.slow  # the quick run: minutes
 def test_quick_generation_rows(quick):
     rows = quick[0]["generation"]
     assert [r["new_tokens"] for r in rows] == [64, 256, 512]
@@ -78,15 +80,19 @@ def test_quick_generation_rows(quick):
         assert math.isclose(r["speedup"], r["cached_tokens_per_s"] / r["uncached_tokens_per_s"])
 
 
+@pytest.mark.slow  # the quick run: minutes
 def test_quick_tooling_and_targets(quick):
     results, stdout = quick
     t = results["tooling"]
     assert t["notebooks"] and t["nbval_s"] > 0 and t["grade_s"] > 0
     earned, out_of = map(int, t["grade_points"].split("/"))
     assert earned == out_of > 0, "the reference must earn every point of the notebooks graded"
-    assert 0 < t["import_s"] < t["import_and_torch_s"] and t["status_s"] > 0
+    assert t["import_s"] > 0 and t["import_and_torch_s"] > 0 and t["status_s"] > 0
     by_what = {row["what"]: row for row in results["targets"]}
     assert by_what["KV-cache speed-up at 512 new tokens"]["met"] == (results["generation"][-1]["speedup"] >= 5)
     assert by_what["grading one submission"]["met"] == (t["grade_s"] <= 150)
+    # Which import is faster is a figure of the benchmark (a busy machine can stall either), not
+    # asserted here; that `import minilm` leaves torch unloaded is test_course's import test.
+    assert by_what["import minilm (torch loaded on first use)"]["met"] == (t["import_s"] < t["import_and_torch_s"])
     for row in results["targets"]:
         assert ("met" if row["met"] else "MISSED") in stdout

@@ -146,10 +146,14 @@ def test_workflow_steps_run_in_the_release_as_on_github(release, tmp_path):
     assert f"/{rel.FEEDBACK}/" in (release / ".gitignore").read_text(encoding="utf-8").splitlines()
 
 
+@pytest.mark.slow  # the student edition's suite, in a subprocess
 def test_release_tests_fail_in_stub_mode_with_the_todo_lines(release):
+    # Not the browser test or the slow ones: the outer suite runs them (the browser test in stub
+    # mode too) on the same files, and here the browser test would start Chromium and JupyterLab
+    # (and on CI install them) a second time.
     r = subprocess.run(
         [sys.executable, "-m", "pytest", "tests", "-q", "-rfE", "--tb=line", "-p", "no:cacheprovider", "-p", "no:xdist",
-         "-o", "console_output_style=classic"],
+         "-m", "not browser and not slow", "-o", "console_output_style=classic"],
         cwd=release, env=student_env(release), capture_output=True, text=True, timeout=900)
     out = r.stdout
     assert r.returncode == 1, out[-3000:]  # tests failed; 2-4 would be an interrupted or broken run
