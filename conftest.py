@@ -51,6 +51,13 @@ def pytest_configure(config):
     for key, value in kernel_env().items():
         if key != "MINILM_IMPL":
             os.environ.setdefault(key, value)
+    # nbval's kernels start in notebooks/, where `import minilm` would go through pip's editable
+    # install: that is whichever checkout ran `pip install -e .` last, not necessarily this one.
+    # This checkout first on the path, for them and every command a test starts. (The grader
+    # builds its sandboxes' environments from scratch, so a submission still imports its own.)
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if str(ROOT) not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), *[p for p in paths if p]])
     # nbval, when installed: notebooks given to pytest are run in this Python and their outputs
     # compared with the stored ones (what graders do), through the committed sanitize rules.
     opt = config.option
