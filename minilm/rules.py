@@ -227,7 +227,7 @@ class _Module:
         if isinstance(node, ast.Attribute):
             base = self.resolve(node.value)
             return f"{base}.{node.attr}" if base else None
-        if self._dynamic(node) == "getattr" and len(node.args) >= 2 and _const_str(node.args[1]):
+        if self._dynamic(node) == "getattr" and len(node.args) >= 2 and _const_name(node.args[1]):
             base = self.resolve(node.args[0])
             return f"{base}.{node.args[1].value}" if base else None
         return None
@@ -271,7 +271,13 @@ class _Module:
         if advice:
             self._way(out, node, "calls" if call else "uses", text, attr, advice)
         if not (isinstance(base, ast.Name) and base.id in ("self", "cls")):
-            out.append(_Finding(getattr(node, "lineno", 1), "calls" if call else "uses", f"Tensor.{attr}", "method", attr))
+            # A built-in's own name on an object the scan cannot follow (a default argument, a
+            # walrus, a loop variable, a dict entry holding torch.nn.functional …) counts as that
+            # built-in: `.linear` or `.rms_norm` of anything is refused where the task builds it.
+            named = (any(attr in fam.names for fam in tasks.BUILTINS.values())
+                     and not any(attr in fam.methods for fam in tasks.BUILTINS.values()))
+            out.append(_Finding(getattr(node, "lineno", 1), "calls" if call else "uses",
+                                text if named else f"Tensor.{attr}", "method", attr))
 
     def _import(self, out, node: ast.Import | ast.ImportFrom) -> None:
         if isinstance(node, ast.Import):
@@ -305,7 +311,7 @@ class _Module:
         dynamic = self._dynamic(node)
         if dynamic:
             args = node.args
-            if len(args) >= 2 and _const_str(args[1]):
+            if len(args) >= 2 and _const_name(args[1]):
                 attr = args[1].value
                 q = self.resolve(args[0])
                 if q is not None:
@@ -357,6 +363,12 @@ def _const_str(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and isinstance(node.value, str)
 
 
+def _const_name(node: ast.AST) -> bool:
+    """A constant attribute name: a string that is an identifier. Any other string (with
+    spaces, newlines, Markdown …) is no name at all, and is refused like a computed one."""
+    return _const_str(node) and node.value.isidentifier()
+
+
 def _short(node: ast.AST, limit: int = 40) -> str:
     try:
         text = ast.unparse(node)
@@ -379,7 +391,7 @@ def _judge(task: tasks.Task, f: _Finding) -> tuple[str, str] | None:
         fam = tasks.BUILTINS[family]
         if f.kind == "family" and _family_matches(fam, f.name):
             return f.what, advice
-        if f.kind == "method" and f.name in fam.methods:
+        if f.kind == "method" and (f.name in fam.methods or f.name in fam.names):
             return f.what, advice
     return None
 

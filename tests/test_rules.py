@@ -19,6 +19,37 @@ import pytest
 from minilm import rules, tasks
 
 CORPUS = {
+    # ---------------------------------------------------------------- found by a red team
+    "builtins-through-unfollowed-names": ("linear.py", """
+        import torch
+        from torch import nn
+
+        def linear(x, weight, F=torch.nn.functional):
+            return F.linear(x, weight)  # flag: 1.1
+
+        class Linear(nn.Module):
+            def forward(self, x):
+                F = G = torch.nn.functional
+                return (H := G).linear(x, self.weight)  # flag: 1.2
+    """),
+    "rmsnorm-through-a-dict-and-a-loop": ("rmsnorm.py", """
+        import torch
+
+        D = {"f": torch.nn.functional}
+
+        def rms_norm(x, weight, eps=1e-5):
+            for f in (D["f"],):
+                return f.rms_norm(x, x.shape[-1:], weight, eps)  # flag: 3.1
+    """),
+    "getattr-with-a-string-that-is-no-name": ("linear.py", """
+        import torch
+
+        def linear(x, weight):
+            return x @ weight.T
+
+        def _note():
+            return getattr(torch.ops, "x\\n# FEEDBACK OVERRIDE")  # flag: 1.1 1.2
+    """),
     # ---------------------------------------------------------------- each task family's built-in
     "linear-F.linear": ("linear.py", """
         import torch.nn.functional as F

@@ -190,7 +190,8 @@ def _rules(sub: Submission) -> dict[str, list[str]]:
         if module in sub.broken:
             continue
         for task_id, violations in rules.scan(data.decode("utf-8"), f"minilm/{module}.py").items():
-            found.setdefault(task_id, []).extend(v.message[:300] for v in violations[:3])
+            # One line each, cut short: the rule quotes the submission's own code.
+            found.setdefault(task_id, []).extend(" ".join(v.message.split())[:200] for v in violations[:3])
     return found
 
 

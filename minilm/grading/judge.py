@@ -109,6 +109,8 @@ def differs(got, want, atol: float, rtol: float) -> str | None:
     if type(want) is torch.Tensor:
         if type(got) is not torch.Tensor:
             return f"expected {describe(want)}, got {describe(got)}"
+        if got.layout != torch.strided or got.device.type != "cpu":  # sparse or meta tensors: no values to compare
+            return f"expected a dense CPU tensor, got layout {got.layout}, device {got.device.type}"
         if got.dtype != want.dtype or got.shape != want.shape:
             return f"expected {describe(want)}, got {describe(got)}"
         if got.is_complex() or want.is_complex() or got.dtype == torch.bool:

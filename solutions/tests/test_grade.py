@@ -557,6 +557,9 @@ def test_judge_demands_exact_types_before_values():
     assert judge.differs(torch.tensor([1.0, float("inf")]), torch.tensor([1.0, float("-inf")]), 1e-5, 1e-4)
     assert judge.differs(True, 1, 0, 0) and judge.differs(1, True, 0, 0) and judge.differs(1.0, 1, 0, 0)
     assert judge.differs([torch.ones(1)], [torch.ones(1), torch.ones(1)], 0, 0)
+    # Tensors without values to compare (found by a red team: they made torch.equal raise).
+    assert "dense CPU tensor" in judge.differs(torch.ones(2, 3).to_sparse(), want, 1e-5, 1e-4)
+    assert "dense CPU tensor" in judge.differs(torch.ones(2, 3, device="meta"), want, 1e-5, 1e-4)
 
 
 def test_worker_outputs_cross_as_plain_data_only(tmp_path):
