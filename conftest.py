@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from minilm import tasks
+from minilm.course import tasks
 
 ROOT = Path(__file__).resolve().parent
 
@@ -46,7 +46,7 @@ def pytest_configure(config):
     # Stored notebook outputs never hold progress bars or warnings' temp paths.
     # The same kernel environment the stored outputs were made in (solutions/notebooks.py):
     # progress bars off and, on offline course machines, the local tiktoken and data copies.
-    from minilm.nbenv import kernel_env
+    from minilm.course.nbenv import kernel_env
 
     for key, value in kernel_env().items():
         if key != "MINILM_IMPL":
@@ -135,7 +135,7 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if call.excinfo is None or report.passed:
         return
-    from minilm.checks import todo_message
+    from minilm.course.checks import todo_message
 
     exc = call.excinfo.value
     todo = todo_message(exc)

@@ -14,7 +14,7 @@
    measured in the same rounds.
 2. Generation with and without the KV cache (minilm.generate, greedy), 64, 256 and 512 new tokens.
 3. Wall time of nbval over every notebook with the reference, and of grading one submission.
-4. Import time of minilm, and the time of `python -m minilm status`.
+4. Import time of minilm, and the time of `minilm status`.
 
 Timed things that are compared run interleaved, round after round, and their medians are
 compared, so a busy machine slows both alike. Nothing here is a pass/fail test: the targets
@@ -41,9 +41,9 @@ import torch
 import torch.nn.functional as F
 
 import minilm
-from minilm import tasks
-from minilm.nbenv import kernel_env
-from minilm.train import compile_or_eager
+from minilm.course import tasks
+from minilm.course.nbenv import kernel_env
+from minilm.course.train import compile_or_eager
 
 from solutions.bench_grade import reference_submission, sandbox_args, timed
 
@@ -295,7 +295,7 @@ def report(results: dict) -> str:
                 [f"grading one submission ({t['grade_points']} points)", f"{t['grade_s']:.1f} s"],
                 ["import minilm", f"{t['import_s'] * 1e3:.0f} ms"],
                 ["import minilm + first use (loads torch)", f"{t['import_and_torch_s'] * 1e3:.0f} ms"],
-                ["python -m minilm status (wall)", f"{t['status_s']:.2f} s"],
+                ["minilm status (wall)", f"{t['status_s']:.2f} s"],
                 ["python -c pass (interpreter start)", f"{t['python_startup_s']:.2f} s"]]
         parts += ["", "Course tooling, wall time", table(["what", "time"], rows)]
     if results["targets"]:

@@ -2,7 +2,7 @@
 (notebooks/06_attention.ipynb)."""
 
 # YOUR FILE: write the bodies that raise NotImplementedError (see the task ids below).
-# Generated from the reference by `python -m solutions.make_stubs`: the signatures,
+# Generated from the reference by `minilm stubs`: the signatures,
 # shape annotations and docstrings are the spec, and the validation calls are provided.
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from einops import rearrange
 from jaxtyping import Bool, Float, Int
 from torch import Tensor, nn
 
-from minilm.validate import check_divisible, check_last_dim, check_mask, check_positive_int, check_tensor
+from minilm.course.validate import check_divisible, check_last_dim, check_mask, check_positive_int, check_tensor
 
 from .linear import Linear
 from .rope import RotaryPositionalEmbedding

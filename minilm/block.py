@@ -1,7 +1,7 @@
 """Task 7: the pre-norm Transformer block (notebooks/07_block.ipynb)."""
 
 # YOUR FILE: write the bodies that raise NotImplementedError (see the task ids below).
-# Generated from the reference by `python -m solutions.make_stubs`: the signatures,
+# Generated from the reference by `minilm stubs`: the signatures,
 # shape annotations and docstrings are the spec, and the validation calls are provided.
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from minilm.validate import check_last_dim, check_positive_int
+from minilm.course.validate import check_last_dim, check_positive_int
 
 from .attention import MultiHeadSelfAttention
 from .rmsnorm import RMSNorm

@@ -1,7 +1,7 @@
 """Task 9: language-model batches from a long array of token ids (notebooks/09_data.ipynb)."""
 
 # YOUR FILE: write the bodies that raise NotImplementedError (see the task ids below).
-# Generated from the reference by `python -m solutions.make_stubs`: the signatures,
+# Generated from the reference by `minilm stubs`: the signatures,
 # shape annotations and docstrings are the spec, and the validation calls are provided.
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from minilm.validate import check_positive_int, check_token_array
+from minilm.course.validate import check_positive_int, check_token_array
 
 
 def get_batch(

@@ -1,7 +1,7 @@
 """Task 2: the token embedding (notebooks/02_embedding.ipynb)."""
 
 # YOUR FILE: write the bodies that raise NotImplementedError (see the task ids below).
-# Generated from the reference by `python -m solutions.make_stubs`: the signatures,
+# Generated from the reference by `minilm stubs`: the signatures,
 # shape annotations and docstrings are the spec, and the validation calls are provided.
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from minilm.validate import check_positive_int, check_token_ids
+from minilm.course.validate import check_positive_int, check_token_ids
 
 
 def embedding(token_ids: Int[Tensor, "..."], weight: Float[Tensor, "vocab d_model"]) -> Float[Tensor, "... d_model"]:

@@ -1,7 +1,7 @@
 """Task 1: the bias-free linear layer (notebooks/01_linear.ipynb)."""
 
 # YOUR FILE: write the bodies that raise NotImplementedError (see the task ids below).
-# Generated from the reference by `python -m solutions.make_stubs`: the signatures,
+# Generated from the reference by `minilm stubs`: the signatures,
 # shape annotations and docstrings are the spec, and the validation calls are provided.
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from minilm.validate import check_last_dim, check_positive_int
+from minilm.course.validate import check_last_dim, check_positive_int
 
 
 def linear(x: Float[Tensor, "... d_in"], weight: Float[Tensor, "d_out d_in"]) -> Float[Tensor, "... d_out"]:

@@ -1,7 +1,7 @@
 """Task 8: the Transformer language model (notebooks/08_model.ipynb)."""
 
 # YOUR FILE: write the bodies that raise NotImplementedError (see the task ids below).
-# Generated from the reference by `python -m solutions.make_stubs`: the signatures,
+# Generated from the reference by `minilm stubs`: the signatures,
 # shape annotations and docstrings are the spec, and the validation calls are provided.
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from minilm.validate import check_positive, check_positive_int, check_seq_len, check_token_ids
+from minilm.course.validate import check_positive, check_positive_int, check_seq_len, check_token_ids
 
 from .block import TransformerBlock
 from .embedding import Embedding

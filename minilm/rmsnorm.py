@@ -1,7 +1,7 @@
 """Task 3: RMSNorm (notebooks/03_rmsnorm.ipynb)."""
 
 # YOUR FILE: write the bodies that raise NotImplementedError (see the task ids below).
-# Generated from the reference by `python -m solutions.make_stubs`: the signatures,
+# Generated from the reference by `minilm stubs`: the signatures,
 # shape annotations and docstrings are the spec, and the validation calls are provided.
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from minilm.validate import check_last_dim, check_positive, check_positive_int
+from minilm.course.validate import check_last_dim, check_positive, check_positive_int
 
 
 def rms_norm(

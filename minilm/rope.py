@@ -1,7 +1,7 @@
 """Task 5: rotary positional embedding, RoPE (notebooks/05_rope.ipynb)."""
 
 # YOUR FILE: write the bodies that raise NotImplementedError (see the task ids below).
-# Generated from the reference by `python -m solutions.make_stubs`: the signatures,
+# Generated from the reference by `minilm stubs`: the signatures,
 # shape annotations and docstrings are the spec, and the validation calls are provided.
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from einops import rearrange
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from minilm.validate import check_broadcast, check_even, check_positions, check_positive, check_positive_int, check_tensor
+from minilm.course.validate import check_broadcast, check_even, check_positions, check_positive, check_positive_int, check_tensor
 
 
 def rope_angles(

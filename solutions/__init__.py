@@ -1,5 +1,5 @@
 """The reference implementation of minilm's exercises (instructors only).
 
 Same module names and API as `minilm`; the student stubs in `minilm/` are generated from
-these files by `python -m solutions.make_stubs`. Never shipped in a student release.
+these files by `minilm stubs`. Never shipped in a student release.
 """

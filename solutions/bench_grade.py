@@ -6,7 +6,7 @@
 Times, side by side on the same machine:
   plain  the instructor's own run: nbval over the notebooks (pytest-xdist, -n CORES) with the
          reference, then the reference on every task's probe inputs, notebook and hidden ones;
-  grade  `python -m minilm.grade` of a submission made of the reference's modules, --jobs CORES
+  grade  `minilm grade` of a submission made of the reference's modules, --jobs CORES
          (in the sandbox, with the worker's run and the trusted comparison).
 and prints both and their ratio (the target is at most 1.5). With --repeat, the runs alternate
 and the medians are compared, so a busy machine slows both alike.
@@ -25,17 +25,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from minilm import tasks
-from minilm.nbenv import kernel_env
+from minilm.course import tasks
+from minilm.course.nbenv import kernel_env
 
 ROOT = tasks.ROOT
-PROBES = ("from minilm import tasks; from minilm.grading import judge; "
+PROBES = ("from minilm.course import tasks; from minilm.course.grading import judge; "
           "[judge.expected(t, judge.make_cases(t, 1)[0]) for t in {ids!r}]")
 
 
 def reference_submission(dest: Path) -> Path:
     """A student folder whose exercise modules are the reference's (they import each other
-    relatively and import minilm.validate, so they work as minilm/<module>.py)."""
+    relatively and import minilm.course.validate, so they work as minilm/<module>.py)."""
     pkg = dest / "reference" / "minilm"
     pkg.mkdir(parents=True)
     for module in tasks.EXERCISE_MODULES:
@@ -45,7 +45,7 @@ def reference_submission(dest: Path) -> Path:
 
 def sandbox_args() -> list[str]:
     """Grade in the sandbox where one works here, else say so and grade without (timings only)."""
-    from minilm.grading import sandbox
+    from minilm.course.grading import sandbox
 
     try:
         sandbox.choose("auto")
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     plain, graded_s = statistics.median(plains), statistics.median(grades)
     print(f"{len(paths)} notebooks, {len(graded)} tasks, {args.cores} cores")
     print(f"plain nbval + probes:       {plain:.1f} s")
-    print(f"python -m minilm.grade:     {graded_s:.1f} s")
+    print(f"minilm grade:     {graded_s:.1f} s")
     print(f"ratio: {graded_s / plain:.2f} (target ≤ 1.50)")
     return 0
 

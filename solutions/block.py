@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from minilm.validate import check_last_dim, check_positive_int
+from minilm.course.validate import check_last_dim, check_positive_int
 
 from .attention import MultiHeadSelfAttention
 from .rmsnorm import RMSNorm

@@ -8,7 +8,7 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from minilm.validate import check_positive_int, check_token_array
+from minilm.course.validate import check_positive_int, check_token_array
 
 
 def get_batch(

@@ -6,7 +6,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from minilm.validate import check_positive_int, check_token_ids
+from minilm.course.validate import check_positive_int, check_token_ids
 
 
 def embedding(token_ids: Int[Tensor, "..."], weight: Float[Tensor, "vocab d_model"]) -> Float[Tensor, "... d_model"]:

@@ -1,11 +1,11 @@
-"""Write minilm/expected.pt: the reference's outputs on every check's fixed inputs, and the
+"""Write minilm/course/expected.pt: the reference's outputs on every check's fixed inputs, and the
 outputs of every mistake a check names (instructors only: never in the student edition).
 
-    python -m solutions.expected            # regenerate minilm/expected.pt (run after changing a check or the reference)
-    python -m solutions.expected --check    # exit 1 if the stored file differs from a fresh one
+    minilm expected            # regenerate minilm/course/expected.pt (run after changing a check or the reference)
+    minilm expected --check    # exit 1 if the stored file differs from a fresh one
 
-The checks (minilm/checks*.py) decide what is stored: each check runs in recording mode
-(`minilm.checks.record`) with `minilm` resolved to the reference, and every output it would
+The checks (minilm/course/checks*.py) decide what is stored: each check runs in recording mode
+(`minilm.course.checks.record`) with `minilm` resolved to the reference, and every output it would
 compare is kept under its probe's name. A check names mistakes by label; each label is then
 recorded the same way with that mistake patched into the reference: a catalogued mutant
 (solutions/mistakes.py, solutions/mistakes_training.py) of the same name, or one of the
@@ -25,7 +25,7 @@ import sys
 
 import torch
 
-from minilm import checks, tasks
+from minilm.course import checks, tasks
 from solutions import mistakes, oracles
 
 PATH = checks.EXPECTED_PATH
@@ -138,8 +138,8 @@ def filtered_probs(logits: torch.Tensor, temperature: float = 1.0, top_k: int | 
 
 
 def viz_data() -> dict:
-    """Data the pictures show: the exact sampling distributions of minilm/viz/generation.py."""
-    from minilm.viz import generation as vg
+    """Data the pictures show: the exact sampling distributions of minilm/course/viz/generation.py."""
+    from minilm.course.viz import generation as vg
 
     return {"sampling": {vg.setting_key(**s): filtered_probs(vg.EXAMPLE_LOGITS, **s) for s in vg.SAMPLING_SETTINGS}}
 
@@ -260,8 +260,8 @@ def load() -> dict:
     return torch.load(PATH, weights_only=True, map_location="cpu")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m solutions.expected", description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None, prog: str = "minilm expected") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare the stored file with a fresh one; write nothing")
     args = parser.parse_args(argv)
     fresh = generate()

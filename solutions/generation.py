@@ -8,7 +8,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from minilm.validate import check_integer, check_nonnegative, check_nonnegative_int, check_positive_int
+from minilm.course.validate import check_integer, check_nonnegative, check_nonnegative_int, check_positive_int
 
 
 class KVCache:

@@ -8,7 +8,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from minilm.validate import check_last_dim, check_positive_int
+from minilm.course.validate import check_last_dim, check_positive_int
 
 
 def linear(x: Float[Tensor, "... d_in"], weight: Float[Tensor, "d_out d_in"]) -> Float[Tensor, "... d_out"]:

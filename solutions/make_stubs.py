@@ -1,7 +1,7 @@
 """Generate the student stubs in minilm/ from the reference in solutions/.
 
-    python -m solutions.make_stubs           # rewrite minilm/<module>.py for every exercise module
-    python -m solutions.make_stubs --check   # exit 1 if any stub differs from what would be generated
+    minilm stubs           # rewrite minilm/<module>.py for every exercise module
+    minilm stubs --check   # exit 1 if any stub differs from what would be generated
 
 Signatures, shape annotations, docstrings and the provided validation calls are shared.
 Each region between `# BEGIN SOLUTION <task id>` and `# END SOLUTION` becomes one line,
@@ -16,7 +16,7 @@ import re
 import sys
 from pathlib import Path
 
-from minilm import tasks
+from minilm.course import tasks
 
 SOLUTIONS_DIR = Path(__file__).resolve().parent
 BEGIN = re.compile(r"^(?P<indent>\s*)# BEGIN SOLUTION (?P<task>\S+)\s*$")
@@ -25,7 +25,7 @@ DEF = re.compile(r"^(?P<indent>\s*)(?:async\s+)?(?:def|class)\s+(?P<name>\w+)")
 
 HEADER = (
     "# YOUR FILE: write the bodies that raise NotImplementedError (see the task ids below).\n"
-    "# Generated from the reference by `python -m solutions.make_stubs`: the signatures,\n"
+    "# Generated from the reference by `minilm stubs`: the signatures,\n"
     "# shape annotations and docstrings are the spec, and the validation calls are provided.\n"
 )
 
@@ -89,14 +89,14 @@ def drifted() -> list[Path]:
     return [p for p, text in expected_stubs().items() if not p.exists() or p.read_text(encoding="utf-8") != text]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m solutions.make_stubs", description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None, prog: str = "minilm stubs") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only report stubs that differ; write nothing")
     args = parser.parse_args(argv)
     if args.check:
         bad = drifted()
         for p in bad:
-            print(f"out of date: {p.relative_to(tasks.ROOT)} (run python -m solutions.make_stubs)")
+            print(f"out of date: {p.relative_to(tasks.ROOT)} (run minilm stubs)")
         return 1 if bad else 0
     for path, text in expected_stubs().items():
         if not path.exists() or path.read_text(encoding="utf-8") != text:

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import torch
 
-from minilm.validate import check_token_ids
+from minilm.course.validate import check_token_ids
 
 
 def _get_batch_not_shifted(dataset, batch_size, context_length, device="cpu"):

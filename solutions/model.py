@@ -6,7 +6,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from minilm.validate import check_positive, check_positive_int, check_seq_len, check_token_ids
+from minilm.course.validate import check_positive, check_positive_int, check_seq_len, check_token_ids
 
 from .block import TransformerBlock
 from .embedding import Embedding

@@ -1,7 +1,7 @@
 """Regenerate every notebook's stored outputs from the reference implementation.
 
-    python -m solutions.notebooks                 # all notebooks/NN_*.ipynb
-    python -m solutions.notebooks 05_rope 06      # some of them (by name or number prefix)
+    minilm notebooks                 # all notebooks/NN_*.ipynb
+    minilm notebooks 05_rope 06      # some of them (by name or number prefix)
 
 Runs each notebook top to bottom in a fresh kernel with MINILM_IMPL=solutions and progress
 bars off, then stores it with sequential execution counts and without widget state, so the
@@ -20,8 +20,8 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-from minilm.nbenv import kernel_env
-from minilm.tasks import ROOT
+from minilm.course.nbenv import kernel_env
+from minilm.course.tasks import ROOT
 
 NOTEBOOKS = ROOT / "notebooks"
 
@@ -63,8 +63,8 @@ def run(path: Path, timeout: int = 600) -> float:
     return elapsed
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m solutions.notebooks", description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None, prog: str = "minilm notebooks") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="*", help="names or number prefixes (default: all)")
     args = parser.parse_args(argv)
     os.environ["MINILM_IMPL"] = "solutions"

@@ -3,7 +3,7 @@
 `CASES[task](g, hidden)` draws one task's cases from the generator g: with hidden=False the
 notebook's own inputs (a fixed seed), with hidden=True the same kinds of input with other
 values plus shapes and settings the notebook does not show (a seed drawn per submission).
-The probes that run them, and what they collect, are in minilm/grading/probes.py.
+The probes that run them, and what they collect, are in minilm/course/grading/probes.py.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import torch
 
-from minilm.grading.probes import _int, _randn, attention_shapes, block_shapes, lm_shapes, weights
+from minilm.course.grading.probes import _int, _randn, attention_shapes, block_shapes, lm_shapes, weights
 
 CASES: dict[str, Callable[[torch.Generator, bool], list[dict]]] = {}
 

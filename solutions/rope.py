@@ -7,7 +7,7 @@ from einops import rearrange
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from minilm.validate import check_broadcast, check_even, check_positions, check_positive, check_positive_int, check_tensor
+from minilm.course.validate import check_broadcast, check_even, check_positions, check_positive, check_positive_int, check_tensor
 
 
 def rope_angles(

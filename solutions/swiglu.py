@@ -6,7 +6,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from minilm.validate import check_last_dim, check_positive_int, check_shape
+from minilm.course.validate import check_last_dim, check_positive_int, check_shape
 
 from .linear import Linear, linear
 

@@ -12,7 +12,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from minilm.validate import (
+from minilm.course.validate import (
     check_logits_targets,
     check_nonnegative,
     check_nonnegative_int,

@@ -27,7 +27,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from minilm.nbenv import kernel_env
+from minilm.course.nbenv import kernel_env
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CHROMIUM = "/usr/bin/chromium"

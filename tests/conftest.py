@@ -29,7 +29,7 @@ def _todo_message(item) -> str | None:
     for marker in item.iter_markers("task"):
         task_id = marker.args[0]
         if task_id not in _todo:
-            from minilm import checks, rules
+            from minilm.course import checks, rules
 
             broken = rules.violations_for(task_id)  # the "from scratch" rule, read from the source
             if broken:
@@ -45,7 +45,7 @@ def _todo_message(item) -> str | None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_call(item):
     """A test of a task that is still a stub, or whose code breaks the task's "from scratch"
-    rule (minilm/rules.py), fails at once with the task's one line, instead of running (and
+    rule (minilm/course/rules.py), fails at once with the task's one line, instead of running (and
     hypothesis shrinking) every example against a NotImplementedError or a forbidden built-in."""
     message = _todo_message(item)
     if message:

@@ -15,9 +15,9 @@ def randn(shape, seed: int, scale: float = 1.0, dtype=torch.float32) -> torch.Te
 
 
 def assert_check_passes(task_id: str) -> None:
-    """The task's check cell passes: your outputs match the reference's, stored in minilm/expected.pt,
+    """The task's check cell passes: your outputs match the reference's, stored in minilm/course/expected.pt,
     on the notebook's fixed inputs (and no known mistake is named)."""
-    from minilm import checks
+    from minilm.course import checks
 
     verdict = checks.run(task_id)
     assert verdict.ok, verdict.line

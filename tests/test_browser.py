@@ -21,7 +21,7 @@ import pytest
 from browser_helpers import (CHROMIUM_ARGS, ROOT, LabNotebook, LabServer, Unavailable, cell_index,
                              committed_notebook, ensure_browser, image_digest, output_dir, output_text, skip_reason,
                              stored_image_count)
-from minilm import checks, tasks
+from minilm.course import checks, tasks
 
 pytestmark = pytest.mark.browser
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from minilm import corpus
+from minilm.course import corpus
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 SHAKESPEARE = SHARED / "data" / "tinyshakespeare.txt"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import minilm
-from minilm import checks, tasks
+from minilm.course import checks, tasks
 
 ROOT = tasks.ROOT
 
@@ -118,7 +118,7 @@ def test_status_in_both_modes():
 
 
 def test_status_points_at_the_stub_line():
-    from minilm.__main__ import source_location
+    from minilm.course.cli import source_location
 
     for task in tasks.TASKS:
         path, line = source_location(task)

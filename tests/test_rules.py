@@ -1,4 +1,4 @@
-"""The "from scratch" rule (minilm/rules.py, rules in minilm/tasks.py): shortcut modules are
+"""The "from scratch" rule (minilm/course/rules.py, rules in minilm/course/tasks.py): shortcut modules are
 flagged for exactly the tasks they shortcut, at the right line, and a check of such code
 fails with the rule's one line.
 
@@ -16,7 +16,7 @@ import textwrap
 
 import pytest
 
-from minilm import rules, tasks
+from minilm.course import rules, tasks
 
 CORPUS = {
     # ---------------------------------------------------------------- found by a red team
@@ -298,7 +298,7 @@ CORPUS = {
             return getattr(token_ids, "__class__")  # flag: 2.1
     """),
     "oracles-star-imports-and-helpers-of-other-modules": ("swiglu.py", """
-        from minilm import oracles  # flag: 4.1 4.2 4.3
+        from minilm.course import oracles  # flag: 4.1 4.2 4.3
         from torch.nn.functional import *  # flag: 4.1 4.2 4.3
         from .linear import Linear, linear
         from .linear import _shortcut  # flag: 4.1 4.2 4.3

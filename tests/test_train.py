@@ -1,4 +1,4 @@
-"""`python -m minilm.train` end to end, in subprocesses, on the 3.8 KB TinyStories sample."""
+"""`minilm train` end to end, in subprocesses, on the 3.8 KB TinyStories sample."""
 
 import os
 import re
@@ -33,7 +33,7 @@ def _env(tmp_path):
     return env
 
 
-def _run(args, tmp_path, launcher=(sys.executable, "-m", "minilm.train"), timeout=180):
+def _run(args, tmp_path, launcher=(sys.executable, "-m", "minilm.course.train"), timeout=180):
     proc = subprocess.run([*launcher, *args], cwd=ROOT, env=_env(tmp_path), capture_output=True, text=True,
                           timeout=timeout)
     todo = re.search(r"NotImplementedError: (Task \S+ is not implemented yet[^\n]*)", proc.stderr)
@@ -80,7 +80,7 @@ def test_tiny_run_learns_checkpoints_and_resumes(tmp_path, tiny):
     (["--warmup", "50", "--steps", "10"], "--warmup must be smaller than --steps"),
 ])
 def test_bad_config_fails_before_any_work(tmp_path, capsys, bad, message, tiny):
-    from minilm import train  # in-process: validation runs before any data, model or process group
+    from minilm.course import train  # in-process: validation runs before any data, model or process group
 
     out = tmp_path / "run"
     with pytest.raises(SystemExit) as exit_info:
@@ -93,7 +93,7 @@ def test_bad_config_fails_before_any_work(tmp_path, capsys, bad, message, tiny):
 @pytest.mark.task("10.5")
 def test_torchrun_two_processes_stay_in_sync(tmp_path, tiny):
     launcher = (sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                "-m", "minilm.train")
+                "-m", "minilm.course.train")
     proc = _run([*tiny, "--steps", "20", "--out-dir", str(tmp_path / "ddp"), "--check-sync"], tmp_path,
                 launcher=launcher, timeout=240)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
@@ -118,7 +118,7 @@ def test_compile_trains_like_eager(tmp_path, tiny):
 
 
 def test_compile_falls_back_to_eager_with_one_line(monkeypatch):
-    from minilm import train
+    from minilm.course import train
 
     def no_compiler(fn):
         def compiled(*args):

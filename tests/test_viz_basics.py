@@ -1,4 +1,4 @@
-"""Tests for minilm/viz/basics.py: the pictures of notebooks 01–04."""
+"""Tests for minilm/course/viz/basics.py: the pictures of notebooks 01–04."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import minilm  # noqa: E402
-from minilm.viz import basics as viz  # noqa: E402
+from minilm.course.viz import basics as viz  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

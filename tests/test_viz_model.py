@@ -1,4 +1,4 @@
-"""Tests for minilm/viz/model.py: the pictures and tables of notebooks 07 (block) and 08 (model)."""
+"""Tests for minilm/course/viz/model.py: the pictures and tables of notebooks 07 (block) and 08 (model)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import minilm  # noqa: E402
-from minilm.checks_model import lm_parameter_count  # noqa: E402
-from minilm.viz import model as vm  # noqa: E402
+from minilm.course.checks_model import lm_parameter_count  # noqa: E402
+from minilm.course.viz import model as vm  # noqa: E402
 
 SEED = dict(vocab_size=1000, context_length=512, d_model=256, num_layers=4, d_ff=1024)
 

@@ -1,4 +1,4 @@
-"""Tests for minilm/viz/rope.py and minilm/viz/attention.py: the plots show the right data and
+"""Tests for minilm/course/viz/rope.py and minilm/course/viz/attention.py: the plots show the right data and
 the explorers react to their widgets (no browser: ipywidgets 8 runs observers synchronously)."""
 
 import math
@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import minilm
-from minilm.viz import attention as va
-from minilm.viz import rope as vr
+from minilm.course.viz import attention as va
+from minilm.course.viz import rope as vr
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

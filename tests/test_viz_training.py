@@ -1,4 +1,4 @@
-"""Tests for minilm/viz/data.py, training.py and generation.py: the pictures and helpers of
+"""Tests for minilm/course/viz/data.py, training.py and generation.py: the pictures and helpers of
 notebooks 09 (tokens and data), 10 (training) and 11 (generation)."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import minilm  # noqa: E402
-from minilm import corpus  # noqa: E402
-from minilm.viz import data as vd  # noqa: E402
-from minilm.viz import generation as vg  # noqa: E402
-from minilm.viz import training as vt  # noqa: E402
+from minilm.course import corpus  # noqa: E402
+from minilm.course.viz import data as vd  # noqa: E402
+from minilm.course.viz import generation as vg  # noqa: E402
+from minilm.course.viz import training as vt  # noqa: E402
 
 
 def _labelled(fig):

@@ -12,8 +12,8 @@ import sys
 import pytest
 import torch
 
-from minilm import tasks
-from minilm.checks_model import lm_parameter_count, lm_state_dict_keys
+from minilm.course import tasks
+from minilm.course.checks_model import lm_parameter_count, lm_state_dict_keys
 from benchmarks.builtins_model import BuiltinsLM
 
 ROOT = tasks.ROOT

@@ -1,9 +1,9 @@
-"""minilm/expected.pt, the reference's outputs the visible checks compare with, is exactly what
-`python -m solutions.expected` makes from the reference now (like test_stubs for the stubs)."""
+"""minilm/course/expected.pt, the reference's outputs the visible checks compare with, is exactly what
+`minilm expected` makes from the reference now (like test_stubs for the stubs)."""
 
 from __future__ import annotations
 
-from minilm import checks, tasks
+from minilm.course import checks, tasks
 from solutions import expected, mistakes
 
 MAX_BYTES = 400 * 1024
@@ -11,7 +11,7 @@ MAX_BYTES = 400 * 1024
 
 def test_stored_expectations_match_the_reference():
     problems = expected.differences(expected.generate(), expected.load())
-    assert not problems, "regenerate with `python -m solutions.expected`:\n  " + "\n  ".join(problems[:30])
+    assert not problems, "regenerate with `minilm expected`:\n  " + "\n  ".join(problems[:30])
 
 
 def test_the_file_is_small_plain_data():
@@ -35,4 +35,4 @@ def test_a_drifted_output_is_found():
     key = next(iter(stored["tasks"]["3.1"]["want"]))
     stored["tasks"]["3.1"]["want"][key] = stored["tasks"]["3.1"]["want"][key] + 1e-3
     assert any(key in p for p in expected.differences(fresh, stored))
-    assert tasks.ROOT / "minilm" / "expected.pt" == expected.PATH
+    assert tasks.COURSE_DIR / "expected.pt" == expected.PATH

@@ -1,4 +1,4 @@
-"""Where grades go (solutions/export.py, minilm/grading/gradescope.py, minilm/grading/lms.py):
+"""Where grades go (solutions/export.py, minilm/course/grading/gradescope.py, minilm/course/grading/lms.py):
 Gradescope's autograder bundle run as Gradescope runs it, Classroom 50's autograder run in a
 student edition, and the LMS gradebook, each with its bad inputs.
 
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from minilm import tasks
-from minilm.grading import gradescope, lms, reports
+from minilm.course import tasks
+from minilm.course.grading import gradescope, lms, reports
 from solutions import export
 from solutions import release as rel
 from solutions.tests.test_grade import needs_bwrap, reference, replace_region, stub
@@ -168,7 +168,7 @@ def unpack(bundle: Path, root: Path) -> Path:
 
 
 def run_autograder(root: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    from minilm.nbenv import kernel_env
+    from minilm.course.nbenv import kernel_env
 
     env = {**os.environ, **kernel_env(), "MINILM_AUTOGRADER_ROOT": str(root), "MINILM_PYTHON": sys.executable,
            "MINILM_GRADE_ARGS": "--tasks " + " ".join(TASK_IDS), "PYTHONWARNINGS": "ignore"}
@@ -206,7 +206,7 @@ def test_bundle_holds_the_course_and_its_hidden_inputs_and_checks_out(bundle):
     for name in export.EXECUTABLE:
         assert modes[name] & 0o111 and stat.S_ISREG(modes[name]), name
     for path in ("course/solutions/probe_cases.py", "course/solutions/mistakes.py", "course/solutions/linear.py",
-                 "course/minilm/grading/gradescope.py", "course/minilm/tasks.py", "course/notebooks/01_linear.ipynb",
+                 "course/minilm/course/grading/gradescope.py", "course/minilm/course/tasks.py", "course/notebooks/01_linear.ipynb",
                  "course/notebooks/sanitize.cfg", "course/pyproject.toml", "course/conftest.py"):
         assert path in names, path
     assert not [n for n in names if "/tests/" in n or "__pycache__" in n or n.endswith(".pyc")]
@@ -249,7 +249,7 @@ def test_a_damaged_unpacked_bundle_stops_with_one_line_and_no_results(bundle, tm
     r = run_autograder(root)
     assert r.returncode == 2, r.stdout + r.stderr
     assert r.stderr.strip() == ("autograder: the autograder bundle is corrupt: course/solutions/probe_cases.py differs "
-                                "from MANIFEST.json; rebuild it with `python -m solutions.export gradescope`")
+                                "from MANIFEST.json; rebuild it with `minilm export gradescope`")
     assert list((root / "results").iterdir()) == []
 
 
@@ -442,7 +442,7 @@ def test_gradebook_columns_for_canvas_and_moodle(tmp_path):
 
 
 def run_grade(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    from minilm.nbenv import kernel_env
+    from minilm.course.nbenv import kernel_env
 
     env = {**os.environ, **kernel_env(), "PYTHONWARNINGS": "ignore", "PYTHONPATH": str(ROOT)}
     env.pop("MINILM_IMPL", None)
@@ -506,7 +506,7 @@ def test_classroom50_bundle_is_readable_by_students_so_holds_nothing_secret(clas
 
 
 def run_classroom50(classroom50: Path, repo: Path, tmp_path: Path) -> tuple[subprocess.CompletedProcess, dict, str]:
-    from minilm.nbenv import kernel_env
+    from minilm.course.nbenv import kernel_env
 
     output = tmp_path / "github-output"
     output.write_text("")

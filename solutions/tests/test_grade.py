@@ -1,4 +1,4 @@
-"""The grader (minilm/grading/) against adversarial submissions: each gets exactly the points
+"""The grader (minilm/course/grading/) against adversarial submissions: each gets exactly the points
 its real work earns, in one batch graded with --jobs 2 in the bubblewrap sandbox.
 
 To keep the suite fast the batch is graded on two notebooks (01_linear and 03_rmsnorm: tasks
@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from minilm import tasks
-from minilm.grading import judge, notebooks, reports, sandbox, submissions
+from minilm.course import tasks
+from minilm.course.grading import judge, notebooks, reports, sandbox, submissions
 from solutions import make_stubs
 
 ROOT = tasks.ROOT
@@ -136,7 +136,7 @@ def forger() -> dict[str, str]:
     lines = "\n".join(expected_line(t) for t in POINTS)
     attack = f"""import threading as _th, time as _time, os as _os, torch as _torch
 print({lines!r})
-import minilm.checks as _checks
+import minilm.course.checks as _checks
 _checks.run = lambda task_id: _checks.Verdict(task_id, "pass", "ok")
 _torch.allclose = lambda *a, **k: True
 _torch.equal = lambda *a, **k: True
@@ -145,7 +145,7 @@ import torch.nn.functional as _F
 _F.linear = lambda x, w, b=None: _torch.zeros(*x.shape[:-1], w.shape[0])
 _F.rms_norm = lambda x, *a, **k: _torch.zeros_like(x)
 try:
-    import minilm.oracles as _o
+    import minilm.course.oracles as _o
     _o.rms_norm = lambda x, *a, **k: _torch.zeros_like(x)
 except Exception:
     pass
@@ -285,10 +285,10 @@ _sabotage()
 
 def poison_code() -> str:
     """Code that appends forging code to the course's own files (a template later submissions start from)."""
-    forged = "\nimport minilm.checks as _c\n_c.run = lambda t: _c.Verdict(t, 'pass', 'ok')\n"
+    forged = "\nimport minilm.course.checks as _c\n_c.run = lambda t: _c.Verdict(t, 'pass', 'ok')\n"
     poison = f"""import glob as _glob
 for _p in [*_glob.glob({str(ROOT / "minilm" / "*.py")!r}), *_glob.glob({str(ROOT / "minilm" / "grading" / "*.py")!r}),
-           {str(ROOT / "conftest.py")!r}, *_glob.glob("/ws/minilm/*.py"), *_glob.glob("/ws/minilm/grading/*.py"),
+           {str(ROOT / "conftest.py")!r}, *_glob.glob("/ws/minilm/*.py"), *_glob.glob("/ws/minilm/course/grading/*.py"),
            *_glob.glob("/tmp/minilm-grade-*/template/**/*.py", recursive=True)]:
     try:
         with open(_p, "a") as f:
@@ -533,7 +533,7 @@ def test_feedback_is_the_graders_own_words(batch):
     assert "from scratch: Task 1.1: your linear calls torch.nn.functional.linear (minilm/linear.py:" in aliases, aliases
     assert "from scratch: Task 3.1: your rms_norm calls getattr with a computed name (minilm/rmsnorm.py:" in aliases
     late = feedback("grading_time_and_oracles")
-    assert "calls os.environ.get (minilm/linear.py:" in late and "imports minilm.oracles (minilm/rmsnorm.py:" in late
+    assert "calls os.environ.get (minilm/linear.py:" in late and "imports minilm.course.oracles (minilm/rmsnorm.py:" in late
     assert not any(line.startswith(reports.UNSANDBOXED) for line in feedback("reference").splitlines())
 
 
@@ -580,7 +580,7 @@ def test_worker_outputs_cross_as_plain_data_only(tmp_path):
 def test_every_task_has_a_probe_that_the_reference_passes_and_each_mistake_fails():
     from solutions import mistakes
     from solutions.probe_cases import CASES
-    from minilm.grading import probes, worker
+    from minilm.course.grading import probes, worker
 
     assert set(probes.PROBES) == set(CASES) == set(tasks.BY_ID)
 

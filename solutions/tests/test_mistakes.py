@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from minilm import checks, tasks
+from minilm.course import checks, tasks
 from solutions import mistakes
 
 MUTANTS = mistakes.all_mutants()

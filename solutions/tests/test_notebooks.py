@@ -11,8 +11,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from minilm import tasks
-from minilm.nbenv import kernel_env
+from minilm.course import tasks
+from minilm.course.nbenv import kernel_env
 from solutions.notebooks import notebook_paths
 
 NOTEBOOKS = notebook_paths()
@@ -51,7 +51,7 @@ def test_every_notebook_is_there():
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_stored_outputs_are_clean(path):
     nb = _read(path)
-    assert "widgets" not in nb.metadata, "widget state is stored: regenerate with python -m solutions.notebooks"
+    assert "widgets" not in nb.metadata, "widget state is stored: regenerate with minilm notebooks"
     counts = [c.execution_count for c in nb.cells if c.cell_type == "code"]
     assert counts == list(range(1, len(counts) + 1)), "execution counts are not 1, 2, …: regenerate the notebook"
     for i, cell in enumerate(nb.cells):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from minilm import tasks
+from minilm.course import tasks
 from solutions import release as rel
 
 
@@ -28,7 +28,7 @@ def release(tmp_path_factory) -> Path:
 
 def student_env(release: Path) -> dict[str, str]:
     """A student's shell: the release's minilm first on the path, their own code selected."""
-    from minilm.nbenv import kernel_env
+    from minilm.course.nbenv import kernel_env
 
     # kernel_env: on offline course machines, the local tiktoken and data copies (a student downloads them).
     env = {**os.environ, **kernel_env(), "PYTHONPATH": str(release), "PYTHONWARNINGS": "ignore", "COLUMNS": "300"}
@@ -37,7 +37,7 @@ def student_env(release: Path) -> dict[str, str]:
 
 
 def test_release_has_the_student_files_and_nothing_secret(release):
-    for name in ("minilm/__init__.py", "minilm/tasks.py", "minilm/grade.py", "notebooks/sanitize.cfg", "tests",
+    for name in ("minilm/__init__.py", "minilm/course/tasks.py", "minilm/course/grading/cli.py", "notebooks/sanitize.cfg", "tests",
                  "conftest.py", "README.md", "environment.yml", "pyproject.toml", ".gitignore", rel.WORKFLOW):
         assert (release / name).exists(), name
     for module in tasks.EXERCISE_MODULES:
@@ -170,7 +170,7 @@ def test_the_grader_needs_the_reference_and_says_so(release, tmp_path):
     r = subprocess.run([sys.executable, "-m", "minilm.grade", ".", "--tasks", "3.1", "--out", str(tmp_path / "grades")],
                        cwd=release, env=student_env(release), capture_output=True, text=True, timeout=600)
     assert r.returncode == 2, r.stdout + r.stderr
-    assert "needs the reference implementation" in r.stderr and "python -m minilm status" in r.stderr
+    assert "needs the reference implementation" in r.stderr and "minilm status" in r.stderr
     assert not (tmp_path / "grades").exists()
 
 
@@ -192,11 +192,11 @@ def test_leak_check_names_provided_code_that_computes_a_task(release):
         problems = rel.leaks(release)
     finally:
         victim.unlink()
-    assert any(p.startswith("minilm/viz/helper.py:6: calls torch.nn.functional.scaled_dot_product_attention")
+    assert any(p.startswith("minilm/course/viz/helper.py:6: calls torch.nn.functional.scaled_dot_product_attention")
                for p in problems), problems
-    assert any(p.startswith("minilm/viz/helper.py:10: calls Tensor.softmax") for p in problems), problems
-    assert not any(p.startswith("minilm/viz/helper.py:14") for p in problems), problems
-    assert any(p.startswith("minilm/viz/helper.py:") and "pretty_rotation is a copy of solutions/oracles.py" in p
+    assert any(p.startswith("minilm/course/viz/helper.py:10: calls Tensor.softmax") for p in problems), problems
+    assert not any(p.startswith("minilm/course/viz/helper.py:14") for p in problems), problems
+    assert any(p.startswith("minilm/course/viz/helper.py:") and "pretty_rotation is a copy of solutions/oracles.py" in p
                for p in problems), problems
     assert rel.leaks(release) == []
 
@@ -206,7 +206,7 @@ def test_the_release_checks_name_every_catalogued_mistake(release):
     reference with each catalogued mistake patched in: each check fails and names the mistake."""
     script = (
         "import json, minilm\n"
-        "from minilm import checks\n"
+        "from minilm.course import checks\n"
         "from solutions import mistakes\n"
         "assert minilm.__file__.startswith(%r), minilm.__file__\n"
         "out = {}\n"

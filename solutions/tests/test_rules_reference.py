@@ -1,5 +1,5 @@
 """The reference and the stubs generated from it follow every task's "from scratch" rule
-(minilm/rules.py), and the registry's task regions match the reference's solution markers."""
+(minilm/course/rules.py), and the registry's task regions match the reference's solution markers."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import ast
 
 import pytest
 
-from minilm import rules, tasks
+from minilm.course import rules, tasks
 from solutions import make_stubs
 
 

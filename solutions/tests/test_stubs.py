@@ -10,18 +10,18 @@ import sys
 
 import pytest
 
-from minilm import tasks
+from minilm.course import tasks
 from solutions import make_stubs
 
 
 def test_stubs_are_in_sync_with_the_reference():
     stale = make_stubs.drifted()
-    assert not stale, f"regenerate with `python -m solutions.make_stubs`: {[str(p) for p in stale]}"
+    assert not stale, f"regenerate with `minilm stubs`: {[str(p) for p in stale]}"
 
 
 def test_generator_replaces_regions_and_keeps_the_rest():
     src = (
-        '"""Doc."""\n\nfrom minilm.validate import check_tensor\n\n\n'
+        '"""Doc."""\n\nfrom minilm.course.validate import check_tensor\n\n\n'
         "def rms_norm(x, weight, eps=1e-5):\n"
         '    """Spec."""\n'
         '    check_tensor(x, "x", "rms_norm")\n'

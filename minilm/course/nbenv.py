@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from minilm.tasks import ROOT
+from minilm.course.tasks import ROOT
 
 
 def kernel_env() -> dict[str, str]:

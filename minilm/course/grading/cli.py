@@ -1,11 +1,11 @@
 """Grade submissions: every point decided outside the submission's processes (instructors).
 
-    python -m minilm.grade alice/ bob.zip https://github.com/org/carol.git --out grades/
-    python -m minilm.grade subs/* --notebooks 01_linear 03_rmsnorm --tasks 1.1 3.1 --jobs 4
+    minilm grade alice/ bob.zip https://github.com/org/carol.git --out grades/
+    minilm grade subs/* --notebooks 01_linear 03_rmsnorm --tasks 1.1 3.1 --jobs 4
 
 A submission is a directory, a .zip or a git URL holding a `minilm` package (at the top or one
 folder down). Only its exercise modules are used. For each submission, in a sandbox of its own
-(see minilm/grading/sandbox.py) holding a fresh copy of the course's provided files and its
+(see minilm/course/grading/sandbox.py) holding a fresh copy of the course's provided files and its
 modules, and nothing else:
   1. the worker runs each task's code on the notebook's inputs and on hidden inputs drawn from
      a seed chosen now, and writes the outputs as plain tensors;
@@ -31,11 +31,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from minilm import tasks
-from minilm.grading import judge, lms, notebooks, reports, sandbox
-from minilm.grading.submissions import GradeError, Submission, SubmissionError, resolve, safe_name
+from minilm.course import tasks
+from minilm.course.grading import judge, lms, notebooks, reports, sandbox
+from minilm.course.grading.submissions import GradeError, Submission, SubmissionError, resolve, safe_name
 
-PROG = "python -m minilm.grade"
+PROG = "minilm grade"
 COURSE = tasks.ROOT
 DATA_VARS = ("TIKTOKEN_CACHE_DIR", "MINILM_TINYSHAKESPEARE")  # offline copies the notebooks may read
 
@@ -141,7 +141,7 @@ def grade_one(plan: Plan, sub: Submission, slot: int) -> dict:
     problems = []
     per_task = plan.cell_timeout
     inside_out = str(out) if box.unsandboxed else sandbox.OUT
-    worker = sandbox.run(box, ("-m", "minilm.grading.worker", f"{inside_ws}/cases.pt", inside_out, f"{per_task:g}"),
+    worker = sandbox.run(box, ("-m", "minilm.course.grading.worker", f"{inside_ws}/cases.pt", inside_out, f"{per_task:g}"),
                          ws, out, box.env(extra, ws, out), slot,
                          timeout=min(plan.timeout, 60 + per_task * len(plan.task_ids)), log=home / "worker.log")
     if worker.returncode is None:
@@ -149,7 +149,7 @@ def grade_one(plan: Plan, sub: Submission, slot: int) -> dict:
     stems = list(plan.notebooks)
     xdist = ["-n", str(plan.workers), "--dist", "loadscope"] if plan.workers > 1 else ["-p", "no:xdist"]
     inside_nb_out = str(nb_out) if box.unsandboxed else sandbox.OUT
-    nbval = sandbox.run(box, ("-m", "pytest", "-p", "no:cacheprovider", "-p", "minilm.grading.notebooks", "-q",
+    nbval = sandbox.run(box, ("-m", "pytest", "-p", "no:cacheprovider", "-p", "minilm.course.grading.notebooks", "-q",
                               "--color=no", *[f"notebooks/{s}.ipynb" for s in stems],
                               f"--nbval-cell-timeout={plan.cell_timeout:g}", f"--junitxml={inside_nb_out}/nbval.xml",
                               *xdist),
@@ -182,7 +182,7 @@ def grade_one(plan: Plan, sub: Submission, slot: int) -> dict:
 def _rules(sub: Submission) -> dict[str, list[str]]:
     """The course's from-scratch rules on the submission's source (parsed, never run)."""
     try:
-        from minilm import rules
+        from minilm.course import rules
     except ImportError:
         return {}
     found: dict[str, list[str]] = {}
@@ -205,8 +205,8 @@ def failed_submission(name: str, source: str, why: str, plan: Plan) -> dict:
 # ---------------------------------------------------------------- command line
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0],
+def parser(prog: str = PROG) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="\n".join(__doc__.splitlines()[2:4]))
     p.add_argument("submissions", nargs="*", metavar="SUBMISSION", help="directories, .zip files or git URLs")
@@ -232,20 +232,20 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+    args = parser(prog).parse_args(argv)
     if not args.submissions:
-        parser().error("give at least one submission (a directory, a .zip or a git URL)")
+        parser(prog).error("give at least one submission (a directory, a .zip or a git URL)")
     for t in args.tasks or []:
         try:
             tasks.get(t)
         except ValueError as e:
-            parser().error(str(e))
+            parser(prog).error(str(e))
     if (args.lms is None) != (args.roster is None):
-        parser().error("--lms and --roster go together: --lms canvas|moodle --roster ROSTER.csv")
+        parser(prog).error("--lms and --roster go together: --lms canvas|moodle --roster ROSTER.csv")
     if not judge.reference_available():
         print("grade: grading needs the reference implementation (solutions/), which only the instructor's "
-              "edition has. To see where you stand, run `python -m minilm status`.", file=sys.stderr)
+              "edition has. To see where you stand, run `minilm status`.", file=sys.stderr)
         return 2
     try:
         box = sandbox.Sandbox("none" if args.no_sandbox else sandbox.choose(args.sandbox),

@@ -19,8 +19,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
-import minilm.viz  # noqa: F401  (the course's shared matplotlib style)
-from minilm import corpus
+import minilm.course.viz  # noqa: F401  (the course's shared matplotlib style)
+from minilm.course import corpus
 
 # Pastel backgrounds for neighbouring tokens (a token never has the color of the one before it).
 SPAN_COLORS = ("#ffd6a5", "#caffbf", "#9bf6ff", "#bdb2ff", "#ffc6ff", "#fdffb6", "#a0c4ff", "#ffadad")

@@ -1,7 +1,7 @@
-"""Checks for the architecture tasks 1.1–8.1 (provided). See minilm/checks.py.
+"""Checks for the architecture tasks 1.1–8.1 (provided). See minilm/course/checks.py.
 
 Each check runs your code on fixed inputs (modules get fixed weights through load_state_dict)
-and compares with the reference's outputs stored in minilm/expected.pt."""
+and compares with the reference's outputs stored in minilm/course/expected.pt."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import math
 import torch
 
 import minilm
-from minilm.checks import CheckFailed, compare, expect, register
+from minilm.course.checks import CheckFailed, compare, expect, register
 
 # A small model shape that exercises every code path quickly.
 VOCAB, CONTEXT, D_MODEL, LAYERS, HEADS, D_FF, THETA = 97, 32, 32, 2, 4, 48, 10000.0

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import torch
 
-from minilm import tasks
-from minilm.grading.probes import PROBES
-from minilm.grading.worker import STUB
+from minilm.course import tasks
+from minilm.course.grading.probes import PROBES
+from minilm.course.grading.worker import STUB
 
 MAX_RESULT_BYTES = 64 * 2**20  # a task's outputs are a few hundred kB; more is not ours to load
 # Submissions are judged in threads, and a mistake is computed by patching the reference in

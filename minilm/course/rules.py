@@ -3,7 +3,7 @@
 Each task builds one piece itself, so it may not call the PyTorch built-in that does the job
 (Task 6.1 may not call torch.softmax), nor, in later tasks, the built-ins of pieces the
 student has already built (Task 6.3 uses the student's Linear, not nn.Linear). The rules
-live in the task registry, minilm/tasks.py: `Task.forbidden` per task, and WAYS_AROUND,
+live in the task registry, minilm/course/tasks.py: `Task.forbidden` per task, and WAYS_AROUND,
 IMPORTABLE and `Task.allowed` for the tricks that would get around any such list (exec,
 importlib, computed getattr, os/sys, files, torch.ops and torch._C, patching torch, …).
 
@@ -51,7 +51,7 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-from minilm import tasks
+from minilm.course import tasks
 
 _BUILTIN_NAMES = frozenset(dir(builtins))
 _DYNAMIC = ("getattr", "setattr", "delattr", "hasattr")
@@ -259,7 +259,7 @@ class _Module:
 
     @staticmethod
     def _importable_minilm(parts: list[str]) -> bool:
-        if parts[:2] == ["minilm", "validate"]:
+        if parts[:3] == ["minilm", "course", "validate"]:
             return True
         return (len(parts) >= 2 and parts[1] in tasks.EXERCISE_MODULES
                 and (len(parts) == 2 or parts[2] in _module_names(parts[1])))

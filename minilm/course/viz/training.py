@@ -8,7 +8,7 @@
   so that notebook 11 never depends on notebook 10 having run.
 
 The training uses the student's code through `minilm` (TransformerLM, get_batch, cross_entropy,
-clip_grad_norm, lr_cosine_schedule, AdamW), like `python -m minilm.train`.
+clip_grad_norm, lr_cosine_schedule, AdamW), like `minilm train`.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ import torch
 from matplotlib.figure import Figure
 
 import minilm
-import minilm.viz  # noqa: F401  (the course's shared matplotlib style)
-from minilm import corpus, tasks
-from minilm import train as train_command
-from minilm.viz.data import _locked, shakespeare_dataset
+import minilm.course.viz  # noqa: F401  (the course's shared matplotlib style)
+from minilm.course import corpus, tasks
+from minilm.course import train as train_command
+from minilm.course.viz.data import _locked, shakespeare_dataset
 
 # ---------------------------------------------------------------- pictures of the pieces
 
@@ -231,7 +231,7 @@ def evaluate(model, tokens: np.ndarray, context_length: int, max_tokens: int | N
              batch_size: int = 32) -> float:
     """Mean minilm.cross_entropy over the first max_tokens (all if None) of `tokens` in
     non-overlapping windows: always the same text, so evaluations are comparable. The same
-    evaluation as the training command's (minilm.train.evaluate), for one process."""
+    evaluation as the training command's (minilm.course.train.evaluate), for one process."""
     return train_command.evaluate(model, tokens, context_length, batch_size, max_tokens)
 
 
@@ -332,7 +332,7 @@ def require(*values, tasks: tuple[str, ...]) -> None:
     that `with needs(...)` prints the same one line instead of a NameError or a traceback."""
     if all(v is not None for v in values):
         return
-    from minilm import checks
+    from minilm.course import checks
 
     for task_id in tasks:
         verdict = checks.run(task_id)

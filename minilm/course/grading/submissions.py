@@ -17,7 +17,7 @@ import subprocess
 import zipfile
 from pathlib import Path
 
-from minilm import tasks
+from minilm.course import tasks
 
 MAX_MODULE_BYTES = 1_000_000  # an exercise module is a few kB; anything bigger is not code we run
 MAX_ZIP_MEMBERS = 20_000

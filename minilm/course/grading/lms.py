@@ -1,6 +1,6 @@
 """Gradebook CSVs for an LMS import (Canvas, Moodle), from the grader's results and a roster.
 
-    python -m minilm.grade subs/* --out grades/ --lms canvas --roster roster.csv
+    minilm grade subs/* --out grades/ --lms canvas --roster roster.csv
 
 The roster is a CSV with a header row: `submission` (the name grades.csv gives a submission:
 its folder, zip or repository name) and `lms_id` (the student's id in the LMS: Canvas's user

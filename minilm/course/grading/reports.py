@@ -11,7 +11,7 @@ import csv
 import json
 from pathlib import Path
 
-from minilm import tasks
+from minilm.course import tasks
 
 UNSANDBOXED = "UNSANDBOXED: graded without a sandbox (--no-sandbox); these points are not certified."
 MAX_FEEDBACK_CHARS = 20_000

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from matplotlib.figure import Figure
 
-import minilm.viz  # noqa: F401  (the course's shared matplotlib style)
+import minilm.course.viz  # noqa: F401  (the course's shared matplotlib style)
 
 Tensor = torch.Tensor
 

@@ -1,6 +1,6 @@
 """Grading (provided; the reference side is for instructors): trusted verdicts on untrusted code.
 
-    python -m minilm.grading alice/ bob.zip --out grades/      (also: python -m minilm.grade)
+    python -m minilm.course.grading alice/ bob.zip --out grades/      (also: minilm grade)
 
 What runs where:
 - the **worker** (worker.py) runs a submission's code in a sandbox (sandbox.py: bubblewrap, or a

@@ -1,9 +1,9 @@
 """Train a small Transformer language model on Tiny Shakespeare (or any UTF-8 text file).
 
-    python -m minilm.train                                  # the defaults: a few minutes on a laptop CPU
-    python -m minilm.train --steps 2000 --d-model 256       # see --help for every option
-    python -m minilm.train --resume                         # continue the run in --out-dir after an interruption
-    torchrun --nproc_per_node 2 -m minilm.train             # data-parallel (DDP) on 2 processes
+    minilm train                                  # the defaults: a few minutes on a laptop CPU
+    minilm train --steps 2000 --d-model 256       # see --help for every option
+    minilm train --resume                         # continue the run in --out-dir after an interruption
+    torchrun --nproc_per_node 2 -m minilm.course.train             # data-parallel (DDP) on 2 processes
 
 It trains with YOUR exercise code: minilm.TransformerLM, get_batch, cross_entropy,
 clip_grad_norm, lr_cosine_schedule, AdamW, save/load_checkpoint and generate (with
@@ -27,15 +27,15 @@ import numpy as np
 import torch
 
 import minilm
-from minilm import corpus
+from minilm.course import corpus
 
 CONFIG_FILE, CHECKPOINT_FILE, VOCAB_FILE = "config.json", "checkpoint.pt", "vocab.npy"
 # Options that fix the model's shape (the data fixes the vocabulary): --resume refuses other values.
 MODEL_KEYS = ("data", "full_vocab", "d_model", "num_layers", "num_heads", "d_ff", "context_length", "rope_theta")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m minilm.train", description=__doc__.split("\n\n")[0],
+def build_parser(prog: str = "minilm train") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     g = p.add_argument_group("data")
     g.add_argument("--data", default="tinyshakespeare",
@@ -228,7 +228,7 @@ def prepare(args, dist: Dist) -> tuple[np.ndarray, np.ndarray, Path]:
     val = corpus.load_tokens(data_dir / "val.npy")
     for name, tokens in (("training", train), ("validation", val)):
         if len(tokens) <= args.context_length:
-            raise SystemExit(f"python -m minilm.train: error: the {name} split has {len(tokens)} tokens, "
+            raise SystemExit(f"minilm train: error: the {name} split has {len(tokens)} tokens, "
                              f"not more than --context-length={args.context_length}; use a shorter context "
                              f"or more text")
     return train, val, text_path
@@ -288,8 +288,8 @@ def save(model, optimizer, iteration: int, out_dir: Path) -> None:
     os.replace(tmp, path)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
     validate(args, parser)
     dist = Dist(args.device)

@@ -1,13 +1,13 @@
 """Grading on Gradescope: the grader's result as Gradescope's results.json (instructors).
 
-The autograder bundle (`python -m solutions.export gradescope OUT.zip`) runs this through its
+The autograder bundle (`minilm export gradescope OUT.zip`) runs this through its
 `run_autograder`, after checking the bundle against its manifest:
 
-    python -m minilm.grading.gradescope --root /autograder [--submission DIR] [--results DIR] [-- GRADER ARGS…]
+    python -m minilm.course.grading.gradescope --root /autograder [--submission DIR] [--results DIR] [-- GRADER ARGS…]
 
 1. The submission (`<root>/submission`) is copied into a fresh workspace of its own; a folder
    with nothing in it is refused with one line.
-2. The grader (`python -m minilm.grade`) grades that copy, with its own sandbox for the
+2. The grader (`minilm grade`) grades that copy, with its own sandbox for the
    student's code (bubblewrap inside Gradescope's container: the container is the outer wall).
 3. Its grades.json becomes `<root>/results/results.json`, written whole or not at all.
 
@@ -38,10 +38,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from minilm import tasks
-from minilm.grading import reports
+from minilm.course import tasks
+from minilm.course.grading import reports
 
-PROG = "python -m minilm.grading.gradescope"
+PROG = "python -m minilm.course.grading.gradescope"
 VISIBLE, AFTER_PUBLISHED = "visible", "after_published"
 MAX_OUTPUT_CHARS = 4000
 

@@ -3,16 +3,16 @@
 Every task has one check, registered here with @register("3.1"). A check runs the student's
 code (through `minilm`, so MINILM_IMPL=solutions checks the reference) on fixed probe inputs,
 compares its outputs within a tolerance with the reference's outputs on the same inputs, stored
-in minilm/expected.pt, and either returns a one-line success message or raises CheckFailed
+in minilm/course/expected.pt, and either returns a one-line success message or raises CheckFailed
 naming what differs and, when the output matches a known mistake's stored output, which mistake.
 Checks may also test invariants that need no implementation (shapes, state_dict names,
 initialization statistics, consecutive windows).
 
 Nothing here implements a task: the expected outputs are data, written by the instructors'
-`python -m solutions.expected`, which runs every check in *recording* mode (`record`) on the
+`minilm expected`, which runs every check in *recording* mode (`record`) on the
 reference and on each known mistake, so the check's own code decides what is stored.
 
-    from minilm.checks import check
+    from minilm.course.checks import check
     check("3.1")   # prints one deterministic line: ✓ …, ✗ …, or the task's not-implemented line
 
 The same verdicts feed the test suite, the status command and the grader.
@@ -28,14 +28,14 @@ from pathlib import Path
 
 import torch
 
-from minilm import rules, tasks
+from minilm.course import rules, tasks
 
 PASS, FAIL, TODO, ERROR = "pass", "fail", "todo", "error"
 SYMBOL = {PASS: "✓", FAIL: "✗", TODO: "…", ERROR: "✗"}
 
 _CHECKS: dict[str, Callable[[], str]] = {}
 # Modules whose import registers more checks (kept separate so each topic owns its file).
-_CHECK_MODULES = ("minilm.checks_model", "minilm.checks_training")
+_CHECK_MODULES = ("minilm.course.checks_model", "minilm.course.checks_training")
 
 
 class CheckFailed(AssertionError):
@@ -59,7 +59,7 @@ class Verdict:
 
     @property
     def line(self) -> str:
-        if self.status == TODO or self.message.startswith(f"Task {self.task}: "):  # a stub, or a rule (minilm/rules.py)
+        if self.status == TODO or self.message.startswith(f"Task {self.task}: "):  # a stub, or a rule (minilm/course/rules.py)
             return f"{SYMBOL[self.status]} {self.message}"
         title = tasks.get(self.task).function
         return f"{SYMBOL[self.status]} Task {self.task} {title}: {self.message}"
@@ -103,13 +103,13 @@ class MissingExpectation(LookupError):
 
 
 def expected_outputs() -> dict:
-    """minilm/expected.pt, loaded once: {"tasks": {task: {"want": {key: tensor},
+    """minilm/course/expected.pt, loaded once: {"tasks": {task: {"want": {key: tensor},
     "mistakes": {label: {key: tensor}}}}}, plain data read with weights_only=True."""
     global _EXPECTED
     if _EXPECTED is None:
         if not EXPECTED_PATH.is_file():
             raise MissingExpectation(f"{EXPECTED_PATH.name} is missing from the course: the checks compare with the "
-                                     "reference's outputs stored there (instructors: python -m solutions.expected)")
+                                     "reference's outputs stored there (instructors: minilm expected)")
         _EXPECTED = torch.load(EXPECTED_PATH, weights_only=True, map_location="cpu")
     return _EXPECTED
 
@@ -162,7 +162,7 @@ def _detached(value):
 
 
 def reference(what: str, got, labels: tuple[str, ...] = ()):
-    """The reference's output for the check's current probe `what` (a tensor from minilm/expected.pt).
+    """The reference's output for the check's current probe `what` (a tensor from minilm/course/expected.pt).
     In recording mode: remember `got` as that output (and that `labels` are named there) and return it."""
     return _reference_at(_key(what), got, labels)
 
@@ -176,7 +176,7 @@ def _reference_at(key: str, got, labels: tuple[str, ...] = ()):
     want = _stored(_RUN.task).get("want", {}).get(key)
     if want is None:
         raise MissingExpectation(f"no stored output for Task {_RUN.task}'s {key!r} in {EXPECTED_PATH.name} "
-                                 "(instructors: python -m solutions.expected)")
+                                 "(instructors: minilm expected)")
     return want
 
 
@@ -203,7 +203,7 @@ def record(task_id: str) -> Recording:
 def run(task_id: str) -> Verdict:
     """Run one task's check and return its verdict (never raises for student errors).
 
-    Code that breaks the task's "from scratch" rule (minilm/rules.py: a forbidden built-in,
+    Code that breaks the task's "from scratch" rule (minilm/course/rules.py: a forbidden built-in,
     or a way around the rules) fails at once with the rule's one line, before the check runs."""
     _load()
     tasks.get(task_id)

@@ -1,5 +1,5 @@
 """Text corpora and the GPT-2 tokenizer (provided: not an exercise; notebooks 09–11 and
-`python -m minilm.train` use it).
+`minilm train` use it).
 
     path = download_tinyshakespeare()                     # ~/.cache/minilm/tinyshakespeare.txt
     train_path, val_path = prepare_dataset(path, "data")  # GPT-2 token ids, uint16, once

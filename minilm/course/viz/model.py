@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 from torch import nn
 
-import minilm.viz  # noqa: F401  (the course's shared matplotlib style)
+import minilm.course.viz  # noqa: F401  (the course's shared matplotlib style)
 
 Tensor = torch.Tensor
 

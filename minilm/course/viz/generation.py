@@ -3,7 +3,7 @@ fixed next-token distribution, your generate's samples against those exact distr
 the KV cache's speed-up measured side by side.
 
 The exact distributions here are the reference's, stored for the example logits and the
-settings the notebook shows (minilm/expected.pt, written by the instructors' `python -m
+settings the notebook shows (minilm/course/expected.pt, written by the instructors' `python -m
 solutions.expected`): nothing here implements sampling. Timing functions return raw seconds
 and are only for pictures and ignored cells, never for checks.
 """
@@ -19,7 +19,7 @@ import torch
 from matplotlib.figure import Figure
 from torch import nn
 
-import minilm.viz  # noqa: F401  (the course's shared matplotlib style)
+import minilm.course.viz  # noqa: F401  (the course's shared matplotlib style)
 
 # A made-up next-token distribution after "To be, or not to": fixed logits, so every picture
 # and every printed number from them is deterministic.
@@ -42,7 +42,7 @@ def filtered_probs(logits: torch.Tensor = EXAMPLE_LOGITS, temperature: float = 1
     (all mass on the argmax); otherwise softmax(logits / temperature) restricted to the top_k
     largest logits, then to the smallest most-likely set whose mass reaches top_p, renormalized.
     Stored from the reference for EXAMPLE_LOGITS and SAMPLING_SETTINGS only."""
-    from minilm.checks import expected_outputs
+    from minilm.course.checks import expected_outputs
 
     key = setting_key(temperature, top_k, top_p)
     stored = expected_outputs().get("viz", {}).get("sampling", {})

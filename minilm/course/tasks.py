@@ -1,7 +1,7 @@
 """The task registry: the one list of exercises that tests, notebooks, the status
 command and the grader all read. Add a task here and nowhere else.
 
-It also holds the "from scratch" rules that minilm/rules.py enforces statically: which of
+It also holds the "from scratch" rules that minilm/course/rules.py enforces statically: which of
 PyTorch's built-ins each task may not call (`Task.forbidden`, naming families in BUILTINS),
 and the ways around such a list that every exercise module is refused (WAYS_AROUND,
 IMPORTABLE), with the few exceptions a task needs (`Task.allowed`)."""
@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+COURSE_DIR = Path(__file__).resolve().parent  # minilm/course: the provided code
+PACKAGE_DIR = COURSE_DIR.parent  # minilm: the exercise modules
 ROOT = PACKAGE_DIR.parent
 
 
@@ -24,7 +25,7 @@ class Task:
     notebook: str  # the notebook that teaches and checks it
     points: int
     # The built-ins this task builds itself or must reuse the student's own version of:
-    # (family in BUILTINS, what to do instead). Checked by minilm/rules.py.
+    # (family in BUILTINS, what to do instead). Checked by minilm/course/rules.py.
     forbidden: tuple[tuple[str, str], ...] = ()
     # Exceptions to WAYS_AROUND that this task needs (e.g. "torch.save" for checkpoints).
     allowed: tuple[str, ...] = ()
@@ -124,15 +125,15 @@ ALWAYS_ALLOWED: tuple[str, ...] = ("os.PathLike",)
 # which would change what the checks compare against.
 PATCHING_ADVICE = "do not change other modules' names: define your own"
 # What an exercise module may import (a name allows everything under it), besides the other
-# exercise modules' task names (from .linear import Linear) and minilm.validate. `os` is
+# exercise modules' task names (from .linear import Linear) and minilm.course.validate. `os` is
 # importable for os.PathLike only: every other use of it is refused above.
 IMPORTABLE: tuple[str, ...] = (
     "torch", "numpy", "einops", "jaxtyping", "math", "cmath", "random", "numbers", "typing", "typing_extensions",
     "collections", "dataclasses", "functools", "itertools", "enum", "abc", "warnings", "copy", "contextlib",
-    "__future__", "os", "minilm.validate",
+    "__future__", "os", "minilm.course.validate",
 )
 IMPORT_ADVICE = ("exercise modules import only torch, numpy, einops, jaxtyping, Python's math and typing helpers, "
-                 "minilm.validate and the task names of the other exercise modules")
+                 "minilm.course.validate and the task names of the other exercise modules")
 
 
 def _t(id, title, function, module, notebook, points, *forbidden, allowed=(), also=()):

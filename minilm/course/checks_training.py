@@ -1,7 +1,7 @@
-"""Checks for the data, training and generation tasks 9.1–11.2 (provided). See minilm/checks.py.
+"""Checks for the data, training and generation tasks 9.1–11.2 (provided). See minilm/course/checks.py.
 
 Every check compares with the reference's outputs on the same inputs, stored in
-minilm/expected.pt, or with an invariant: get_batch's windows, a checkpoint's round trip, the
+minilm/course/expected.pt, or with an invariant: get_batch's windows, a checkpoint's round trip, the
 KV cache's logits against your own model's full forward pass. Generation runs on a fixed
 stand-in model (`ToyLM`), so Task 11.1 is checked on generate alone.
 """
@@ -15,8 +15,8 @@ import torch
 from torch import nn
 
 import minilm
-from minilm.checks import CheckFailed, compare, expect, reference, register
-from minilm.checks_model import _fixed_state
+from minilm.course.checks import CheckFailed, compare, expect, reference, register
+from minilm.course.checks_model import _fixed_state
 
 # A small model for the cache check: fast, but with every code path.
 VOCAB, CONTEXT, D_MODEL, LAYERS, HEADS, D_FF = 53, 12, 16, 2, 2, 24

@@ -1,6 +1,6 @@
 """The course's notebooks as the grader sees them: check cells, pristine copies, nbval's report.
 
-Also the pytest plugin (`-p minilm.grading.notebooks`) that nbval runs load inside the sandbox:
+Also the pytest plugin (`-p minilm.course.grading.notebooks`) that nbval runs load inside the sandbox:
 it only makes a cell whose kernel died fail at once instead of after the cell's time limit.
 """
 
@@ -16,7 +16,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from minilm import tasks
+from minilm.course import tasks
 
 COURSE = tasks.ROOT
 NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"

@@ -1,0 +1,5 @@
+import sys
+
+from minilm.course.grading.cli import main
+
+sys.exit(main())
