@@ -3,6 +3,7 @@
     minilm status                  # each task: done or not yet, and where to go next
     minilm check 3.1 3.2           # run tasks' checks and print their verdicts
     minilm test 3.1                # run a task's tests (add --notebook to run its notebook too)
+    minilm test all                # the whole suite (--impl solutions: against the reference)
     minilm train --budget 3m       # train a model (minilm/course/train.py)
     minilm grade alice/ bob.zip    # grade submissions in a sandbox (instructors; minilm/course/grading/)
     minilm check all --markdown checks.md --json-out checks.json   # for CI: a table and the verdicts
@@ -42,6 +43,19 @@ def source_location(task: tasks.Task) -> tuple[Path, int]:
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == task.function:
             return path, node.lineno
     return path, 1
+
+
+def _skip_dynamo_import() -> None:
+    """torch.optim.Optimizer's add_param_group, state_dict, load_state_dict and zero_grad import
+    torch._dynamo on their first call (over a second) only to mark themselves as never compiled.
+    The check commands compile nothing, so mark them so here; a torch without this
+    (private) hook is left alone and is merely slower."""
+    import torch
+
+    for name in ("add_param_group", "state_dict", "load_state_dict", "zero_grad"):
+        fn = getattr(getattr(torch.optim.Optimizer, name, None), "__wrapped__", None)
+        if fn is not None and not hasattr(fn, "__dynamo_disable"):
+            setattr(fn, "__dynamo_disable", fn)
 
 
 def status(out=sys.stdout) -> int:
@@ -126,12 +140,21 @@ def _task_ids(ids: list[str], allow_all: bool = True) -> list[str] | str:
     return ids
 
 
-def test(ids: list[str], notebook: bool, pytest_args: list[str]) -> int:
-    """Run the tests of `ids` with pytest in this checkout (and their notebooks with --notebook)."""
-    paths = ["tests"]
-    if notebook:
-        paths += sorted({tasks.get(i).notebook for i in ids})
-    cmd = [sys.executable, "-m", "pytest", "-q", *paths, *(a for i in ids for a in ("--task", i)), *pytest_args]
+# `minilm test all`: the whole suite, in parallel (pytest-xdist; one notebook per worker).
+SUITE = ("-n", "auto", "--dist", "loadscope", "--durations=15")
+
+
+def test(ids: list[str] | None, notebook: bool, impl: str | None, pytest_args: list[str]) -> int:
+    """Run pytest in this checkout: the tests of `ids` (their notebooks too with `notebook`), or,
+    with ids None, everything: the unit tests, the mistake catalogue and every notebook."""
+    if ids is None:
+        selection = list(SUITE)
+    else:
+        paths = ["tests"] + (sorted({tasks.get(i).notebook for i in ids}) if notebook else [])
+        # Without notebooks, nbval is not loaded at all (its import alone takes seconds); nor is the
+        # plugin whose five full garbage collections at exit cost seconds with torch loaded.
+        selection = ["-q", "-p", "no:unraisableexception", *([] if notebook else ["-p", "no:nbval"]), *paths, *(a for i in ids for a in ("--task", i))]
+    cmd = [sys.executable, "-m", "pytest", *(["--impl", impl] if impl else []), *selection, *pytest_args]
     print("$ " + " ".join(["python", *cmd[1:]]), flush=True)
     return subprocess.run(cmd, cwd=tasks.ROOT).returncode
 
@@ -152,12 +175,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json-out", type=Path, metavar="FILE", help="also write the verdicts as JSON to FILE")
     p.add_argument("--markdown", type=Path, metavar="FILE",
                    help="also write a Markdown report (points per task, what to fix) to FILE")
-    p = sub.add_parser("test", help="run a task's tests (with --notebook, its notebook too)",
-                       description="Run the tests in tests/ marked with the given tasks, with pytest. "
+    p = sub.add_parser("test", help="run a task's tests (with --notebook, its notebook too), or 'all' of them",
+                       description="Run the tests in tests/ marked with the given tasks, with pytest; `all` runs "
+                                   "the whole suite (every test and every notebook under nbval) in parallel. "
                                    "Extra arguments after `--` go to pytest (e.g. -- -x -k shapes).")
-    p.add_argument("task_ids", nargs="+", metavar="ID", help="task ids, e.g. 3.1")
+    p.add_argument("task_ids", nargs="+", metavar="ID", help="task ids, e.g. 3.1, or 'all'")
     p.add_argument("--notebook", action="store_true",
                    help="also run the task's notebook under nbval (slower: it runs every cell up to the check)")
+    p.add_argument("--impl", choices=("minilm", "solutions"),
+                   help="whose code to test: yours in minilm/ (the default) or the reference (instructors)")
     for name, (_, help_) in {**DELEGATED, **instructor_commands()}.items():
         sub.add_parser(name, help=help_, add_help=False)  # listed here, parsed by its own module
     return parser
@@ -183,17 +209,21 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     if args.command == "status":
+        _skip_dynamo_import()
         return status()
+    if args.command == "test" and args.task_ids == ["all"]:
+        return test(None, args.notebook, args.impl, pytest_args)
     ids = _task_ids(args.task_ids, allow_all=args.command == "check")
     if isinstance(ids, str):
         print(f"minilm {args.command}: {ids}", file=sys.stderr)
         return 2
     if args.command == "test":
-        return test(ids, args.notebook, pytest_args)
+        return test(ids, args.notebook, args.impl, pytest_args)
     if pytest_args:
         parser.error("arguments after -- are only for `minilm test`")
     from minilm.course import checks
 
+    _skip_dynamo_import()
     verdicts = [checks.run(t) for t in ids]
     as_json = json.dumps([dataclasses.asdict(v) | {"line": v.line} for v in verdicts], ensure_ascii=False, indent=1)
     for path, text in ((args.json_out, as_json + "\n"), (args.markdown, markdown(verdicts) if args.markdown else "")):

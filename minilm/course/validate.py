@@ -92,11 +92,12 @@ def check_positions(token_positions: Tensor, max_seq_len: int | None, where: str
 
 def check_broadcast(a: Tensor, leading: tuple[int, ...], where: str, name: str, against: str) -> None:
     """`a` must broadcast against the shape `leading`."""
-    try:
-        torch.broadcast_shapes(tuple(a.shape), tuple(leading))
-    except RuntimeError:
+    # NumPy's rule, written out: torch.broadcast_shapes would import torch._refs (half a second
+    # of every check command's start-up).
+    shape, other = tuple(a.shape), tuple(leading)
+    if any(x != y and 1 not in (x, y) for x, y in zip(reversed(shape), reversed(other))):
         raise ValueError(f"{where}: {name} of shape {_shape(a)} does not broadcast against {against} "
-                         f"{tuple(leading)}") from None
+                         f"{tuple(leading)}")
 
 
 def check_mask(mask: Tensor | None, scores_shape: tuple[int, ...], where: str) -> None:

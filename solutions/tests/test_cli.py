@@ -1,0 +1,113 @@
+"""The `minilm` command: every command the README shows is one of its subcommands and is
+exercised here, either run for real (status, check, test) or dispatched to the module whose own
+tests run it (train: tests/test_train.py, grade: test_grade.py, release: test_release.py, …)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+from minilm.course import cli, tasks
+
+ROOT = tasks.ROOT
+
+
+def minilm(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`minilm ARGS` as a student types it (through python -m, which is the same program and needs
+    no console script on PATH), against the reference."""
+    env = {**os.environ, "MINILM_IMPL": "solutions", "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "minilm", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def readme_commands() -> list[list[str]]:
+    """Every `minilm …` line of the README's bash blocks, as argv (comments and env prefixes dropped)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    out = []
+    for block in re.findall(r"```bash\n(.*?)```", readme, flags=re.S):
+        for line in block.splitlines():
+            argv = shlex.split(line.split("  #")[0].split(" # ")[0])
+            while argv and re.fullmatch(r"[A-Z_]+=\S*", argv[0]):
+                argv = argv[1:]
+            if argv[:1] == ["minilm"]:
+                out.append(argv[1:])
+    return out
+
+
+def test_the_console_script_is_declared():
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+    assert scripts == {"minilm": "minilm.course.cli:main"}
+
+
+def test_the_readme_uses_only_minilm_subcommands():
+    commands = readme_commands()
+    used = {argv[0] for argv in commands}
+    assert {"status", "check", "test", "train", "grade", "release", "notebooks", "stubs", "export", "expected"} <= used
+    known = {"status", "check", "test", *cli.DELEGATED, *cli.INSTRUCTOR}
+    assert used <= known, used - known
+    blocks = "".join(re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), flags=re.S))
+    assert not re.search(r"python -m (minilm|solutions\.(release|notebooks|make_stubs|export|expected))\b", blocks)
+
+
+def test_help_lists_every_subcommand_and_each_has_complete_help():
+    r = minilm("--help")
+    assert r.returncode == 0
+    for name in ("status", "check", "test", *cli.DELEGATED, *cli.INSTRUCTOR):
+        assert re.search(rf"^\s+{name}\s", r.stdout, flags=re.M), name
+        sub = minilm(name, "--help")
+        assert sub.returncode == 0, (name, sub.stderr)
+        assert sub.stdout.startswith(f"usage: minilm {name}"), (name, sub.stdout[:200])
+        assert "-h, --help" in sub.stdout
+
+
+def test_unknown_command_and_task_get_one_line_naming_the_valid_ones():
+    r = minilm("stauts")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert "unknown command 'stauts'" in r.stderr and "status, check, test, train, grade" in r.stderr
+    for command in ("check", "test"):
+        r = minilm(command, "3.9")
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+        assert "unknown task id '3.9'" in r.stderr and "3.1, 3.2" in r.stderr
+
+
+def test_status_and_check_run_the_checks():
+    r = minilm("status")
+    assert r.returncode == 0 and f"{len(tasks.TASKS)}/{len(tasks.TASKS)} tasks done" in r.stdout, r.stdout
+    r = minilm("check", "3.1", "3.2")
+    assert r.returncode == 0 and [line[:9] for line in r.stdout.splitlines()] == ["✓ Task 3.", "✓ Task 3."]
+
+
+def test_test_runs_only_the_tasks_tests_and_the_notebook_only_when_asked():
+    r = minilm("test", "3.1", "--impl", "solutions", "--", "--collect-only")
+    assert r.returncode == 0, r.stdout + r.stderr
+    collected = [line for line in r.stdout.splitlines() if "::" in line or "<" in line]
+    assert collected and not any(".ipynb" in line for line in collected)
+    assert any("test_rmsnorm.py" in line for line in collected) and not any("test_linear.py" in line for line in collected)
+    r = minilm("test", "3.1", "--notebook", "--impl", "solutions", "--", "--collect-only")
+    assert any("03_rmsnorm.ipynb" in line for line in r.stdout.splitlines()), r.stdout
+    r = minilm("test", "3.1", "--impl", "solutions", "--", "-x", "-q")
+    assert r.returncode == 0, r.stdout[-2000:]
+    assert re.search(r"\d+ passed", r.stdout)
+
+
+@pytest.mark.parametrize("name", [*cli.DELEGATED, *cli.INSTRUCTOR])
+def test_delegated_commands_reach_their_modules_main(name, monkeypatch):
+    module = importlib.import_module((cli.DELEGATED | cli.INSTRUCTOR)[name][0])
+    seen = {}
+    monkeypatch.setattr(module, "main", lambda argv, prog: seen.update(argv=argv, prog=prog) or 0)
+    assert cli.main([name, "--some", "args"]) == 0
+    assert seen == {"argv": ["--some", "args"], "prog": f"minilm {name}"}
+
+
+def test_the_python_m_forms_keep_working():
+    for module in ("minilm", "minilm.train", "minilm.grade"):
+        r = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+        assert r.returncode == 0 and r.stdout.startswith("usage:"), (module, r.stderr)
