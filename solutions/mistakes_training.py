@@ -9,7 +9,7 @@ import math
 import numpy as np
 import torch
 
-from minilm.validate import check_token_ids
+from minilm.validate import check_positive_int, check_token_array, check_token_ids
 
 
 def _get_batch_not_shifted(dataset, batch_size, context_length, device="cpu"):
@@ -83,6 +83,9 @@ def _lm_forward_positions_restart(self, token_ids, kv_cache=None):
 
 
 def _get_batch_last_start_never_drawn(dataset, batch_size, context_length, device="cpu"):
+    check_positive_int(batch_size, "batch_size", "get_batch")
+    check_positive_int(context_length, "context_length", "get_batch")
+    check_token_array(dataset, context_length, "get_batch")
     # randint's high is exclusive, so "- 1" drops the last valid start len - context_length - 1.
     starts = torch.randint(0, len(dataset) - context_length - 1, (batch_size,)).tolist()
     windows = torch.from_numpy(np.stack([np.asarray(dataset[i : i + context_length + 1], dtype=np.int64)
