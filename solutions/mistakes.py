@@ -22,6 +22,8 @@ import os
 
 import torch
 
+from einops import rearrange
+
 from solutions import attention, model, rope
 
 
@@ -38,13 +40,13 @@ def _angles_one_based(token_positions, d_k, theta=10000.0):
 _original_rope_angles = rope.rope_angles
 
 
-def _sdpa(scale: bool = True, invert: bool = False):
+def _sdpa(scale: bool = True, invert: bool = False, use_mask: bool = True, fill: float = float("-inf")):
     def sdpa(q, k, v, mask=None):
         scores = q @ k.transpose(-1, -2)
         if scale:
             scores = scores / math.sqrt(q.shape[-1])
-        if mask is not None:
-            scores = scores.masked_fill(mask if invert else ~mask, float("-inf"))
+        if mask is not None and use_mask:
+            scores = scores.masked_fill(mask if invert else ~mask, fill)
         return attention.softmax(scores, dim=-1) @ v
     return sdpa
 
@@ -104,6 +106,46 @@ def _lm_forward_no_final_norm(self, token_ids, kv_cache=None):
     return self.lm_head(x)
 
 
+# issue 13: named mistakes
+
+
+def _mhsa_forward(merge: str = "heads d_k", scale_by_d_model: bool = False, diagonal: int = 0, rope_on_v: bool = False):
+    """MultiHeadSelfAttention.forward as the reference writes it, with one step done wrong."""
+    def forward(self, x, token_positions=None, kv_cache=None):
+        if token_positions is None:
+            start = len(kv_cache) if kv_cache is not None else 0
+            token_positions = torch.arange(start, start + x.shape[-2], device=x.device)
+        q, k, v = (rearrange(proj(x), "... seq (heads d_k) -> ... heads seq d_k", heads=self.num_heads)
+                   for proj in (self.q_proj, self.k_proj, self.v_proj))
+        if self.rope is not None:
+            positions = token_positions.unsqueeze(-2)
+            q, k = self.rope(q, positions), self.rope(k, positions)
+            if rope_on_v:
+                v = self.rope(v, positions)
+        if kv_cache is not None:
+            k, v = kv_cache.update(k, v)
+        queries, keys = q.shape[-2], k.shape[-2]
+        causal = torch.ones(queries, keys, dtype=torch.bool, device=x.device).tril(diagonal=keys - queries + diagonal)
+        if scale_by_d_model:
+            q = q * math.sqrt(self.d_k / self.d_model)  # sdpa's 1/sqrt(d_k) then makes it 1/sqrt(d_model)
+        out = attention.scaled_dot_product_attention(q, k, v, causal)  # (..., heads, seq, d_k)
+        if merge == "reshape":  # heads never moved next to d_k: rows mix heads and positions
+            out = out.reshape(*out.shape[:-3], out.shape[-2], self.d_model)
+        else:
+            out = rearrange(out, f"... heads seq d_k -> ... seq ({merge})")
+        return self.output_proj(out)
+    return forward
+
+
+def _block_parallel(self, x, token_positions=None, kv_cache=None):
+    return x + self.attn(self.ln1(x), token_positions, kv_cache) + self.ffn(self.ln2(x))
+
+
+def _rms_norm_whole_tensor(x, weight, eps=1e-5):
+    xf = x.float()
+    return (xf / torch.sqrt(xf.pow(2).mean() + eps) * weight).to(x.dtype)  # one mean over every element
+
+
 def _m(name, task, patches, diagnosis):
     return {"name": name, "task": task, "patches": patches, "diagnosis": diagnosis}
 
@@ -122,6 +164,23 @@ MUTANTS: list[dict] = [
     _m("post_norm", "7.1", [("solutions.block", "TransformerBlock.forward", _block_post_norm)], "post-norm"),
     _m("tied_lm_head", "8.1", [("solutions.model", "TransformerLM.__init__", _lm_init_tied)], "tied"),
     _m("missing_final_norm", "8.1", [("solutions.model", "TransformerLM.forward", _lm_forward_no_final_norm)], "ln_final"),
+    # issue 13: named mistakes
+    _m("heads_not_transposed", "6.3", [("solutions.attention", "MultiHeadSelfAttention.forward",
+                                        _mhsa_forward(merge="reshape"))], "moving the heads dim"),
+    _m("heads_merged_d_k_first", "6.3", [("solutions.attention", "MultiHeadSelfAttention.forward",
+                                          _mhsa_forward(merge="d_k heads"))], "(heads d_k)"),
+    _m("scaled_by_d_model", "6.3", [("solutions.attention", "MultiHeadSelfAttention.forward",
+                                     _mhsa_forward(scale_by_d_model=True))], "sqrt(d_model)"),
+    _m("causal_sees_next_token", "6.3", [("solutions.attention", "MultiHeadSelfAttention.forward",
+                                          _mhsa_forward(diagonal=1))], "diagonal"),
+    _m("rope_on_v", "6.3", [("solutions.attention", "MultiHeadSelfAttention.forward",
+                             _mhsa_forward(rope_on_v=True))], "not v"),
+    _m("mask_ignored", "6.2", [("solutions.attention", "scaled_dot_product_attention", _sdpa(use_mask=False))],
+       "ignores the mask"),
+    _m("mask_filled_with_zero", "6.2", [("solutions.attention", "scaled_dot_product_attention", _sdpa(fill=0.0))],
+       "-inf"),
+    _m("parallel_block", "7.1", [("solutions.block", "TransformerBlock.forward", _block_parallel)], "sequential"),
+    _m("rms_over_whole_tensor", "3.1", [("solutions.rmsnorm", "rms_norm", _rms_norm_whole_tensor)], "each vector"),
 ]
 
 

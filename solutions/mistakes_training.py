@@ -9,7 +9,7 @@ import math
 import numpy as np
 import torch
 
-from minilm.course.validate import check_token_ids
+from minilm.course.validate import check_positive_int, check_token_array, check_token_ids
 
 
 def _get_batch_not_shifted(dataset, batch_size, context_length, device="cpu"):
@@ -43,7 +43,7 @@ def _lr_warmup_off_by_one(it, max_lr, min_lr, warmup_iters, cosine_cycle_iters):
     return min_lr
 
 
-def _adam_step(l2: bool, bias_correction: bool):
+def _adam_step(l2: bool, bias_correction: bool, decay_without_lr: bool = False):
     @torch.no_grad()
     def step(self, closure=None):
         for group in self.param_groups:
@@ -58,6 +58,8 @@ def _adam_step(l2: bool, bias_correction: bool):
                 t, m, v, g = state["step"], state["exp_avg"], state["exp_avg_sq"], p.grad
                 if l2:
                     g = g + wd * p  # weight decay through the gradient: Adam + L2, not AdamW
+                elif decay_without_lr:
+                    p.mul_(1 - wd)  # θ ← θ − λθ: the decay ignores the (scheduled) learning rate
                 else:
                     p.mul_(1 - lr * wd)
                 m.mul_(beta1).add_(g, alpha=1 - beta1)
@@ -75,6 +77,27 @@ def _lm_forward_positions_restart(self, token_ids, kv_cache=None):
     for i, layer in enumerate(self.layers):
         x = layer(x, positions, kv_cache[i] if kv_cache is not None else None)
     return self.lm_head(self.ln_final(x))
+
+
+# issue 13: named mistakes
+
+
+def _get_batch_last_start_never_drawn(dataset, batch_size, context_length, device="cpu"):
+    check_positive_int(batch_size, "batch_size", "get_batch")
+    check_positive_int(context_length, "context_length", "get_batch")
+    check_token_array(dataset, context_length, "get_batch")
+    # randint's high is exclusive, so "- 1" drops the last valid start len - context_length - 1.
+    starts = torch.randint(0, len(dataset) - context_length - 1, (batch_size,)).tolist()
+    windows = torch.from_numpy(np.stack([np.asarray(dataset[i : i + context_length + 1], dtype=np.int64)
+                                         for i in starts]))
+    return windows[:, :-1].contiguous().to(device), windows[:, 1:].contiguous().to(device)
+
+
+def _lr_cosine_past_cycle(it, max_lr, min_lr, warmup_iters, cosine_cycle_iters):
+    if it < warmup_iters:
+        return it / warmup_iters * max_lr
+    progress = (it - warmup_iters) / (cosine_cycle_iters - warmup_iters)  # no floor: the cosine climbs back up
+    return min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (max_lr - min_lr)
 
 
 def _m(name, task, patches, diagnosis):
@@ -95,4 +118,12 @@ MUTANTS: list[dict] = [
        [("solutions.training", "AdamW.step", _adam_step(l2=False, bias_correction=False))], "bias correction"),
     _m("cache_position_zero", "11.2",
        [("solutions.model", "TransformerLM.forward", _lm_forward_positions_restart)], "position 0"),
+    # issue 13: named mistakes
+    _m("decay_without_lr", "10.4",
+       [("solutions.training", "AdamW.step", _adam_step(l2=False, bias_correction=True, decay_without_lr=True))],
+       "times the learning rate"),
+    _m("last_start_never_drawn", "9.1", [("solutions.data", "get_batch", _get_batch_last_start_never_drawn)],
+       "exclusive"),
+    _m("cosine_past_cycle", "10.3", [("solutions.training", "lr_cosine_schedule", _lr_cosine_past_cycle)],
+       "stays at min_lr"),
 ]

@@ -18,6 +18,19 @@ def test_shapes_dtype_and_shift():
 
 
 @pytest.mark.task("9.1")
+def test_every_valid_start_is_drawn_uniformly():
+    data = np.arange(12, dtype=np.int64)  # context 8: valid starts 0, 1, 2, 3
+    torch.manual_seed(0)
+    starts = minilm.get_batch(data, 4000, 8, "cpu")[0][:, 0]
+    counts = torch.bincount(starts, minlength=4)
+    assert counts.shape[0] == 4, f"starts beyond the last valid one (3 = len(dataset) − context_length − 1): {starts.max()}"
+    assert counts[3] > 0, (f"the last valid start, 3 = len(dataset) − context_length − 1, was never drawn in 4000 batches "
+                           f"(counts of starts 0…3: {counts.tolist()}): torch.randint's high is exclusive, so "
+                           "torch.randint(0, len(dataset) − context_length, …) already includes it")
+    assert (counts > 850).all() and (counts < 1150).all(), f"starts are not uniform over 0…3: {counts.tolist()}"
+
+
+@pytest.mark.task("9.1")
 @given(n=st.integers(2, 60), context_length=st.integers(1, 20), batch_size=st.integers(1, 8), seed=st.integers(0, 999))
 def test_windows_come_from_the_dataset(n, context_length, batch_size, seed):
     if n <= context_length:
@@ -26,17 +39,9 @@ def test_windows_come_from_the_dataset(n, context_length, batch_size, seed):
     x, y = minilm.get_batch(data, batch_size, context_length, "cpu")
     for row_x, row_y in zip(x.tolist(), y.tolist()):
         starts = [i for i in range(n - context_length) if data[i : i + context_length].tolist() == row_x]
-        assert any(data[i + 1 : i + context_length + 1].tolist() == row_y for i in starts)
-
-
-@pytest.mark.task("9.1")
-def test_every_valid_start_is_drawn_uniformly():
-    data = np.arange(12, dtype=np.int64)  # context 8: valid starts 0, 1, 2, 3
-    torch.manual_seed(0)
-    starts = minilm.get_batch(data, 4000, 8, "cpu")[0][:, 0]
-    counts = torch.bincount(starts, minlength=4)
-    assert counts.shape[0] == 4, f"starts beyond the last valid one: {starts.max()}"
-    assert (counts > 850).all() and (counts < 1150).all(), f"starts are not uniform over 0…3: {counts.tolist()}"
+        assert starts, f"x's row {row_x} is not a window dataset[i : i + context_length] of the dataset"
+        assert any(data[i + 1 : i + context_length + 1].tolist() == row_y for i in starts), \
+            f"y's row {row_y} is not the window after x's row {row_x} (y = dataset[i + 1 : i + 1 + context_length])"
 
 
 @pytest.mark.task("9.1")

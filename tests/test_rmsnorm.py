@@ -16,7 +16,19 @@ def oracle(x, w, eps=1e-5):
 @given(lead=leading_shapes, d=st.integers(1, 12), seed=seeds, scale=st.sampled_from([1e-3, 1.0, 1e3]))
 def test_rms_norm_matches_F_rms_norm(lead, d, seed, scale):
     x, w = randn((*lead, d), seed, scale) + scale, randn((d,), seed + 1)
-    assert_close(minilm.rms_norm(x, w), oracle(x, w))
+    assert_close(minilm.rms_norm(x, w), oracle(x, w), what=f"rms_norm(x {tuple(x.shape)}, w) vs F.rms_norm")
+
+
+@pytest.mark.task("3.1")
+def test_rms_norm_normalizes_each_vector_on_its_own():
+    """Each vector along the last dim is divided by its own RMS: a row's output does not depend
+    on the other rows (rows of very different sizes make a shared mean show)."""
+    x, w = randn((3, 8), 4) * torch.tensor([[0.01], [1.0], [100.0]]), randn((8,), 5)
+    got = minilm.rms_norm(x, w)
+    for i in range(3):
+        assert_close(got[i], minilm.rms_norm(x[i], w), what=(
+            f"row {i} of rms_norm(x (3, 8)) vs rms_norm of that row alone (mean(x², dim=-1, keepdim=True): "
+            "one RMS per vector, not one for the whole tensor)"))
 
 
 @pytest.mark.task("3.1")
@@ -30,7 +42,8 @@ def test_rms_norm_is_invariant_to_scaling_its_input(seed, alpha):
 def test_rms_norm_keeps_the_mean():
     """LayerNorm would remove a constant offset; RMSNorm must not."""
     x = torch.full((2, 8), 3.0)
-    assert_close(minilm.rms_norm(x, torch.ones(8)), torch.ones(2, 8), atol=1e-5)
+    assert_close(minilm.rms_norm(x, torch.ones(8)), torch.ones(2, 8), atol=1e-5,
+                 what="rms_norm of a constant 3.0 (RMSNorm gives 1.0 everywhere; LayerNorm's mean subtraction gives 0)")
 
 
 @pytest.mark.task("3.1")
@@ -45,8 +58,9 @@ def test_rms_norm_computes_in_float32_and_returns_the_input_dtype():
     x = (randn((4, 64), 0) * 30).to(torch.bfloat16)
     w = torch.ones(64, dtype=torch.bfloat16)
     y = minilm.rms_norm(x, w)
-    assert y.dtype == torch.bfloat16
-    assert_close(y, oracle(x.float(), w.float()).to(torch.bfloat16), atol=1e-2, rtol=1e-2)
+    assert y.dtype == torch.bfloat16, f"rms_norm must return the input's dtype (bfloat16), got {y.dtype}"
+    assert_close(y, oracle(x.float(), w.float()).to(torch.bfloat16), atol=1e-2, rtol=1e-2,
+                 what="rms_norm of a bfloat16 x vs F.rms_norm computed in float32")
 
 
 @pytest.mark.task("3.2")

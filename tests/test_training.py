@@ -104,7 +104,18 @@ def test_schedule_matches_cs336_reference_values():
                 0.55, 0.44986557971965857, 0.3547523173970989, 0.26942958916356996, 0.19817583288938662,
                 0.14456400944391146, 0.11128243951817937, 0.1, 0.1, 0.1, 0.1]
     got = [minilm.lr_cosine_schedule(it, 1.0, 0.1, 7, 21) for it in range(25)]
-    assert got == pytest.approx(expected, abs=1e-12)
+    wrong = [it for it, (a, b) in enumerate(zip(got, expected)) if a != pytest.approx(b, abs=1e-12)]
+    assert not wrong, (f"lr_cosine_schedule(it, max_lr=1, min_lr=0.1, warmup_iters=7, cosine_cycle_iters=21) differs from "
+                       f"CS336's values at it = {wrong}: got {[round(got[i], 4) for i in wrong]}, "
+                       f"expected {[round(expected[i], 4) for i in wrong]}")
+
+
+@pytest.mark.task("10.3")
+def test_schedule_stays_at_min_lr_after_the_cycle():
+    got = [minilm.lr_cosine_schedule(it, 1.0, 0.1, 10, 50) for it in (51, 60, 100, 1000)]
+    assert got == pytest.approx([0.1] * 4, abs=1e-12), (
+        f"after cosine_cycle_iters = 50 the rate must stay at min_lr = 0.1; at it = 51, 60, 100, 1000 got "
+        f"{[round(g, 4) for g in got]} (the cosine must not climb back up: return min_lr for it > cosine_cycle_iters)")
 
 
 @pytest.mark.task("10.3")
@@ -114,13 +125,17 @@ def test_schedule_property(warmup, extra, it):
     rising after the warmup."""
     lr = lambda i: minilm.lr_cosine_schedule(i, 3e-3, 3e-4, warmup, warmup + extra)  # noqa: E731
     got = lr(it)
-    assert 0 <= got <= 3e-3 + 1e-15
+    where = f"(max_lr 3e-3, min_lr 3e-4, warmup_iters {warmup}, cosine_cycle_iters {warmup + extra})"
+    assert 0 <= got <= 3e-3 + 1e-15, f"the rate at it = {it} is {got:.3g}, outside 0 … max_lr {where}"
     if warmup > 0:
-        assert lr(warmup) == pytest.approx(3e-3, abs=1e-15)
+        assert lr(warmup) == pytest.approx(3e-3, abs=1e-15), \
+            f"at it = warmup_iters the rate must be max_lr, got {lr(warmup):.3g} {where}"
     if it > warmup + extra:
-        assert got == pytest.approx(3e-4, abs=1e-15)
+        assert got == pytest.approx(3e-4, abs=1e-15), \
+            f"after the cycle (it = {it}) the rate must stay at min_lr, got {got:.3g} {where}"
     if it >= warmup:
-        assert 3e-4 - 1e-15 <= got and lr(it + 1) <= got + 1e-15
+        assert 3e-4 - 1e-15 <= got and lr(it + 1) <= got + 1e-15, \
+            f"after the warmup the rate must not fall below min_lr nor rise: {got:.3g} at it = {it}, {lr(it + 1):.3g} next {where}"
 
 
 @pytest.mark.task("10.3")
@@ -151,7 +166,7 @@ def _run_optimizer(opt_class, steps, seed, **kwargs):
 def test_adamw_matches_torch(seed, lr, wd, betas):
     kwargs = dict(lr=lr, weight_decay=wd, betas=betas, eps=1e-8)
     for got, want in zip(_run_optimizer(minilm.AdamW, 5, seed, **kwargs), _run_optimizer(torch.optim.AdamW, 5, seed, **kwargs)):
-        assert_close(got, want, atol=1e-6, rtol=1e-5, what="parameters after 5 AdamW steps")
+        assert_close(got, want, atol=1e-6, rtol=1e-5, what=f"parameters after 5 AdamW steps vs torch.optim.AdamW ({kwargs})")
 
 
 @pytest.mark.task("10.4")
@@ -162,7 +177,9 @@ def test_adamw_weight_decay_is_decoupled():
     opt = minilm.AdamW([p], lr=0.1, weight_decay=0.5)
     p.grad = torch.zeros(3)
     opt.step()
-    assert_close(p.detach(), torch.full((3,), 4.0 * (1 - 0.1 * 0.5)), what="p after one step with a zero gradient")
+    assert_close(p.detach(), torch.full((3,), 4.0 * (1 - 0.1 * 0.5)), what=(
+        "p = 4 after one step with a zero gradient, lr 0.1, weight_decay 0.5: only the decay acts, "
+        "p ← p − lr · weight_decay · p = 3.8 (not through the gradient, and not without lr)"))
 
 
 @pytest.mark.task("10.4")

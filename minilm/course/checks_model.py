@@ -143,6 +143,8 @@ _RMS_MISTAKES = {
     "subtracts_mean": "your output matches LayerNorm: RMSNorm does not subtract the mean, it only divides by sqrt(mean(x²) + eps)",
     "eps_outside_sqrt": "eps belongs inside the square root: sqrt(mean(x²) + eps), not sqrt(mean(x²)) + eps",
     "ignores_weight": "multiply by the gain weight after normalizing",
+    "rms_over_whole_tensor": "you took one mean of x² over the whole tensor: RMSNorm normalizes each vector on its own, "
+                             "over the last dim only: sqrt(mean(x², dim=-1, keepdim=True) + eps)",
 }
 
 
@@ -274,6 +276,10 @@ _SDPA_MISTAKES = {
     "no_scaling": "divide the scores q·k by sqrt(d_k) before the softmax",
     "mask_inverted": "your mask is inverted: True means a query MAY attend to that key",
     "softmax_over_queries": "normalize each query's scores over the keys (the last dim), not over the queries",
+    "mask_ignored": "your attention ignores the mask: where mask is False, set the score to -inf before the softmax, "
+                    "so that key gets exactly zero weight",
+    "mask_filled_with_zero": "you filled the masked scores with 0, but a score of 0 still gets the weight "
+                             "exp(0) / Σ exp(scores) > 0: fill them with -inf, so the softmax gives them exactly 0",
 }
 
 
@@ -295,6 +301,18 @@ _MHSA_MISTAKES = {
     "rope_one_based": _ROPE_ONE_BASED,
     "no_rope": "apply RoPE to q and k when theta is given",
     "heads_interleaved": "head h must use rows h·d_k … (h+1)·d_k − 1 of each projection: split d_model as (heads d_k)",
+    "heads_not_transposed": "you reshaped the heads' outputs (…, heads, seq, d_k) straight to (…, seq, d_model) without "
+                            "first moving the heads dim next to d_k, so each row mixes heads and positions: use "
+                            "rearrange '… heads seq d_k -> … seq (heads d_k)' (or transpose(-3, -2), then reshape) "
+                            "before output_proj",
+    "heads_merged_d_k_first": "you merged the heads as (d_k heads), interleaving their columns: head h's output must fill "
+                              "columns h·d_k … (h+1)·d_k − 1, so merge with '… heads seq d_k -> … seq (heads d_k)'",
+    "scaled_by_d_model": "you divided the scores by sqrt(d_model): each head's scores are dot products of d_k-dim "
+                         "vectors, so divide by sqrt(d_k), d_k = d_model / num_heads",
+    "causal_sees_next_token": "your causal mask lets query t see key t + 1: keep the diagonal and what lies below it "
+                              "(tril with diagonal=0: True where key ≤ query), nothing above",
+    "rope_on_v": "you rotated v too: RoPE rotates q and k, not v (the rotation is there to make q·k depend on the "
+                 "relative position; the values stay as v_proj made them)",
 }
 
 
@@ -316,8 +334,11 @@ def check_MultiHeadSelfAttention() -> str:
 # ---------------------------------------------------------------- 7–8: block and LM
 
 _BLOCK_MISTAKES = {
-    "post_norm": "your block normalizes after the residual add (post-norm): use x + attn(ln1(x)), then + ffn(ln2(x))",
+    "post_norm": "your block normalizes after the residual add (post-norm): use h = x + attn(ln1(x)), then h + ffn(ln2(h))",
     "no_residual": "add each sublayer's output to its input (the residual connection)",
+    "parallel_block": "your block runs attention and the FFN side by side on the same x (x + attn(ln1(x)) + ffn(ln2(x))); "
+                      "the block is sequential: h = x + attn(ln1(x)), then h + ffn(ln2(h)), so the FFN sees the "
+                      "attention's output",
 }
 
 
@@ -352,5 +373,7 @@ def check_TransformerLM() -> str:
         "missing_final_norm": "apply ln_final before lm_head",
         "post_norm": "your blocks normalize after the residual add (post-norm): the contract is pre-norm",
         "tied_lm_head": "use lm_head, not the embedding matrix, for the logits",
+        "parallel_block": "your blocks run attention and the FFN side by side; the block is sequential: "
+                          "h = x + attn(ln1(x)), then h + ffn(ln2(h))",
     }, atol=1e-4)
     return "state_dict names and parameter count match the contract, logits match the oracle"

@@ -50,6 +50,10 @@ def check_get_batch() -> str:
     small = np.arange(11, dtype=np.int64)
     torch.manual_seed(0)
     starts = set(minilm.get_batch(small, 300, 8, "cpu")[0][:, 0].tolist())
+    expect(starts != {0, 1}, "with 11 tokens and context_length 8 the valid starts are 0, 1 and 2, but 2 "
+           "(= len(dataset) − context_length − 1) was never drawn in 300 draws: torch.randint's high is exclusive, "
+           "so torch.randint(0, len(dataset) − context_length, …) already includes the last start",
+           "last_start_never_drawn")
     expect(starts == {0, 1, 2}, f"with 11 tokens and context_length 8 the valid starts are 0, 1 and 2 (uniformly), "
            f"got starts {sorted(starts)}", "start_range")
     memmap_like = np.arange(50, dtype=np.uint16)
@@ -119,6 +123,8 @@ def check_lr_cosine_schedule() -> str:
     compare(got, "the learning rates for it = 0 … 24 (max_lr 1, min_lr 0.1, warmup 7, cycle 21)", {
         "warmup_off_by_one": "the warmup is off by one: at it = 0 the rate must be 0, rising as "
                              "it / warmup_iters · max_lr to max_lr at it = warmup_iters",
+        "cosine_past_cycle": "after cosine_cycle_iters the rate stays at min_lr, but yours follows the cosine back up: "
+                             "return min_lr for it > cosine_cycle_iters",
     }, atol=1e-9, rtol=1e-9)
     return "matches CS336's schedule for 25 iterations: warmup, cosine and the floor"
 
@@ -143,6 +149,8 @@ def check_adamw() -> str:
             "adam_l2": "you added weight_decay · p to the gradient (Adam with L2); AdamW's decay is decoupled: "
                        "p ← p − lr · weight_decay · p, separately from the moments",
             "no_bias_correction": "missing bias correction: divide m by 1 − β1ᵗ and v by 1 − β2ᵗ (t counts from 1)",
+            "decay_without_lr": "your decay is p ← p − weight_decay · p; AdamW decays by weight_decay times the learning "
+                                "rate: p ← p − lr · weight_decay · p (so the schedule scales the decay too)",
         })
     # A schedule changes group["lr"] between steps: the optimizer must read it each step.
     p = torch.nn.Parameter(torch.ones(3))
