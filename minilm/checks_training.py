@@ -68,13 +68,13 @@ BPE_CORPUS = ("low low low low low lower lower newest newest newest newest newes
               "It's a café; we'll see cafés, 2024 and 2025!\n")
 BPE_MERGES = 40
 BPE_MISTAKES = {
-    "no_pretokenization": "your merges cross pre-token boundaries: split the text with regex.finditer(GPT2_PATTERN, "
+    "bpe_no_pretokenization": "your merges cross pre-token boundaries: split the text with regex.finditer(GPT2_PATTERN, "
                           "text) first and count pairs only inside each chunk",
-    "tie_smallest_pair": "on a tie you took the smallest pair; the rule is the lexicographically greatest "
+    "bpe_tie_smallest_pair": "on a tie you took the smallest pair; the rule is the lexicographically greatest "
                          "(the max of (count, pair))",
-    "counts_not_weighted": "count each chunk's pairs as many times as the chunk occurs in the text, not once per "
+    "bpe_counts_not_weighted": "count each chunk's pairs as many times as the chunk occurs in the text, not once per "
                            "distinct chunk",
-    "merges_right_to_left": "replace a pair's occurrences left to right: with the merge (a, a), \"aaa\" becomes "
+    "bpe_merges_right_to_left": "replace a pair's occurrences left to right: with the merge (a, a), \"aaa\" becomes "
                             "[aa, a], not [a, aa]",
 }
 
@@ -141,7 +141,7 @@ def check_train_bpe() -> str:
     # Overlapping occurrences: "aaa" holds (a, a) twice, and merging it left to right leaves [aa, a].
     _, aaa = _bpe_result(minilm.train_bpe("aaa aaa aaab", 3), 'train_bpe("aaa aaa aaab", 3)')
     _compare_merges(aaa, 'the 3 merges learned from "aaa aaa aaab"', {
-        "merges_right_to_left": BPE_MISTAKES["merges_right_to_left"]})
+        "bpe_merges_right_to_left": BPE_MISTAKES["bpe_merges_right_to_left"]})
     vocab0, merges0 = _bpe_result(minilm.train_bpe(BPE_CORPUS, 0), "train_bpe(the check's corpus, 0)")
     expect(merges0 == [] and sorted(vocab0) == list(range(256)),
            "with num_merges = 0 the merges must be [] and vocab the 256 single bytes")

@@ -132,13 +132,13 @@ def _m(name, task, patches, diagnosis):
 
 MUTANTS: list[dict] = [
     _m("targets_not_shifted", "9.1", [("solutions.data", "get_batch", _get_batch_not_shifted)], "shifted"),
-    _m("no_pretokenization", "9.2", [("solutions.bpe", "train_bpe", _train_bpe_variant(pretokenize=False))],
+    _m("bpe_no_pretokenization", "9.2", [("solutions.bpe", "train_bpe", _train_bpe_variant(pretokenize=False))],
        "pre-token"),
-    _m("tie_smallest_pair", "9.2", [("solutions.bpe", "train_bpe", _train_bpe_variant(greatest=False))],
+    _m("bpe_tie_smallest_pair", "9.2", [("solutions.bpe", "train_bpe", _train_bpe_variant(greatest=False))],
        "greatest"),
-    _m("counts_not_weighted", "9.2", [("solutions.bpe", "train_bpe", _train_bpe_variant(weighted=False))],
+    _m("bpe_counts_not_weighted", "9.2", [("solutions.bpe", "train_bpe", _train_bpe_variant(weighted=False))],
        "occurs"),
-    _m("merges_right_to_left", "9.2", [("solutions.bpe", "train_bpe", _train_bpe_variant(left_to_right=False))],
+    _m("bpe_merges_right_to_left", "9.2", [("solutions.bpe", "train_bpe", _train_bpe_variant(left_to_right=False))],
        "left to right"),
     _m("no_logsumexp", "10.1", [("solutions.training", "cross_entropy", _cross_entropy_no_logsumexp)],
        "log-sum-exp"),
