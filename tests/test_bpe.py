@@ -159,12 +159,13 @@ def test_compression_grows_with_the_merges_and_is_plotted():
 
     text = "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n" * 20
     vocab, _ = minilm.train_bpe(text, 60)
-    table = viz.compression_table(vocab, "First Citizen:\nSpeak, hear me.\n", sizes=[256, 276, 296, 316])
+    sizes = [256, 266, 276, len(vocab)]  # the text's few distinct chunks allow fewer than 60 merges
+    table = viz.compression_table(vocab, "First Citizen:\nSpeak, hear me.\n", sizes=sizes)
     assert table["ours"][0] == table["gpt2"][0] == 1.0  # bytes only
     assert table["ours"] == sorted(table["ours"]) and table["ours"][-1] > 1.5
     fig = viz.plot_compression(table)
     ax = fig.axes[0]
     assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel() and len(ax.get_legend().get_texts()) == 3
     plt.close(fig)
-    with pytest.raises(ValueError, match="more than the 316 tokens"):
-        viz.compression_table(vocab, text, sizes=[400])
+    with pytest.raises(ValueError, match=f"more than the {len(vocab)} tokens"):
+        viz.compression_table(vocab, text, sizes=[len(vocab) + 1])
