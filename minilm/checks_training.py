@@ -89,7 +89,7 @@ def _bpe_result(result, call: str) -> tuple[dict, list]:
     for k, m in enumerate(merges):
         expect(isinstance(m, tuple) and len(m) == 2 and all(isinstance(p, bytes) for p in m),
                f"{call}: merges[{k}] must be a pair (bytes, bytes), got {m!r}")
-    return vocab, merges
+    return result
 
 
 def _merge_ids(merges: list[tuple[bytes, bytes]]) -> torch.Tensor:

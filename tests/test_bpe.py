@@ -17,13 +17,13 @@ def naive_bpe(text: str, num_merges: int) -> list[tuple[bytes, bytes]]:
     """The docstring read literally: split into chunks, then at every merge count every pair in
     every occurrence of every chunk, take max((count, pair)), and merge it left to right."""
     chunks = [[bytes([b]) for b in c.encode("utf-8")] for c in regex.findall(corpus.GPT2_PATTERN, text)]
-    merges = []
-    for _ in range(num_merges):
+    merges: list[tuple[bytes, bytes]] = []
+    while len(merges) < num_merges:
         counts = Counter(pair for chunk in chunks for pair in zip(chunk, chunk[1:]))
         if not counts:
             break
         best = max(counts, key=lambda pair: (counts[pair], pair))
-        merges.append(best)
+        merges += [best]
         for k, chunk in enumerate(chunks):
             out, i = [], 0
             while i < len(chunk):

@@ -1,6 +1,6 @@
 """Pictures for notebook 09 (tokenization and data): GPT-2 tokens drawn as colored spans over
-real text, BPE merges replayed step by step, token statistics of Tiny Shakespeare, and a batch
-(x, y) from get_batch.
+real text, BPE merges replayed step by step, the compression of a trained BPE against GPT-2's,
+token statistics of Tiny Shakespeare, and a batch (x, y) from get_batch.
 
 Everything here reads the tokenizer through tiktoken's public API (encode, decode_single_token_bytes,
 encode_single_token), so it is deterministic: the same text always gives the same pictures.
