@@ -82,7 +82,7 @@ def _ranked_encoding(tokens: list[bytes], name: str):
 
 def gpt2_prefix_tokenizer(vocab_size: int):
     """GPT-2's tokenizer cut to its first `vocab_size` tokens (256 ≤ vocab_size ≤ 50,256): the 256
-    bytes and GPT-2's first vocab_size − 256 merges, learned on WebText. Ids are ranks in
+    bytes and GPT-2's first vocab_size − 256 merges. Ids are ranks in
     tiktoken's "gpt2" encoding, so a prefix of them is the BPE that stopped merging there."""
     enc = tokenizer()
     if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or not 256 <= vocab_size <= enc.eot_token:

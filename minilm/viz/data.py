@@ -121,7 +121,7 @@ def plot_compression(table: dict[str, list[float]]) -> Figure:
     sizes = table["sizes"]
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.plot(sizes, table["ours"], "o-", color="C0", label="BPE trained on Tiny Shakespeare (yours)")
-    ax.plot(sizes, table["gpt2"], "s-", color="C1", label="GPT-2's first merges (learned on WebText)")
+    ax.plot(sizes, table["gpt2"], "s-", color="C1", label="GPT-2 cut to its first merges")
     ax.axhline(table["gpt2 (all)"], color="C1", ls="--", lw=1, label="GPT-2, all 50,257 tokens")
     ax.set_xscale("log", base=2)
     ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
