@@ -17,7 +17,7 @@ def naive_bpe(text: str, num_merges: int) -> list[tuple[bytes, bytes]]:
     """The docstring read literally: split into chunks, then at every merge count every pair in
     every occurrence of every chunk, take max((count, pair)), and merge it left to right."""
     chunks = [[bytes([b]) for b in c.encode("utf-8")] for c in regex.findall(corpus.GPT2_PATTERN, text)]
-    merges: list[tuple[bytes, bytes]] = []
+    merges = []
     while len(merges) < num_merges:
         counts = Counter(pair for chunk in chunks for pair in zip(chunk, chunk[1:]))
         if not counts:
