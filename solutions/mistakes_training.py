@@ -5,17 +5,66 @@ the tests must fail on every one, and checks.run(task).mistake must name it."""
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import numpy as np
+import regex
 import torch
 
-from minilm.course.validate import check_positive_int, check_token_array, check_token_ids
+from minilm.course.validate import check_bpe_args, check_positive_int, check_token_array, check_token_ids
+from solutions.bpe import GPT2_PATTERN
 
 
 def _get_batch_not_shifted(dataset, batch_size, context_length, device="cpu"):
     starts = torch.randint(0, len(dataset) - context_length, (batch_size,)).tolist()
     x = torch.from_numpy(np.stack([np.asarray(dataset[i : i + context_length], dtype=np.int64) for i in starts]))
     return x.to(device), x.clone().to(device)  # the target is the input itself
+
+
+def _train_bpe_variant(pretokenize: bool = True, weighted: bool = True, greatest: bool = True,
+                       left_to_right: bool = True):
+    """A BPE trainer that recounts every pair at every merge, with one of the usual mistakes switched on."""
+    def merge(word, pair, token):
+        out, j = [], 0
+        if left_to_right:
+            while j < len(word):
+                if j + 1 < len(word) and (word[j], word[j + 1]) == pair:
+                    out.append(token)
+                    j += 2
+                else:
+                    out.append(word[j])
+                    j += 1
+            return out
+        j = len(word) - 1  # from the right: "aaa" with (a, a) becomes [a, aa]
+        while j >= 0:
+            if j >= 1 and (word[j - 1], word[j]) == pair:
+                out.append(token)
+                j -= 2
+            else:
+                out.append(word[j])
+                j -= 1
+        return out[::-1]
+
+    def train_bpe(text, num_merges):
+        check_bpe_args(text, num_merges, "train_bpe")
+        chunks = Counter(regex.findall(GPT2_PATTERN, text)) if pretokenize else Counter([text])
+        words = [([bytes([b]) for b in chunk.encode("utf-8")], freq) for chunk, freq in chunks.items()]
+        vocab, merges = {i: bytes([i]) for i in range(256)}, []
+        for _ in range(num_merges):
+            counts = Counter()
+            for word, freq in words:
+                for pair in zip(word, word[1:]):
+                    counts[pair] += freq if weighted else 1  # unweighted: once per distinct chunk
+            if not counts:
+                break
+            top = max(counts.values())
+            tied = [pair for pair, c in counts.items() if c == top]
+            best = max(tied) if greatest else min(tied)
+            vocab[256 + len(merges)] = best[0] + best[1]
+            merges.append(best)
+            words = [(merge(word, best, best[0] + best[1]), freq) for word, freq in words]
+        return vocab, merges
+    return train_bpe
 
 
 def _cross_entropy_no_logsumexp(logits, targets):
@@ -106,6 +155,14 @@ def _m(name, task, patches, diagnosis):
 
 MUTANTS: list[dict] = [
     _m("targets_not_shifted", "9.1", [("solutions.data", "get_batch", _get_batch_not_shifted)], "shifted"),
+    _m("bpe_no_pretokenization", "9.2", [("solutions.bpe", "train_bpe", _train_bpe_variant(pretokenize=False))],
+       "pre-token"),
+    _m("bpe_tie_smallest_pair", "9.2", [("solutions.bpe", "train_bpe", _train_bpe_variant(greatest=False))],
+       "greatest"),
+    _m("bpe_counts_not_weighted", "9.2", [("solutions.bpe", "train_bpe", _train_bpe_variant(weighted=False))],
+       "occurs"),
+    _m("bpe_merges_right_to_left", "9.2", [("solutions.bpe", "train_bpe", _train_bpe_variant(left_to_right=False))],
+       "left to right"),
     _m("no_logsumexp", "10.1", [("solutions.training", "cross_entropy", _cross_entropy_no_logsumexp)],
        "log-sum-exp"),
     _m("per_parameter_clipping", "10.2", [("solutions.training", "clip_grad_norm", _clip_per_parameter)],

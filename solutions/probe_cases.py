@@ -207,6 +207,28 @@ def _get_batch_cases(g, hidden):
                  what="a uint16 dataset")]
 
 
+# Pieces of text for the hidden BPE cases: repeated words and their overlaps, contractions,
+# digits, punctuation, runs of spaces and newlines, and multi-byte characters.
+_BPE_PIECES = ("a", "b", "aa", "ab", "ba", "the", "The", "then", "than", " ", " ", " ", "  ", "\n", "\n\n", "'s",
+               "'ll", "1", "23", "2024", ".", ",", "!?", "é", "café", "naïve", "🤖", "\t", "x")
+
+
+@cases("9.2")
+def _train_bpe_cases(g, hidden):
+    from minilm.course.checks_training import BPE_CORPUS, BPE_MERGES
+
+    cases = [dict(text=BPE_CORPUS, num_merges=BPE_MERGES, what=f"the check's corpus, {BPE_MERGES} merges"),
+             dict(text="aaa aaa aaab", num_merges=3, what='"aaa aaa aaab", 3 merges'),
+             dict(text="ab ab", num_merges=10, what='"ab ab", 10 merges (only 2 are possible)')]
+    if hidden:
+        for length, merges in ((_int(g, 20, 80), _int(g, 5, 40)), (_int(g, 150, 400), _int(g, 30, 120))):
+            picks = torch.randint(0, len(_BPE_PIECES), (length,), generator=g).tolist()
+            cases.append(dict(text="".join(_BPE_PIECES[i] for i in picks), num_merges=merges,
+                              what=f"a text of {length} random pieces, {merges} merges"))
+        cases.append(dict(text="x", num_merges=_int(g, 0, 3), what="a one-character text"))
+    return cases
+
+
 @cases("10.1")
 def _ce_cases(g, hidden):
     cases = [dict(logits=_randn(g, 4, 7), targets=torch.randint(0, 7, (4,), generator=g), what="logits (4, 7)"),

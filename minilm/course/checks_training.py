@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 import minilm
-from minilm.course.checks import CheckFailed, compare, expect, reference, register
+from minilm.course.checks import CheckFailed, compare, expect, mistake_output, reference, register
 from minilm.course.checks_model import _fixed_state
 
 # A small model for the cache check: fast, but with every code path.
@@ -60,6 +60,101 @@ def check_get_batch() -> str:
     x16, y16 = minilm.get_batch(memmap_like, 2, 5, "cpu")
     expect(x16.dtype == torch.long and torch.equal(y16, x16 + 1), "a uint16 dataset must also give int64 (x, y) shifted by one")
     return "(x, y) are int64 windows shifted by one, starts uniform over every valid offset"
+
+
+# ---------------------------------------------------------------- 9.2: train_bpe
+
+# A small corpus where every rule of the docstring decides some merge: repeated words (counts
+# weighted by frequency), ties, pre-token boundaries, "aaa" (overlapping pairs), multi-byte
+# characters, a contraction and digits.
+BPE_CORPUS = ("low low low low low lower lower newest newest newest newest newest newest widest widest widest\n"
+              "aaa aaa aaab baaa ab ab ba\n"
+              "It's a café; we'll see cafés, 2024 and 2025!\n")
+BPE_MERGES = 40
+BPE_MISTAKES = {
+    "bpe_no_pretokenization": "your merges cross pre-token boundaries: split the text with regex.finditer(GPT2_PATTERN, "
+                          "text) first and count pairs only inside each chunk",
+    "bpe_tie_smallest_pair": "on a tie you took the smallest pair; the rule is the lexicographically greatest "
+                         "(the max of (count, pair))",
+    "bpe_counts_not_weighted": "count each chunk's pairs as many times as the chunk occurs in the text, not once per "
+                           "distinct chunk",
+    "bpe_merges_right_to_left": "replace a pair's occurrences left to right: with the merge (a, a), \"aaa\" becomes "
+                            "[aa, a], not [a, aa]",
+}
+
+
+def _bpe_result(result, call: str) -> tuple[dict, list]:
+    """train_bpe's (vocab, merges), after checking their types (a clear line instead of a crash below)."""
+    expect(isinstance(result, tuple) and len(result) == 2,
+           f"{call} returned {type(result).__name__}, expected a tuple (vocab, merges)")
+    vocab, merges = result
+    expect(isinstance(vocab, dict), f"{call}: vocab must be a dict {{id: bytes}}, got {type(vocab).__name__}")
+    expect(isinstance(merges, list), f"{call}: merges must be a list of (bytes, bytes) pairs, got {type(merges).__name__}")
+    for k, m in enumerate(merges):
+        expect(isinstance(m, tuple) and len(m) == 2 and all(isinstance(p, bytes) for p in m),
+               f"{call}: merges[{k}] must be a pair (bytes, bytes), got {m!r}")
+    return result
+
+
+def _merge_ids(merges: list[tuple[bytes, bytes]]) -> torch.Tensor:
+    """Merges as (left id, right id) rows: ids 0–255 the bytes, 256 + k the k-th merge's token (-1 if unknown)."""
+    ids = {bytes([i]): i for i in range(256)}
+    rows = []
+    for k, (left, right) in enumerate(merges):
+        rows.append([ids.get(left, -1), ids.get(right, -1)])
+        ids.setdefault(left + right, 256 + k)
+    return torch.tensor(rows, dtype=torch.long).reshape(-1, 2)
+
+
+def _merges_of(ids: torch.Tensor) -> list[tuple[bytes, bytes]]:
+    tokens = [bytes([i]) for i in range(256)]
+    merges = []
+    for left, right in ids.tolist():
+        merges.append((tokens[left], tokens[right]))
+        tokens.append(tokens[left] + tokens[right])
+    return merges
+
+
+def _compare_merges(merges: list, what: str, mistakes: dict[str, str]) -> None:
+    got = _merge_ids(merges)
+    want = reference(what, got, tuple(mistakes))
+    if torch.equal(got, want):
+        return
+    for label, advice in mistakes.items():
+        out = mistake_output(label, what)
+        if out is not None and torch.equal(got, out):
+            raise CheckFailed(f"{what}: {advice}", label)
+    expected = _merges_of(want)
+    first = next((k for k, (a, b) in enumerate(zip(merges, expected)) if a != b), None)
+    if first is None:
+        raise CheckFailed(f"{what}: you returned {len(merges)} merges, expected {len(expected)}")
+    raise CheckFailed(f"{what}: merge {first} is {merges[first]!r}, expected {expected[first]!r} (the most frequent "
+                      "pair over the chunks, each weighted by its count; a tie goes to the greatest pair)")
+
+
+@register("9.2")
+def check_train_bpe() -> str:
+    call = f"train_bpe(the check's corpus, {BPE_MERGES})"
+    vocab, merges = _bpe_result(minilm.train_bpe(BPE_CORPUS, BPE_MERGES), call)
+    _compare_merges(merges, f"the {BPE_MERGES} merges learned from the check's corpus", BPE_MISTAKES)
+    expect(sorted(vocab) == list(range(256 + len(merges))),
+           f"{call}: vocab's ids must be 0 … 255 + len(merges) = {255 + len(merges)}, one per byte and per merge")
+    expect(all(vocab[i] == bytes([i]) for i in range(256)), f"{call}: vocab[i] must be bytes([i]) for i = 0 … 255")
+    expect(all(vocab[256 + k] == a + b for k, (a, b) in enumerate(merges)),
+           f"{call}: vocab[256 + k] must be the bytes of merges[k] joined, left + right")
+    # Overlapping occurrences: "aaa" holds (a, a) twice, and merging it left to right leaves [aa, a].
+    _, aaa = _bpe_result(minilm.train_bpe("aaa aaa aaab", 3), 'train_bpe("aaa aaa aaab", 3)')
+    _compare_merges(aaa, 'the 3 merges learned from "aaa aaa aaab"', {
+        "bpe_merges_right_to_left": BPE_MISTAKES["bpe_merges_right_to_left"]})
+    vocab0, merges0 = _bpe_result(minilm.train_bpe(BPE_CORPUS, 0), "train_bpe(the check's corpus, 0)")
+    expect(merges0 == [] and sorted(vocab0) == list(range(256)),
+           "with num_merges = 0 the merges must be [] and vocab the 256 single bytes")
+    # " ab" and "ab" become single tokens after two merges: then there is no pair left to merge.
+    _, few = _bpe_result(minilm.train_bpe("ab ab", 10), 'train_bpe("ab ab", 10)')
+    expect(len(few) == 2, f"train_bpe('ab ab', 10) made {len(few)} merges; after (b'a', b'b') and (b' ', b'ab') "
+                          "every chunk is one token, so training must stop there, with 2 merges")
+    return (f"the {BPE_MERGES} merges of the check's corpus match, vocab = 256 bytes + one token per merge, "
+            "stops when no pair is left")
 
 
 # ---------------------------------------------------------------- 10: training

@@ -48,6 +48,55 @@ def tokenizer():
         ) from e
 
 
+# GPT-2's pre-tokenization pattern, the same as GPT2_PATTERN in the student's minilm/bpe.py
+# (tests/test_bpe.py keeps the two in step and checks that it splits text as tiktoken's "gpt2" does).
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
+def bpe_tokenizer(vocab: dict[int, bytes], name: str = "minilm-bpe"):
+    """A tiktoken encoder for a byte-level BPE vocabulary {id: bytes} such as Task 9.2's
+    train_bpe returns (ids 0–255 the single bytes, then one token per merge, in the order learned),
+    with GPT-2's pre-tokenization. tiktoken encodes as GPT-2 does: inside each chunk, merge the
+    adjacent pair whose merged bytes have the lowest id, until no pair is a token. A token whose
+    bytes come twice keeps its lower id.
+
+    Used to measure compression (bytes per token) on text the BPE was not trained on."""
+    if not isinstance(vocab, dict) or not all(isinstance(k, int) and isinstance(v, bytes) for k, v in vocab.items()):
+        raise TypeError(f"bpe_tokenizer: vocab must be a dict of int ids to bytes, got {type(vocab).__name__}")
+    missing = [i for i in range(256) if vocab.get(i) != bytes([i])]
+    if missing:
+        raise ValueError(f"bpe_tokenizer: ids 0–255 must be the 256 single bytes (vocab[i] = bytes([i])), "
+                         f"{len(missing)} are not, the first id {missing[0]}")
+    return _ranked_encoding([vocab[i] for i in sorted(vocab)], name)
+
+
+def _ranked_encoding(tokens: list[bytes], name: str):
+    """tiktoken's encoder for `tokens` in rank order (a repeated token keeps its first rank)."""
+    import tiktoken
+
+    ranks: dict[bytes, int] = {}
+    for rank, token in enumerate(tokens):
+        ranks.setdefault(token, rank)
+    return tiktoken.Encoding(name, pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens={})
+
+
+def gpt2_prefix_tokenizer(vocab_size: int):
+    """GPT-2's tokenizer cut to its first `vocab_size` tokens (256 ≤ vocab_size ≤ 50,256): the 256
+    bytes and GPT-2's first vocab_size − 256 merges. Ids are ranks in
+    tiktoken's "gpt2" encoding, so a prefix of them is the BPE that stopped merging there."""
+    enc = tokenizer()
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or not 256 <= vocab_size <= enc.eot_token:
+        raise ValueError(f"gpt2_prefix_tokenizer: vocab_size must be an int from 256 to {enc.eot_token:,} "
+                         f"(GPT-2's tokens without <|endoftext|>), got {vocab_size!r}")
+    # GPT-2's ids 0–255 are the single bytes in another order (not vocab[i] = bytes([i])): ranks as they are.
+    return _ranked_encoding([enc.decode_single_token_bytes(i) for i in range(vocab_size)], f"gpt2-first-{vocab_size}")
+
+
+def bytes_per_token(enc, text: str) -> float:
+    """Compression of `text` under the tokenizer `enc`: its UTF-8 bytes per token (higher is shorter)."""
+    return len(text.encode("utf-8")) / len(enc.encode_ordinary(text))
+
+
 def data_dir() -> Path:
     """Where downloads and encoded datasets live: $MINILM_DATA_DIR, else ~/.cache/minilm."""
     return Path(os.environ.get("MINILM_DATA_DIR") or Path.home() / ".cache" / "minilm").expanduser()

@@ -131,9 +131,10 @@ IMPORTABLE: tuple[str, ...] = (
     "torch", "numpy", "einops", "jaxtyping", "math", "cmath", "random", "numbers", "typing", "typing_extensions",
     "collections", "dataclasses", "functools", "itertools", "enum", "abc", "warnings", "copy", "contextlib",
     "__future__", "os", "minilm.course.validate",
+    "regex",  # Task 9.2's pre-tokenizer: \p{L} and \p{N} (Unicode letters and digits), which `re` lacks
 )
 IMPORT_ADVICE = ("exercise modules import only torch, numpy, einops, jaxtyping, Python's math and typing helpers, "
-                 "minilm.course.validate and the task names of the other exercise modules")
+                 "regex, minilm.course.validate and the task names of the other exercise modules")
 
 
 def _t(id, title, function, module, notebook, points, *forbidden, allowed=(), also=()):
@@ -184,6 +185,7 @@ TASKS: tuple[Task, ...] = (
        ("softmax", "use your TransformerBlock (Task 7.1)"), ("norm", "use your RMSNorm (Task 3.2)"),
        ("activation", "use your TransformerBlock (Task 7.1)"), _LINEAR),
     _t("9.1", "get_batch", "get_batch", "data", "09_data", 3),
+    _t("9.2", "train a byte-level BPE", "train_bpe", "bpe", "09_data", 4),
     _t("10.1", "cross-entropy", "cross_entropy", "training", "10_training", 3,
        ("cross_entropy", "use the max trick, m + log Σ exp(logits − m), minus the target's logit")),
     _t("10.2", "global gradient clipping", "clip_grad_norm", "training", "10_training", 2,

@@ -155,3 +155,15 @@ def check_logits_targets(logits: Tensor, targets: Tensor, where: str) -> None:
         raise ValueError(f"{where}: logits must have shape targets.shape + (vocab_size,), "
                          f"got logits {_shape(logits)} and targets {_shape(targets)}")
     check_token_ids(targets, logits.shape[-1], where, "targets")
+
+
+def check_bpe_args(text, num_merges, where: str) -> None:
+    """BPE training: `text` a non-empty str, `num_merges` an int >= 0."""
+    if not isinstance(text, str):
+        raise TypeError(f"{where}: text must be a str (decoded text, not bytes or a path), got {type(text).__name__}")
+    if not text:
+        raise ValueError(f"{where}: text is empty: there is nothing to learn merges from")
+    if isinstance(num_merges, bool) or not isinstance(num_merges, int):
+        raise TypeError(f"{where}: num_merges must be an int, got {type(num_merges).__name__} {num_merges!r}")
+    if num_merges < 0:
+        raise ValueError(f"{where}: num_merges must be >= 0, got {num_merges}")

@@ -288,6 +288,18 @@ def _get_batch_invariant(got, c) -> str | None:
 probe("9.1", collect=_get_batch_collect, free=("x", "y", "again", "starts"), invariant=_get_batch_invariant)
 
 
+# 9.2: train_bpe -----------------------------------------------------------------------------
+
+def _train_bpe_collect(m, c):
+    vocab, merges = m.train_bpe(c["text"], c["num_merges"])
+    # bytes as hex strings: outputs cross to the grader as plain data (tensors, numbers, str, lists)
+    return {"merges": [[left.hex(), right.hex()] for left, right in merges],
+            "vocab": [[i, vocab[i].hex()] for i in sorted(vocab)]}
+
+
+probe("9.2", collect=_train_bpe_collect)
+
+
 # 10: training -------------------------------------------------------------------------------
 
 probe("10.1", collect=lambda m, c: {"loss": m.cross_entropy(c["logits"], c["targets"])}, atol=1e-4)

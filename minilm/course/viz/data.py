@@ -1,6 +1,6 @@
 """Pictures for notebook 09 (tokenization and data): GPT-2 tokens drawn as colored spans over
-real text, BPE merges replayed step by step, token statistics of Tiny Shakespeare, and a batch
-(x, y) from get_batch.
+real text, BPE merges replayed step by step, the compression of a trained BPE against GPT-2's,
+token statistics of Tiny Shakespeare, and a batch (x, y) from get_batch.
 
 Everything here reads the tokenizer through tiktoken's public API (encode, decode_single_token_bytes,
 encode_single_token), so it is deterministic: the same text always gives the same pictures.
@@ -100,6 +100,36 @@ def bpe_merges(enc, chunk: str) -> list[list[bytes]]:
 def format_merges(steps: list[list[bytes]]) -> str:
     """The merge steps of bpe_merges as text lines, parts separated by |."""
     return "\n".join(f"{k:2d}: " + "|".join(token_text(p) for p in parts) for k, parts in enumerate(steps))
+
+
+def compression_table(vocab: dict[int, bytes], held_out: str, sizes: Sequence[int]) -> dict[str, list[float]]:
+    """Bytes per token of `held_out` at each vocabulary size in `sizes`: under the BPE `vocab`
+    (train_bpe's) cut to its first `size` tokens, and under GPT-2's first `size` tokens. Cutting
+    a BPE's vocabulary after its first k merges gives the BPE that k merges would have learned,
+    so one training run serves every size. Also "gpt2 (all)": GPT-2's full tokenizer."""
+    sizes = list(sizes)
+    if max(sizes) > len(vocab):
+        raise ValueError(f"compression_table: the largest size {max(sizes)} is more than the {len(vocab)} tokens of vocab")
+    ours = [corpus.bytes_per_token(corpus.bpe_tokenizer({i: vocab[i] for i in range(n)}), held_out) for n in sizes]
+    gpt2 = [corpus.bytes_per_token(corpus.gpt2_prefix_tokenizer(n), held_out) for n in sizes]
+    return {"sizes": sizes, "ours": ours, "gpt2": gpt2, "gpt2 (all)": corpus.bytes_per_token(corpus.tokenizer(), held_out)}
+
+
+def plot_compression(table: dict[str, list[float]]) -> Figure:
+    """Bytes per token against vocabulary size (compression_table's result): the BPE trained on
+    Tiny Shakespeare, GPT-2's first merges, and GPT-2's full 50,257 tokens as a dashed line."""
+    sizes = table["sizes"]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(sizes, table["ours"], "o-", color="C0", label="BPE trained on Tiny Shakespeare (yours)")
+    ax.plot(sizes, table["gpt2"], "s-", color="C1", label="GPT-2 cut to its first merges")
+    ax.axhline(table["gpt2 (all)"], color="C1", ls="--", lw=1, label="GPT-2, all 50,257 tokens")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
+    ax.set(title="Compression of held-out Tiny Shakespeare", xlabel="vocabulary size (256 bytes + merges)",
+           ylabel="bytes per token (higher = shorter)")
+    ax.legend()
+    fig.tight_layout()
+    return fig
 
 
 # ---------------------------------------------------------------- corpus statistics
