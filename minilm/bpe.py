@@ -1,7 +1,7 @@
 """Task 9.2: train a byte-level BPE tokenizer (notebooks/09_data.ipynb)."""
 
 # YOUR FILE: write the bodies that raise NotImplementedError (see the task ids below).
-# Generated from the reference by `python -m solutions.make_stubs`: the signatures,
+# Generated from the reference by `minilm stubs`: the signatures,
 # shape annotations and docstrings are the spec, and the validation calls are provided.
 
 from __future__ import annotations
