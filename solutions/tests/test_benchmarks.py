@@ -94,5 +94,11 @@ def test_quick_tooling_and_targets(quick):
     # Which import is faster is a figure of the benchmark (a busy machine can stall either), not
     # asserted here; that `import minilm` leaves torch unloaded is test_course's import test.
     assert by_what["import minilm (torch loaded on first use)"]["met"] == (t["import_s"] < t["import_and_torch_s"])
+    fb = t["feedback"]
+    assert fb["tasks"] and all(fb[k][i] > 0 for k in ("check", "test", "pytest_task") for i in fb["tasks"])
+    worst_test = max(fb["test"].values())
+    assert by_what[f"minilm test ID (slowest of {', '.join(fb['tasks'])})"]["met"] == (worst_test <= 10)
+    assert by_what["minilm status (every task done)"]["met"] == (fb["status"] <= 5) and t["status_s"] == fb["status"]
+    assert "A student's feedback loop" in stdout and f"minilm check {fb['tasks'][0]}" in stdout
     for row in results["targets"]:
         assert ("met" if row["met"] else "MISSED") in stdout
