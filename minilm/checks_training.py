@@ -205,6 +205,7 @@ class ToyLM(nn.Module):
     def __init__(self, table: torch.Tensor, context_length: int):
         super().__init__()
         self.table, self.context_length = nn.Parameter(table.clone(), requires_grad=False), context_length
+        self.fed: list[int] = []  # how many new tokens each call was given
 
     def make_kv_cache(self) -> list[_Window]:
         return [_Window()]
@@ -212,6 +213,7 @@ class ToyLM(nn.Module):
     def forward(self, token_ids: torch.Tensor, kv_cache: list[_Window] | None = None) -> torch.Tensor:
         past = list(kv_cache[0]) if kv_cache is not None else []
         window = [*past, *token_ids.reshape(-1).tolist()]
+        self.fed.append(token_ids.shape[-1])
         if len(window) > self.context_length:
             raise ValueError(f"generate fed the check's stand-in model {len(past)} cached + {token_ids.shape[-1]} new "
                              f"tokens, more than its context_length {self.context_length}: crop to the last "
@@ -379,7 +381,13 @@ def check_kv_cache() -> str:
     })
     expect(len(cache[0]) == 10, f"{_MODEL}: after 10 tokens every layer's cache must hold 10 positions, got {len(cache[0])}")
 
-    # 4. generate's use_cache=True path (minilm/generation.py): the same tokens as without the cache.
+    # 4. generate's use_cache=True path (minilm/generation.py): the prompt once, then one token per
+    # step, and the same tokens as without the cache.
+    toy = _toy_lm(0)
+    minilm.generate(toy, [3, 14, 15, 9, 2], 6, temperature=0.0, use_cache=True)
+    expect(toy.fed == [5, 1, 1, 1, 1, 1], f"minilm/generation.py, generate with use_cache=True: a 5-token prompt and 6 "
+           f"new tokens (all within context_length) fed the model {toy.fed} tokens per call, expected [5, 1, 1, 1, 1, 1]: "
+           "the prompt once into model.make_kv_cache(), then only the newest token with that cache")
     for name, lm, prompt in (("the check's stand-in model", _toy_lm(0), [3, 14, 15, 9, 2]),
                              ("a small TransformerLM", model, ids[0, :3].tolist())):
         without = _ids(minilm.generate(lm, prompt, 15, temperature=0.0, use_cache=False))

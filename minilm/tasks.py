@@ -193,10 +193,10 @@ TASKS: tuple[Task, ...] = (
        ("optim", "update p, m and v yourself (mul_, add_, addcmul_, addcdiv_)")),
     _t("10.5", "checkpoints", "save_checkpoint", "training", "10_training", 2,
        allowed=("torch.save", "torch.load"), also=("load_checkpoint",)),
-    _t("11.1", "sampling filter: greedy, temperature, top-k, top-p", "next_token_probs", "generation",
+    _t("11.1", "sampling: greedy, temperature, top-k, top-p", "next_token_probs", "generation",
        "11_generation", 3),
     _t("11.2", "the generation loop", "generate", "generation", "11_generation", 3),
-    _t("11.3", "KV cache, and its path through attention and the model", "KVCache", "generation",
+    _t("11.3", "KV cache and its path through the model", "KVCache", "generation",
        "11_generation", 4),
 )
 
