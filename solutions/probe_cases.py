@@ -309,8 +309,8 @@ def _generate_cases(g, hidden):
              dict(table=chain, ctx=ctx, prompt=torch.tensor([2]), n=10, kw=dict(temperature=0.0, eos_token_id=6),
                   what="eos_token_id 6 (generation must stop right after it)")]
     if hidden:
-        # Sampling settings whose filters any top_p gets right (nothing near a crossing), so 11.2's
-        # points depend on the loop, not on Task 11.1's top_p.
+        # No top_p here (and only top_p 1e-6, greedy for any top_p, above): 11.2's points depend on
+        # the loop, not on Task 11.1's top_p.
         cases += [dict(table=table, ctx=ctx, prompt=torch.tensor(prompt), n=10, kw=dict(temperature=0.0),
                        what="a prompt given as a Python list", as_list=True),
                   dict(table=table, ctx=ctx, prompt=torch.arange(ctx + 4) % vocab, n=6, kw=dict(temperature=0.0),
