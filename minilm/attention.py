@@ -60,11 +60,19 @@ class MultiHeadSelfAttention(nn.Module):
     projection, d_k = d_model / num_heads. With theta, RoPE rotates q and k (not v): keep a
     RotaryPositionalEmbedding(theta, d_k, max_seq_len) in self.rope (None without theta).
 
-    kv_cache (notebook 11, Task 11.2; leave it unused until then): when given, pass this call's
-    k and v (after RoPE) through kv_cache.update(k, v) and attend over the keys and values it
-    returns. Queries are then the last tokens of a longer sequence, so the causal mask is
-    (queries, keys) and query i may attend to keys 0 … (keys − queries + i); without a cache,
-    keys = queries and this is the usual causal mask.
+    token_positions (..., seq) gives each token's position for RoPE; when it is None the
+    positions are 0 … seq − 1.
+
+    kv_cache (notebook 11, Task 11.3; leave it unused until then): a KVCache holding the keys and
+    values of the len(kv_cache) tokens before this call's. When it is given:
+      - default positions continue after the cached tokens: len(kv_cache) … len(kv_cache) + seq − 1
+        (read len(kv_cache) before updating it);
+      - pass this call's k and v, after RoPE, through k, v = kv_cache.update(k, v) and attend over
+        all the keys and values it returns;
+      - the queries are then the last `queries` of `keys` tokens, so the causal mask has shape
+        (queries, keys) and query i may attend to keys 0 … keys − queries + i (a prefill of many
+        tokens into an empty cache needs it as much as a call without a cache). Without a cache,
+        keys = queries and this is the usual causal mask.
     """
 
     def __init__(self, d_model: int, num_heads: int, max_seq_len: int | None = None, theta: float | None = None,
@@ -83,7 +91,4 @@ class MultiHeadSelfAttention(nn.Module):
         kv_cache: KVCache | None = None,
     ) -> Float[Tensor, "... seq d_model"]:
         check_last_dim(x, self.d_model, "MultiHeadSelfAttention", "d_model")
-        if token_positions is None:
-            start = len(kv_cache) if kv_cache is not None else 0
-            token_positions = torch.arange(start, start + x.shape[-2], device=x.device)
         raise NotImplementedError("Task 6.3 is not implemented yet: write MultiHeadSelfAttention.forward in minilm/attention.py")

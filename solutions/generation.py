@@ -8,45 +8,47 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from minilm.course.validate import check_integer, check_nonnegative, check_nonnegative_int, check_positive_int
+from minilm.course.validate import check_floating, check_integer, check_nonnegative_int, check_sampling
 
 
-class KVCache:
-    """Task 11.2: one attention layer's keys and values for the tokens seen so far.
+def next_token_probs(
+    logits: Float[Tensor, "... vocab"],
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+) -> Float[Tensor, "... vocab"]:
+    """Task 11.1: the distribution the next token is drawn from, for each row of logits.
 
-    update(k, v) appends this step's keys and values (shape (..., heads, new, d_k)) along the
-    sequence dim and returns all of them; len(cache) is how many positions are cached.
-    MultiHeadSelfAttention.forward (minilm/attention.py) calls update with its keys after RoPE.
+    Along the last dim (every leading dim is a separate row), in float32 whatever the logits'
+    dtype, without changing `logits`:
+      - temperature == 0: greedy, probability 1 on the argmax (the first one on ties) and 0
+        elsewhere; top_k and top_p are then ignored;
+      - otherwise softmax(logits / temperature), restricted
+          1. if top_k is given, to the top_k largest logits (ties with the k-th largest are kept),
+          2. then, if top_p is given, to the smallest set of most likely tokens whose
+             probabilities (after step 1, renormalized) sum to at least top_p: a token is
+             dropped only when the tokens more likely than it already reach top_p, so the one
+             whose cumulative probability crosses top_p is kept, and so is the most likely,
+        and renormalized: the dropped tokens get probability 0 and each row sums to 1.
     """
-
-    def __init__(self):
-        self.k: Tensor | None = None
-        self.v: Tensor | None = None
-
-    def update(
-        self, k: Float[Tensor, "... heads new d_k"], v: Float[Tensor, "... heads new d_k"]
-    ) -> tuple[Float[Tensor, "... heads seq d_k"], Float[Tensor, "... heads seq d_k"]]:
-        # BEGIN SOLUTION 11.2
-        # torch.cat would copy the whole cache at every step, O(n²) over a generation. Instead,
-        # write into buffers with spare room, doubled when full, and return views of their
-        # filled part: each position is copied O(1) times on average.
-        n, new = len(self), k.shape[-2]
-        if self.k is None or n + new > self._k_buf.shape[-2]:
-            capacity = max(2 * (n + new), 64)
-            k_buf = k.new_empty(*k.shape[:-2], capacity, k.shape[-1])
-            v_buf = v.new_empty(*v.shape[:-2], capacity, v.shape[-1])
-            if self.k is not None:
-                k_buf[..., :n, :], v_buf[..., :n, :] = self.k, self.v
-            self._k_buf, self._v_buf = k_buf, v_buf
-        self._k_buf[..., n:n + new, :], self._v_buf[..., n:n + new, :] = k, v
-        self.k, self.v = self._k_buf[..., :n + new, :], self._v_buf[..., :n + new, :]
-        return self.k, self.v
-        # END SOLUTION
-
-    def __len__(self) -> int:
-        # BEGIN SOLUTION 11.2
-        return 0 if self.k is None else self.k.shape[-2]
-        # END SOLUTION
+    check_floating(logits, "logits", "next_token_probs")
+    check_sampling(temperature, top_k, top_p, "next_token_probs")
+    # BEGIN SOLUTION 11.1
+    logits = logits.float()
+    if temperature == 0:
+        return torch.zeros_like(logits).scatter_(-1, logits.argmax(dim=-1, keepdim=True), 1.0)
+    logits = logits / temperature  # a new tensor: the caller's logits stay as they were
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth_largest = torch.topk(logits, top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth_largest, float("-inf"))
+    if top_p is not None:
+        probs, order = torch.softmax(logits, dim=-1).sort(dim=-1, descending=True)
+        # Drop a token when the tokens more likely than it already sum to top_p.
+        drop_sorted = probs.cumsum(dim=-1) - probs >= top_p
+        drop = torch.empty_like(drop_sorted).scatter_(-1, order, drop_sorted)  # back to vocab order
+        logits = logits.masked_fill(drop, float("-inf"))
+    return torch.softmax(logits, dim=-1)
+    # END SOLUTION
 
 
 def generate(
@@ -61,55 +63,35 @@ def generate(
     use_cache: bool = True,
     generator: torch.Generator | None = None,
 ) -> Int[Tensor, "total"]:
-    """Task 11.1: continue `prompt_ids` by up to max_new_tokens tokens, one at a time.
+    """Task 11.2: continue `prompt_ids` by up to max_new_tokens tokens, one at a time.
 
     Returns a 1-D LongTensor: the prompt followed by the new token ids (prompt_ids may be a
-    1-D tensor or a Python list of ints). Each step turns the last position's logits into a
-    choice of the next token:
-      - temperature == 0: greedy, the argmax (top_k and top_p are then ignored);
-      - otherwise divide the logits by temperature, keep only the top_k largest (if top_k is
-        given; ties with the k-th largest are kept), then only the smallest set of most
-        likely tokens whose probabilities sum to at least top_p (if top_p is given; the most
-        likely token is always kept), and sample from the renormalized softmax with
-        torch.multinomial(probs, 1, generator=generator).
-    Stop early right after emitting eos_token_id (it is included in the output).
+    1-D tensor or a Python list of ints). Each step takes the logits at the last position,
+    probs = next_token_probs(those logits, temperature, top_k, top_p) (Task 11.1), and picks
+    the next token: probs.argmax() when temperature == 0 (greedy needs no draw), otherwise
+    torch.multinomial(probs, 1, generator=generator). Stop early right after emitting
+    eos_token_id (it is included in the output). Runs under model.eval() and torch.no_grad().
 
-    The model never sees more than model.context_length tokens. Without the cache, every step
-    feeds the last context_length tokens. With use_cache=True (Task 11.2) the first step feeds
-    the (cropped) prompt into model.make_kv_cache(), and each later step feeds only the newest
-    token. When the cache is full, the next step starts a fresh cache from the last
-    context_length tokens (a full forward, i.e. the no-cache sliding window) so that both
-    modes always give the same tokens. Runs under model.eval() and torch.no_grad().
+    The model never sees more than model.context_length tokens. With use_cache=False every
+    step feeds the last context_length tokens (at most). With use_cache=True (checked in Task
+    11.3, once the cache works) the first step feeds the (cropped) prompt into a fresh
+    model.make_kv_cache(), and each later step feeds only the newest token with that cache.
+    When the cache is full, the next step starts a fresh cache from the last context_length
+    tokens (a full forward, as without the cache), so both modes give the same tokens.
     """
     check_nonnegative_int(max_new_tokens, "max_new_tokens", "generate")
-    check_nonnegative(temperature, "temperature", "generate")
-    if top_k is not None:
-        check_positive_int(top_k, "top_k", "generate")
-    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1):
-        raise ValueError(f"generate: top_p must be a number in (0, 1], got {top_p!r}")
+    check_sampling(temperature, top_k, top_p, "generate")
     if not isinstance(prompt_ids, Tensor):
         prompt_ids = torch.tensor(list(prompt_ids), dtype=torch.long)
     check_integer(prompt_ids, "generate", "prompt_ids")
     if prompt_ids.ndim != 1 or prompt_ids.numel() == 0:
         raise ValueError(f"generate: prompt_ids must be a non-empty 1-D sequence of token ids, "
                          f"got shape {tuple(prompt_ids.shape)}")
-    # BEGIN SOLUTION 11.1
+    # BEGIN SOLUTION 11.2
     def choose(logits: Float[Tensor, "vocab"]) -> Int[Tensor, ""]:
         """One token id from the last position's logits."""
-        if temperature == 0:
-            return logits.argmax()
-        logits = logits.float() / temperature
-        if top_k is not None and top_k < logits.numel():
-            kth_largest = torch.topk(logits, top_k).values[-1]
-            logits = logits.masked_fill(logits < kth_largest, float("-inf"))
-        if top_p is not None:
-            probs, order = torch.softmax(logits, dim=-1).sort(descending=True)
-            # Drop a token when the tokens more likely than it already sum to top_p.
-            drop_sorted = probs.cumsum(dim=-1) - probs >= top_p
-            drop = torch.empty_like(drop_sorted).scatter_(0, order, drop_sorted)  # back to vocab order
-            logits = logits.masked_fill(drop, float("-inf"))
-        probs = torch.softmax(logits, dim=-1)
-        return torch.multinomial(probs, 1, generator=generator)[0]
+        probs = next_token_probs(logits, temperature, top_k, top_p)
+        return probs.argmax() if temperature == 0 else torch.multinomial(probs, 1, generator=generator)[0]
 
     context_length = model.context_length
     device = next(model.parameters()).device
@@ -131,3 +113,42 @@ def generate(
     return ids
     # END SOLUTION
 
+
+class KVCache:
+    """Task 11.3: one attention layer's keys and values for the tokens seen so far.
+
+    update(k, v) appends this step's keys and values (shape (..., heads, new, d_k)) along the
+    sequence dim and returns all of them, (..., heads, cached + new, d_k); len(cache) is how many
+    positions are cached (0 when new). Task 11.3 also writes the cache's path through the model:
+    MultiHeadSelfAttention.forward (minilm/attention.py) calls update with its k after RoPE, and
+    positions continue from len(cache) (see its docstring and TransformerLM.forward's).
+    """
+
+    def __init__(self):
+        self.k: Tensor | None = None
+        self.v: Tensor | None = None
+
+    def update(
+        self, k: Float[Tensor, "... heads new d_k"], v: Float[Tensor, "... heads new d_k"]
+    ) -> tuple[Float[Tensor, "... heads seq d_k"], Float[Tensor, "... heads seq d_k"]]:
+        # BEGIN SOLUTION 11.3
+        # torch.cat would copy the whole cache at every step, O(n²) over a generation. Instead,
+        # write into buffers with spare room, doubled when full, and return views of their
+        # filled part: each position is copied O(1) times on average.
+        n, new = len(self), k.shape[-2]
+        if self.k is None or n + new > self._k_buf.shape[-2]:
+            capacity = max(2 * (n + new), 64)
+            k_buf = k.new_empty(*k.shape[:-2], capacity, k.shape[-1])
+            v_buf = v.new_empty(*v.shape[:-2], capacity, v.shape[-1])
+            if self.k is not None:
+                k_buf[..., :n, :], v_buf[..., :n, :] = self.k, self.v
+            self._k_buf, self._v_buf = k_buf, v_buf
+        self._k_buf[..., n:n + new, :], self._v_buf[..., n:n + new, :] = k, v
+        self.k, self.v = self._k_buf[..., :n + new, :], self._v_buf[..., :n + new, :]
+        return self.k, self.v
+        # END SOLUTION
+
+    def __len__(self) -> int:
+        # BEGIN SOLUTION 11.3
+        return 0 if self.k is None else self.k.shape[-2]
+        # END SOLUTION

@@ -1,4 +1,4 @@
-"""Known mistakes in the data, training and generation tasks (9.1–11.2): deliberately wrong
+"""Known mistakes in the data, training and generation tasks (9.1–11.3): deliberately wrong
 variants of the reference. See solutions/mistakes.py for the format and how they are used:
 the tests must fail on every one, and checks.run(task).mistake must name it."""
 
@@ -119,6 +119,49 @@ def _adam_step(l2: bool, bias_correction: bool, decay_without_lr: bool = False):
     return step
 
 
+def _next_token_probs_drops_crossing(logits, temperature=1.0, top_k=None, top_p=None):
+    logits = logits.float()
+    if temperature == 0:
+        return torch.zeros_like(logits).scatter_(-1, logits.argmax(dim=-1, keepdim=True), 1.0)
+    logits = logits / temperature
+    if top_k is not None and top_k < logits.shape[-1]:
+        logits = logits.masked_fill(logits < torch.topk(logits, top_k, dim=-1).values[..., -1:], float("-inf"))
+    if top_p is not None:
+        probs, order = torch.softmax(logits, dim=-1).sort(dim=-1, descending=True)
+        drop_sorted = probs.cumsum(dim=-1) > top_p  # drops the token that crosses top_p
+        drop_sorted[..., 0] = False  # (but keeps the most likely, as the spec says)
+        drop = torch.empty_like(drop_sorted).scatter_(-1, order, drop_sorted)
+        logits = logits.masked_fill(drop, float("-inf"))
+    return torch.softmax(logits, dim=-1)
+
+
+def _mhsa_forward(offset: bool = True, prefill_mask: bool = True, mask_offset: bool = True):
+    """MultiHeadSelfAttention.forward with one part of the cache path wrong."""
+    from einops import rearrange
+
+    from solutions import attention
+
+    def forward(self, x, token_positions=None, kv_cache=None):
+        if token_positions is None:
+            start = len(kv_cache) if kv_cache is not None and offset else 0  # offset=False: restarts at 0
+            token_positions = torch.arange(start, start + x.shape[-2], device=x.device)
+        q, k, v = (rearrange(proj(x), "... seq (heads d_k) -> ... heads seq d_k", heads=self.num_heads)
+                   for proj in (self.q_proj, self.k_proj, self.v_proj))
+        if self.rope is not None:
+            positions = token_positions.unsqueeze(-2)
+            q, k = self.rope(q, positions), self.rope(k, positions)
+        if kv_cache is not None:
+            k, v = kv_cache.update(k, v)
+        queries, keys = q.shape[-2], k.shape[-2]
+        causal = torch.ones(queries, keys, dtype=torch.bool, device=x.device)
+        causal = causal.tril(diagonal=keys - queries if mask_offset else 0)  # mask_offset=False: tril() as if keys = queries
+        if kv_cache is not None and not prefill_mask:
+            causal = None  # "with a cache the queries are new tokens that may see every key": not in a prefill
+        out = attention.scaled_dot_product_attention(q, k, v, causal)
+        return self.output_proj(rearrange(out, "... heads seq d_k -> ... seq (heads d_k)"))
+    return forward
+
+
 def _lm_forward_positions_restart(self, token_ids, kv_cache=None):
     check_token_ids(token_ids, self.vocab_size, "TransformerLM")
     positions = torch.arange(token_ids.shape[-1], device=token_ids.device)  # ignores the cached tokens
@@ -173,8 +216,16 @@ MUTANTS: list[dict] = [
        "decoupled"),
     _m("no_bias_correction", "10.4",
        [("solutions.training", "AdamW.step", _adam_step(l2=False, bias_correction=False))], "bias correction"),
-    _m("cache_position_zero", "11.2",
-       [("solutions.model", "TransformerLM.forward", _lm_forward_positions_restart)], "position 0"),
+    _m("top_p_drops_crossing", "11.1",
+       [("solutions.generation", "next_token_probs", _next_token_probs_drops_crossing)], "crosses top_p"),
+    # The position offset forgotten wherever it is written: the model's positions and attention's default ones.
+    _m("cache_position_zero", "11.3",
+       [("solutions.model", "TransformerLM.forward", _lm_forward_positions_restart),
+        ("solutions.attention", "MultiHeadSelfAttention.forward", _mhsa_forward(offset=False))], "position 0"),
+    _m("prefill_not_causal", "11.3",
+       [("solutions.attention", "MultiHeadSelfAttention.forward", _mhsa_forward(prefill_mask=False))], "prefill"),
+    _m("cache_mask_not_offset", "11.3",
+       [("solutions.attention", "MultiHeadSelfAttention.forward", _mhsa_forward(mask_offset=False))], "keys − queries"),
     # issue 13: named mistakes
     _m("decay_without_lr", "10.4",
        [("solutions.training", "AdamW.step", _adam_step(l2=False, bias_correction=True, decay_without_lr=True))],

@@ -6,7 +6,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from minilm.course.validate import check_positive, check_positive_int, check_seq_len, check_token_ids
+from minilm.course.validate import check_fits_context, check_positive, check_positive_int, check_token_ids
 
 from .block import TransformerBlock
 from .embedding import Embedding
@@ -19,9 +19,12 @@ class TransformerLM(nn.Module):
     """Task 8.1: token ids (batch, seq) → next-token logits (batch, seq, vocab_size).
 
     token_embeddings → num_layers TransformerBlocks (in a ModuleList named `layers`) →
-    ln_final → lm_head, a separate (untied) Linear(d_model, vocab_size). Positions are
-    start … start + seq − 1, where start is the number of tokens already in kv_cache (0 without
-    one); layer i gets kv_cache[i].
+    ln_final → lm_head, a separate (untied) Linear(d_model, vocab_size). Every layer gets the
+    same positions, 0 … seq − 1 without a cache.
+
+    kv_cache (notebook 11, Task 11.3): a list with one KVCache per layer (make_kv_cache()), holding
+    the tokens before these. Then the positions continue after them, start … start + seq − 1 where
+    start = len(kv_cache[0]) (read before the layers update it), and layer i gets kv_cache[i].
     """
 
     def __init__(self, vocab_size: int, context_length: int, d_model: int, num_layers: int, num_heads: int,
@@ -45,9 +48,9 @@ class TransformerLM(nn.Module):
     def forward(self, token_ids: Int[Tensor, "batch seq"], kv_cache: list[KVCache] | None = None
                 ) -> Float[Tensor, "batch seq vocab_size"]:
         check_token_ids(token_ids, self.vocab_size, "TransformerLM")
-        start = len(kv_cache[0]) if kv_cache else 0
-        check_seq_len(start + token_ids.shape[-1], self.context_length, "TransformerLM")
+        check_fits_context(token_ids, kv_cache, self.context_length, "TransformerLM")
         # BEGIN SOLUTION 8.1
+        start = len(kv_cache[0]) if kv_cache else 0  # tokens already cached come first
         positions = torch.arange(start, start + token_ids.shape[-1], device=token_ids.device)
         x = self.token_embeddings(token_ids)
         for i, layer in enumerate(self.layers):

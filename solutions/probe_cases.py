@@ -292,6 +292,31 @@ def _ckpt_cases(g, hidden):
 
 
 @cases("11.1")
+def _next_token_probs_cases(g, hidden):
+    logits = torch.tensor([4.0, 2.6, 2.2, 1.8, 1.5, 1.2, 1.0, 0.8, 0.5, 0.3, 0.0, -0.5])  # the notebook's
+    ties = torch.tensor([1.0, 3.0, 2.0, 3.0, 2.0, 0.5])
+    cases = [dict(logits=logits, kw=dict(temperature=0.0), what="greedy"),
+             dict(logits=ties, kw=dict(temperature=0.0), what="greedy with two maxima"),
+             dict(logits=logits, kw=dict(temperature=0.7), what="temperature 0.7"),
+             dict(logits=ties, kw=dict(top_k=3), what="top_k 3 with a tie at the 3rd largest"),
+             dict(logits=logits, kw=dict(top_p=0.6), what="top_p 0.6"),
+             dict(logits=logits, kw=dict(temperature=0.8, top_k=5, top_p=0.9), what="temperature, top_k and top_p")]
+    if hidden:
+        vocab = _int(g, 20, 60)
+        rows = _randn(g, 3, 2, vocab, scale=2.0)
+        # One token holds most of the mass: top_p just above it must keep the token that crosses it too.
+        peaked = _randn(g, 4, vocab)
+        peaked[:, _int(g, 0, vocab - 1)] += 4.0
+        cases += [dict(logits=rows, kw=dict(temperature=1.3, top_p=0.75), what=f"rows (3, 2, {vocab}), top_p 0.75"),
+                  dict(logits=rows, kw=dict(top_k=_int(g, 2, 9)), what=f"rows (3, 2, {vocab}), top_k"),
+                  dict(logits=rows, kw=dict(temperature=0.0), what=f"rows (3, 2, {vocab}), greedy"),
+                  dict(logits=peaked, kw=dict(top_p=0.9), what="top_p 0.9 where one token holds most of the mass"),
+                  dict(logits=rows, kw=dict(temperature=0.9, top_k=vocab + 3, top_p=0.5), what="top_k above the vocabulary size"),
+                  dict(logits=rows.to(torch.bfloat16), kw=dict(top_p=0.8), what="bfloat16 logits, top_p 0.8")]
+    return cases
+
+
+@cases("11.2")
 def _generate_cases(g, hidden):
     vocab, ctx = 23, 12
     table = _randn(g, vocab, vocab, scale=2.0)
@@ -303,32 +328,35 @@ def _generate_cases(g, hidden):
                   what="temperature 0.7, top_k 5"),
              dict(table=table, ctx=ctx, prompt=torch.tensor(prompt), n=8, gen_seed=4, kw=dict(top_p=1e-6),
                   what="top_p 1e-6 (greedy)"),
-             dict(table=table, ctx=ctx, prompt=torch.tensor(prompt), n=8, gen_seed=5, kw=dict(top_p=0.6),
-                  what="top_p 0.6"),
              dict(table=chain, ctx=ctx, prompt=torch.tensor([2]), n=10, kw=dict(temperature=0.0, eos_token_id=6),
                   what="eos_token_id 6 (generation must stop right after it)")]
     if hidden:
-        # One token holds most of the mass: top_p just above it must keep exactly the token that crosses it.
-        peaked = _randn(g, vocab, vocab)
-        peaked[:, 7] += 4.0
-        cases += [dict(table=peaked, ctx=ctx, prompt=torch.tensor([1]), n=20, gen_seed=_int(g, 0, 10**6),
-                       kw=dict(top_p=0.9, temperature=1.3), what="top_p 0.9 where one token holds most of the mass"),
-                  dict(table=table, ctx=ctx, prompt=torch.tensor(prompt), n=10, kw=dict(temperature=0.0),
+        # No top_p here (and only top_p 1e-6, greedy for any top_p, above): 11.2's points depend on
+        # the loop, not on Task 11.1's top_p.
+        cases += [dict(table=table, ctx=ctx, prompt=torch.tensor(prompt), n=10, kw=dict(temperature=0.0),
                        what="a prompt given as a Python list", as_list=True),
+                  dict(table=table, ctx=ctx, prompt=torch.arange(ctx + 4) % vocab, n=6, kw=dict(temperature=0.0),
+                       what="a prompt longer than context_length"),
                   dict(table=table, ctx=ctx, prompt=torch.tensor(prompt), n=30, gen_seed=_int(g, 0, 10**6),
-                       kw=dict(temperature=0.9, top_k=3, top_p=0.8), what="top_k and top_p together")]
+                       kw=dict(temperature=1.2), what="temperature 1.2, 30 tokens"),
+                  dict(table=table, ctx=ctx, prompt=torch.tensor(prompt), n=30, gen_seed=_int(g, 0, 10**6),
+                       kw=dict(temperature=0.9, top_k=3), what="temperature 0.9, top_k 3")]
     return cases
 
 
-@cases("11.2")
+@cases("11.3")
 def _kv_cases(g, hidden):
     cfg = [53, 12, 16, 2, 2, 24, 10000.0]
     cases = [dict(k1=_randn(g, 1, 2, 3, 4), v1=_randn(g, 1, 2, 3, 4), k2=_randn(g, 1, 2, 1, 4), v2=_randn(g, 1, 2, 1, 4),
-                  config=cfg, state=weights(g, lm_shapes(53, 16, 2, 24)), ids=torch.randint(0, 53, (1, 10), generator=g),
-                  prefill=6, n=15, what="a 6-token prompt, then 4 single tokens through the cache")]
+                  attn_config=(16, 2, 12), attn_state=weights(g, attention_shapes(16)), x=_randn(g, 2, 10, 16),
+                  chunks=[5, 3, 1, 1], config=cfg, state=weights(g, lm_shapes(53, 16, 2, 24)),
+                  ids=torch.randint(0, 53, (1, 10), generator=g), prefill=6, n=15,
+                  what="a 6-token prompt, then 4 single tokens through the cache")]
     if hidden:
         cases.append(dict(k1=_randn(g, 2, 1, 2, 6), v1=_randn(g, 2, 1, 2, 6), k2=_randn(g, 2, 1, 3, 6),
-                          v2=_randn(g, 2, 1, 3, 6), config=cfg, state=weights(g, lm_shapes(53, 16, 2, 24)),
-                          ids=torch.randint(0, 53, (2, 12), generator=g), prefill=1, n=25,
+                          v2=_randn(g, 2, 1, 3, 6), attn_config=(24, 3, 16), attn_state=weights(g, attention_shapes(24)),
+                          x=_randn(g, 3, 12, 24), chunks=[1, 4, 2, 1, 4], config=cfg,
+                          state=weights(g, lm_shapes(53, 16, 2, 24)), ids=torch.randint(0, 53, (2, 12), generator=g),
+                          prefill=1, n=25,
                           what="a batch of 2, a 1-token prompt, and generation past context_length with the cache"))
     return cases

@@ -148,7 +148,7 @@ def test_filtered_probs_rules():
     _labelled(fig)
 
 
-@pytest.mark.task("11.1")
+@pytest.mark.task("11.2")
 def test_sample_frequencies_follow_the_rules():
     f = vg.sample_frequencies(minilm.generate, n=500, top_k=3)
     assert f.sum() == pytest.approx(1) and f[3:].sum() == 0
@@ -158,7 +158,7 @@ def test_sample_frequencies_follow_the_rules():
     _labelled(fig)
 
 
-@pytest.mark.task("11.2")
+@pytest.mark.task("11.3")
 def test_kv_cache_timings_and_plot():
     torch.manual_seed(0)
     model = minilm.TransformerLM(64, 32, 16, 1, 2, 32)

@@ -144,8 +144,8 @@ def _t(id, title, function, module, notebook, points, *forbidden, allowed=(), al
 
 # The "from scratch" rule of each task: a pair (family in BUILTINS, what to use instead). A task
 # may not call the built-in it builds, nor, in later tasks, the built-ins of the pieces the
-# student built already (Task 6.3 uses your Linear, not nn.Linear). Sampling in Task 11.1 may
-# use torch.softmax: building softmax is Task 6.1's lesson, not 11.1's.
+# student built already (Task 6.3 uses your Linear, not nn.Linear). The sampling filter of Task
+# 11.1 may use torch.softmax: building softmax is Task 6.1's lesson, not 11.1's.
 _LINEAR = ("linear", "use your Linear (Task 1.2)")
 _SILU = ("activation", "use your silu (Task 4.1)")
 _SOFTMAX_OWN = ("softmax", "use your softmax (Task 6.1)")
@@ -196,8 +196,11 @@ TASKS: tuple[Task, ...] = (
        ("optim", "update p, m and v yourself (mul_, add_, addcmul_, addcdiv_)")),
     _t("10.5", "checkpoints", "save_checkpoint", "training", "10_training", 2,
        allowed=("torch.save", "torch.load"), also=("load_checkpoint",)),
-    _t("11.1", "generate: greedy, temperature, top-k, top-p", "generate", "generation", "11_generation", 4),
-    _t("11.2", "KV cache", "KVCache", "generation", "11_generation", 4),
+    _t("11.1", "sampling: greedy, temperature, top-k, top-p", "next_token_probs", "generation",
+       "11_generation", 3),
+    _t("11.2", "the generation loop", "generate", "generation", "11_generation", 3),
+    _t("11.3", "KV cache and its path through the model", "KVCache", "generation",
+       "11_generation", 4),
 )
 
 BY_ID: dict[str, Task] = {t.id: t for t in TASKS}

@@ -167,3 +167,33 @@ def check_bpe_args(text, num_merges, where: str) -> None:
         raise TypeError(f"{where}: num_merges must be an int, got {type(num_merges).__name__} {num_merges!r}")
     if num_merges < 0:
         raise ValueError(f"{where}: num_merges must be >= 0, got {num_merges}")
+# ---------------------------------------------------------------- generation and the KV cache (notebook 11)
+
+
+def check_fits_context(token_ids: Tensor, kv_cache, context_length: int, where: str) -> None:
+    """The tokens already in kv_cache (a list of per-layer caches; len of the first) plus the
+    new ones must fit in context_length. Without a cache: the sequence itself must fit."""
+    if not kv_cache:
+        check_seq_len(token_ids.shape[-1], context_length, where)
+        return
+    cached = len(kv_cache[0])
+    if cached + token_ids.shape[-1] > context_length:
+        raise ValueError(f"{where}: {cached} cached tokens plus {token_ids.shape[-1]} new ones are "
+                         f"{cached + token_ids.shape[-1]}, more than context_length={context_length}")
+
+
+def check_floating(x, name: str, where: str) -> None:
+    """A floating-point tensor with at least one dim (e.g. logits, vocab last)."""
+    check_tensor(x, name, where)
+    if not x.dtype.is_floating_point or x.ndim < 1:
+        raise TypeError(f"{where}: {name} must be a floating-point tensor with at least one dim, "
+                        f"got {_shape(x)}, dtype {x.dtype}")
+
+
+def check_sampling(temperature, top_k, top_p, where: str) -> None:
+    """temperature >= 0; top_k None or an int >= 1; top_p None or a number in (0, 1]."""
+    check_nonnegative(temperature, "temperature", where)
+    if top_k is not None:
+        check_positive_int(top_k, "top_k", where)
+    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1):
+        raise ValueError(f"{where}: top_p must be a number in (0, 1], got {top_p!r}")

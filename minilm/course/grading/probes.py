@@ -381,10 +381,17 @@ probe("10.5", collect=_ckpt_collect)
 
 # 11: generation -----------------------------------------------------------------------------
 
+def _probs_collect(m, c):
+    return {"probs": m.next_token_probs(c["logits"], **c["kw"])}
+
+
+probe("11.1", collect=_probs_collect)
+
+
 class ToyLM(nn.Module):
-    """A fixed stand-in language model for the generate probes, so 11.1 is graded on generate
-    alone. Each position's logits mix a token table with the whole window, so cropping the
-    context to context_length matters."""
+    """A fixed stand-in language model for the generate probes, so 11.2 is graded on generate
+    alone, without a cache. Each position's logits mix a token table with the whole window, so
+    cropping the context to context_length matters."""
 
     def __init__(self, table: torch.Tensor, context_length: int):
         super().__init__()
@@ -407,7 +414,7 @@ def _generate_collect(m, c):
     return {"ids": out}
 
 
-probe("11.1", collect=_generate_collect)
+probe("11.2", collect=_generate_collect)
 
 
 def _kv_collect(m, c):
@@ -416,6 +423,15 @@ def _kv_collect(m, c):
     cache.update(c["k1"], c["v1"])
     k, v = cache.update(c["k2"], c["v2"])
     out |= {"k": k, "v": v, "len": len(cache)}
+    d, heads, ctx = c["attn_config"]
+    attn = m.MultiHeadSelfAttention(d, heads, ctx, 10000.0)
+    _load(attn, c["attn_state"])
+    x, start, chunks, kv = c["x"], 0, [], m.KVCache()
+    with torch.no_grad():
+        for n in c["chunks"]:  # the attention's own cache path, token_positions=None
+            chunks.append(attn(x[..., start : start + n, :], kv_cache=kv))
+            start += n
+    out |= {"attn_cached": torch.cat(chunks, dim=-2), "attn_len": len(kv)}
     lm = m.TransformerLM(*c["config"])
     _load(lm, c["state"])
     ids = c["ids"]
@@ -429,4 +445,4 @@ def _kv_collect(m, c):
     return out
 
 
-probe("11.2", collect=_kv_collect, atol=1e-4)
+probe("11.3", collect=_kv_collect, atol=1e-4)
