@@ -92,7 +92,7 @@ def test_test_runs_only_the_tasks_tests_and_the_notebook_only_when_asked():
     assert any("test_rmsnorm.py" in line for line in collected) and not any("test_linear.py" in line for line in collected)
     r = minilm("test", "3.1", "--notebook", "--impl", "solutions", "--", "--collect-only")
     assert any("03_rmsnorm.ipynb" in line for line in r.stdout.splitlines()), r.stdout
-    r = minilm("test", "3.1", "--impl", "solutions", "--", "-x", "-q")
+    r = minilm("test", "3.1", "--impl", "solutions", "--", "-x")
     assert r.returncode == 0, r.stdout[-2000:]
     assert re.search(r"\d+ passed", r.stdout)
 
