@@ -5,6 +5,7 @@ tests run it (train: tests/test_train.py, grade: test_grade.py, release: test_re
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import re
 import shlex
@@ -111,3 +112,14 @@ def test_the_python_m_forms_keep_working():
         r = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True,
                            env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
         assert r.returncode == 0 and r.stdout.startswith("usage:"), (module, r.stderr)
+
+
+def test_instructor_commands_are_offered_only_where_solutions_is_installed(monkeypatch, capsys):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "solutions" else real(name, *a))
+    assert cli.instructor_commands() == {}
+    assert cli.main(["release", "out"]) == 2
+    assert capsys.readouterr().err == "minilm: unknown command 'release'; the commands are: status, check, test, train, grade\n"
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    assert "release" not in capsys.readouterr().out

@@ -52,6 +52,13 @@ def test_release_has_the_student_files_and_nothing_secret(release):
     assert "/grades/" in (release / ".gitignore").read_text(encoding="utf-8").splitlines()
 
 
+def test_ls_minilm_shows_the_students_files_and_one_provided_package(release):
+    listing = sorted(p.name for p in (release / "minilm").iterdir() if p.name != "__pycache__")
+    assert listing == sorted(["__init__.py", "course", *(f"{m}.py" for m in tasks.EXERCISE_MODULES)])
+    assert (release / "minilm" / "course" / "__init__.py").read_text(encoding="utf-8").startswith(
+        '"""The course\'s provided code: nothing here is yours to edit.')
+
+
 def test_leak_check_names_the_file_and_the_line(release, tmp_path):
     secret, where = next(iter(rel.solution_lines().items()))
     victim = release / "notebooks" / "leak.py"
