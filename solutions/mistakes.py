@@ -185,12 +185,16 @@ MUTANTS: list[dict] = [
 
 
 def all_mutants() -> list[dict]:
-    """The architecture mutants above plus the training and generation ones."""
+    """The architecture mutants above plus the training and generation ones, and the quantization ones."""
     try:
         from solutions.mistakes_training import MUTANTS as training
     except ModuleNotFoundError:
         training = []
-    return MUTANTS + list(training)
+    try:
+        from solutions.mistakes_quantization import MUTANTS as quantization
+    except ModuleNotFoundError:
+        quantization = []
+    return MUTANTS + list(training) + list(quantization)
 
 
 def get(name: str) -> dict:

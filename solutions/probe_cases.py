@@ -360,3 +360,46 @@ def _kv_cases(g, hidden):
                           prefill=1, n=25,
                           what="a batch of 2, a 1-token prompt, and generation past context_length with the cache"))
     return cases
+
+
+@cases("12.1")
+def _quantize_cases(g, hidden):
+    w = _randn(g, 6, 10) * torch.tensor([[0.02], [0.5], [1.0], [0.1], [0.05], [3.0]])
+    w[2] = 0.0  # an all-zero row
+    w[4, 7] = 1.5  # an outlier
+    cases = [dict(w=w, per_channel=True, what="a (6, 10) weight with a zero row and an outlier, per channel"),
+             dict(w=w, per_channel=False, what="the same weight per tensor")]
+    if hidden:
+        d_out, d_in = _int(g, 1, 20), _int(g, 1, 40)
+        tiny = _randn(g, 3, 5)
+        tiny[1] = 1e-44  # max |w| / 127 underflows to 0
+        cases += [dict(w=_randn(g, d_out, d_in, scale=50.0), per_channel=True, what=f"a ({d_out}, {d_in}) weight of size ~50"),
+                  dict(w=_randn(g, 4, 7, dtype=torch.float64), per_channel=True, what="a float64 weight"),
+                  dict(w=_randn(g, 5, 9).to(torch.bfloat16), per_channel=False, what="a bfloat16 weight per tensor"),
+                  dict(w=tiny, per_channel=True, what="a row of 1e-44"),
+                  dict(w=torch.zeros(2, 3), per_channel=False, what="an all-zero weight per tensor")]
+    for c in cases:  # int8 values and positive scales for dequantize_int8, one scale per row or one in all
+        rows = c["w"].shape[0] if c["per_channel"] else 1
+        c["q"] = torch.randint(-127, 128, tuple(c["w"].shape), generator=g).to(torch.int8)
+        c["q_scale"] = torch.rand(rows, 1, generator=g) + 1e-3
+    return cases
+
+
+@cases("12.2")
+def _int8_linear_cases(g, hidden):
+    cases = [dict(w=_randn(g, 6, 10), x=_randn(g, 3, 4, 10), per_channel=True, what="Int8Linear from a (6, 10) weight"),
+             dict(w=_randn(g, 6, 10), x=_randn(g, 3, 4, 10), per_channel=False, what="the same per tensor")]
+    if hidden:
+        d_out, d_in = _int(g, 1, 24), _int(g, 1, 24)
+        cases += [dict(w=_randn(g, d_out, d_in, scale=0.1), x=_randn(g, 2, d_in), per_channel=True,
+                       what=f"a ({d_out}, {d_in}) weight"),
+                  dict(w=_randn(g, 3, 5), x=_randn(g, 4, 5, dtype=torch.float64), per_channel=True, what="a float64 x")]
+    return cases
+
+
+@cases("12.3")
+def _quantize_model_cases(g, hidden):
+    configs = [((53, 12, 16, 2, 2, 24, 10000.0), True)] + ([((61, 16, 16, 1, 2, 40, 1000.0), False)] if hidden else [])
+    return [dict(config=list(cfg), per_channel=pc, state=weights(g, lm_shapes(cfg[0], cfg[2], cfg[3], cfg[5])),
+                 ids=torch.randint(0, cfg[0], (2, 10), generator=g),
+                 what=f"TransformerLM{tuple(cfg[:6])}, per_channel={pc}") for cfg, pc in configs]

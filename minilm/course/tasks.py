@@ -89,6 +89,13 @@ BUILTINS: dict[str, Builtins] = {
                             "get_total_norm"), prefixes=("torch.nn.utils",)),
     # The base class torch.optim.Optimizer is provided; every optimizer and scheduler is not.
     "optim": Builtins(prefixes=("torch.optim",), except_=("torch.optim.Optimizer",)),
+    # PyTorch's own quantization: quantized tensors and their methods, and the torch.ao toolkit.
+    "quantize": Builtins(names=("quantize_per_tensor", "quantize_per_channel", "quantize_per_tensor_dynamic",
+                                "fake_quantize_per_tensor_affine", "fake_quantize_per_channel_affine",
+                                "dequantize", "int_repr", "quantize_dynamic"),
+                         methods=("dequantize", "int_repr", "q_scale", "q_per_channel_scales"),
+                         prefixes=("torch.ao", "torch.quantization", "torch.nn.quantized", "torch.nn.quantizable",
+                                   "torch.nn.intrinsic", "torch.nn.qat")),
 }
 
 # Ways around the per-task rules, refused anywhere in an exercise module (module-level code
@@ -201,13 +208,23 @@ TASKS: tuple[Task, ...] = (
     _t("11.2", "the generation loop", "generate", "generation", "11_generation", 3),
     _t("11.3", "KV cache and its path through the model", "KVCache", "generation",
        "11_generation", 4),
+    _t("12.1", "int8 quantization per channel or per tensor", "quantize_int8", "quantization",
+       "12_quantization", 3, ("quantize", "divide by absmax / 127, round with torch.round and clamp to ±127"),
+       also=("dequantize_int8",)),
+    _t("12.2", "int8 weights and float scales in a layer", "Int8Linear", "quantization", "12_quantization", 3,
+       ("quantize", "use your quantize_int8 and dequantize_int8 (Task 12.1)"),
+       ("linear", "call your linear (Task 1.1) on the dequantized weight")),
+    _t("12.3", "quantize every Linear of a model", "quantize_model", "quantization", "12_quantization", 2,
+       ("quantize", "use your Int8Linear (Task 12.2)"),
+       ("linear", "find your Linear (Task 1.2) modules and use your Int8Linear (Task 12.2)")),
 )
 
 BY_ID: dict[str, Task] = {t.id: t for t in TASKS}
 
 # Every public name that `import minilm` exposes, and the exercise module that defines it.
 # Names that are not tasks themselves (load_checkpoint, its partner) ride along with their module.
-EXPORTS: dict[str, str] = {t.function: t.module for t in TASKS} | {"load_checkpoint": "training"}
+EXPORTS: dict[str, str] = {t.function: t.module for t in TASKS} | {"load_checkpoint": "training"} \
+    | {"dequantize_int8": "quantization"}
 
 EXERCISE_MODULES: tuple[str, ...] = tuple(dict.fromkeys(t.module for t in TASKS))
 

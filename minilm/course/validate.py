@@ -197,3 +197,43 @@ def check_sampling(temperature, top_k, top_p, where: str) -> None:
         check_positive_int(top_k, "top_k", where)
     if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1):
         raise ValueError(f"{where}: top_p must be a number in (0, 1], got {top_p!r}")
+# ---------------------------------------------------------------- quantization (notebook 12)
+
+
+def check_weight_matrix(w, where: str, name: str = "w") -> None:
+    """`w` must be a finite, non-empty, floating-point 2-D weight (d_out, d_in)."""
+    check_tensor(w, name, where)
+    if not w.dtype.is_floating_point:
+        raise TypeError(f"{where}: {name} must be a floating-point weight to quantize, got dtype {w.dtype}")
+    if w.ndim != 2 or w.numel() == 0:
+        raise ValueError(f"{where}: {name} must be a non-empty 2-D weight matrix (d_out, d_in), got shape {_shape(w)}")
+    if not _tracing() and not bool(torch.isfinite(w).all()):
+        raise ValueError(f"{where}: {name} holds NaN or inf, which no int8 value and scale can represent")
+
+
+def check_int8_and_scale(q, scale, where: str) -> None:
+    """q: int8 (d_out, d_in); scale: floating point, (d_out, 1) per channel or (1, 1) per tensor."""
+    check_tensor(q, "q", where)
+    if q.dtype != torch.int8 or q.ndim != 2:
+        raise TypeError(f"{where}: q must be a 2-D torch.int8 tensor (d_out, d_in), got dtype {q.dtype} and shape "
+                        f"{_shape(q)}")
+    check_tensor(scale, "scale", where)
+    if not scale.dtype.is_floating_point:
+        raise TypeError(f"{where}: scale must be a floating-point tensor, got dtype {scale.dtype}")
+    if tuple(scale.shape) not in ((q.shape[0], 1), (1, 1)):
+        raise ValueError(f"{where}: scale must have shape (d_out, 1) = ({q.shape[0]}, 1), one per output row, or "
+                         f"(1, 1) for the whole matrix, got {_shape(scale)}")
+
+
+def check_has_weight_matrix(layer, where: str) -> None:
+    """`layer` must be a module holding a 2-D floating-point `weight` (out_features, in_features)."""
+    weight = getattr(layer, "weight", None)
+    if not isinstance(layer, torch.nn.Module) or not isinstance(weight, Tensor):
+        raise TypeError(f"{where}: expected a linear layer (your Linear, or any module with a 2-D weight of shape "
+                        f"(out_features, in_features)), got {type(layer).__name__}")
+    check_weight_matrix(weight, where, "layer.weight")
+
+
+def check_module(model, where: str) -> None:
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"{where}: model must be a torch.nn.Module (e.g. your TransformerLM), got {type(model).__name__}")

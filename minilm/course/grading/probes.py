@@ -446,3 +446,58 @@ def _kv_collect(m, c):
 
 
 probe("11.3", collect=_kv_collect, atol=1e-4)
+
+
+# 12: quantization ---------------------------------------------------------------------------
+
+def _quantize_collect(m, c):
+    q, scale = m.quantize_int8(c["w"], per_channel=c["per_channel"])
+    # dequantize_int8 on the case's own int8 values and scales, so a wrong scale shape above costs it nothing
+    return {"q": q, "scale": scale, "back": m.dequantize_int8(c["q"], c["q_scale"])}
+
+
+probe("12.1", collect=_quantize_collect)
+
+
+class _Weight(nn.Module):
+    """A stand-in linear layer, just a weight (out_features, in_features): 12.2 is graded on Int8Linear alone."""
+
+    def __init__(self, weight: torch.Tensor):
+        super().__init__()
+        self.weight = nn.Parameter(weight.clone())
+
+
+def _state(module) -> dict:
+    """A module's state_dict names and dtypes, and the values of its int8 weight and scale (or "missing")."""
+    state = module.state_dict()
+    return {"keys": sorted(state), "dtypes": [str(state[k].dtype) for k in sorted(state)],
+            "parameters": len(list(module.parameters())),
+            **{k: state[k] if k in state else "missing" for k in ("weight_int8", "scale")}}
+
+
+def _int8_linear_collect(m, c):
+    d_out, d_in = c["w"].shape
+    layer = m.Int8Linear.from_linear(_Weight(c["w"]), per_channel=c["per_channel"])
+    out = _state(layer) | {"y": layer(c["x"])}
+    fresh = m.Int8Linear(d_in, d_out, per_channel=c["per_channel"])
+    fresh.load_state_dict(layer.state_dict(), strict=False)  # extra or missing keys are judged from "keys"
+    out["y_loaded"] = fresh(c["x"])
+    return out
+
+
+probe("12.2", collect=_int8_linear_collect)
+
+
+def _quantize_model_collect(m, c):
+    lm = m.TransformerLM(*c["config"])
+    _load(lm, c["state"])
+    got = m.quantize_model(lm, per_channel=c["per_channel"])
+    state = lm.state_dict()
+    out = {"in_place": got is lm, "keys": sorted(state), "dtypes": [str(state[k].dtype) for k in sorted(state)],
+           "floats": [state[k] for k in sorted(state) if state[k].is_floating_point() and not k.endswith(".scale")]}
+    with torch.no_grad():
+        out["logits"] = lm(c["ids"])
+    return out
+
+
+probe("12.3", collect=_quantize_model_collect, atol=1e-4)
