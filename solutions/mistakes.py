@@ -8,6 +8,9 @@ both. Each mutant is a dict:
     task       the task whose tests and check must catch it
     patches    (module, attribute path, replacement): what to swap in the reference
     diagnosis  words the check's message must contain
+    raises     (optional) True for a mistake that raises on some inputs (batched token positions)
+               instead of returning a wrong output: checks name it from the error, the grader
+               reports the error
 
 Also a pytest plugin: `python -m pytest -p solutions.mistakes` with MINILM_MUTANT=<name>
 runs the suite with that mutant in place.
@@ -141,8 +144,8 @@ def _lm_forward_no_final_norm(self, token_ids, kv_cache=None):
     return self.lm_head(x)
 
 
-def _m(name, task, patches, diagnosis):
-    return {"name": name, "task": task, "patches": patches, "diagnosis": diagnosis}
+def _m(name, task, patches, diagnosis, raises=False):
+    return {"name": name, "task": task, "patches": patches, "diagnosis": diagnosis, "raises": raises}
 
 
 MUTANTS: list[dict] = [
@@ -151,11 +154,14 @@ MUTANTS: list[dict] = [
     # rope / attention shapes (issue 13)
     _m("rope_frequency", "5.1", [("solutions.rope", "rope_angles", _angles_frequency(1.0))], "θ^(−i/d_k)"),
     _m("rope_frequency_doubled", "5.1", [("solutions.rope", "rope_angles", _angles_frequency(4.0))], "θ^(−4i/d_k)"),
-    _m("rope_positions_1d", "5.1", [("solutions.rope", "rope_angles", _angles_outer)], "token_positions[..., None]"),
+    _m("rope_positions_1d", "5.1", [("solutions.rope", "rope_angles", _angles_outer)], "token_positions[..., None]",
+       raises=True),
     _m("rope_table_positions_1d", "5.2",
-       [("solutions.rope", "RotaryPositionalEmbedding.forward", _RoPE_forward_index_select)], "self.cos[token_positions]"),
+       [("solutions.rope", "RotaryPositionalEmbedding.forward", _RoPE_forward_index_select)], "self.cos[token_positions]",
+       raises=True),
     _m("attention_positions_1d", "6.3",
-       [("solutions.attention", "MultiHeadSelfAttention.forward", _mhsa_positions_without_heads_axis)], "heads axis"),
+       [("solutions.attention", "MultiHeadSelfAttention.forward", _mhsa_positions_without_heads_axis)], "heads axis",
+       raises=True),
     _m("no_scaling", "6.2", [("solutions.attention", "scaled_dot_product_attention", _sdpa(scale=False))], "sqrt(d_k)"),
     _m("mask_inverted", "6.2", [("solutions.attention", "scaled_dot_product_attention", _sdpa(invert=True))], "inverted"),
     _m("softmax_wrong_dim", "6.1", [("solutions.attention", "softmax", _softmax_always_last_dim)], "dim"),
