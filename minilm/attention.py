@@ -59,6 +59,8 @@ class MultiHeadSelfAttention(nn.Module):
     output_proj (all d_model → d_model). Head h uses rows h·d_k … (h+1)·d_k − 1 of each
     projection, d_k = d_model / num_heads. With theta, RoPE rotates q and k (not v): keep a
     RotaryPositionalEmbedding(theta, d_k, max_seq_len) in self.rope (None without theta).
+    token_positions is (seq,), or (batch, seq) with each batch row's own positions, which all the
+    heads of that row share.
 
     token_positions (..., seq) gives each token's position for RoPE; when it is None the
     positions are 0 … seq − 1.

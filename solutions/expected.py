@@ -157,7 +157,6 @@ VARIANTS: list[dict] = [
     _v("relu", "4.1", [("solutions.swiglu", "silu", torch.relu)]),
     _v("no_gate", "4.2", [("solutions.swiglu", "swiglu", _swiglu_no_gate)]),
     _v("no_gate", "4.3", [("solutions.swiglu", "SwiGLU.forward", _SwiGLU_no_gate)]),
-    *[_v("rope_frequency", t, [("solutions.rope", "rope_angles", _rope_angles(exponent=1.0))]) for t in ("5.1", "5.2")],
     *[_v("rope_wrong_direction", t, [("solutions.rope", "rope_angles", _rope_angles(sign=-1.0))]) for t in ("5.1", "5.2")],
     *[_v(f"softmax_wrong_dim ({d})", "6.1", [("solutions.attention", "softmax", _softmax_over(d))]) for d in (-1, 0, 1)],
     _v("softmax_over_queries", "6.2", [("solutions.attention", "scaled_dot_product_attention", _sdpa_over_queries)]),

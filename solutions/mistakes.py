@@ -8,6 +8,9 @@ both. Each mutant is a dict:
     task       the task whose tests and check must catch it
     patches    (module, attribute path, replacement): what to swap in the reference
     diagnosis  words the check's message must contain
+    raises     (optional) True for a mistake that raises on some inputs (batched token positions)
+               instead of returning a wrong output: checks name it from the error, the grader
+               reports the error
 
 Also a pytest plugin: `python -m pytest -p solutions.mistakes` with MINILM_MUTANT=<name>
 runs the suite with that mutant in place.
@@ -21,6 +24,7 @@ import math
 import os
 
 import torch
+from einops import rearrange
 
 from einops import rearrange
 
@@ -38,6 +42,42 @@ def _angles_one_based(token_positions, d_k, theta=10000.0):
 
 
 _original_rope_angles = rope.rope_angles
+
+
+# rope / attention shapes (issue 13)
+
+def _angles_frequency(exponent: float):
+    """rope_angles with pair i turning by θ^(−exponent·i/d_k) per position instead of θ^(−2i/d_k)."""
+    def angles(token_positions, d_k, theta=10000.0):
+        inv_freq = theta ** (-exponent * torch.arange(d_k // 2, dtype=torch.float64) / d_k)
+        return (token_positions.to(torch.float64)[..., None] * inv_freq).float()
+    return angles
+
+
+def _angles_outer(token_positions, d_k, theta=10000.0):
+    # torch.outer takes 1-D vectors only: right for (seq,) positions, an error for (batch, seq).
+    inv_freq = theta ** (-torch.arange(0, d_k, 2, dtype=torch.float64) / d_k)
+    return torch.outer(token_positions.to(torch.float64), inv_freq).float()
+
+
+def _RoPE_forward_index_select(self, x, token_positions):
+    # index_select takes a 1-D index: right for (seq,) positions, an error for (batch, seq).
+    return rope.rotate_pairs(x, self.cos.index_select(0, token_positions), self.sin.index_select(0, token_positions))
+
+
+def _mhsa_positions_without_heads_axis(self, x, token_positions=None, kv_cache=None):
+    # RoPE gets token_positions (..., seq) as they come, for q and k of shape (..., heads, seq, d_k):
+    # right for (seq,) positions, wrong (or an error) for (batch, seq).
+    if token_positions is None:
+        token_positions = torch.arange(x.shape[-2], device=x.device)
+    q, k, v = (rearrange(proj(x), "... seq (heads d_k) -> ... heads seq d_k", heads=self.num_heads)
+               for proj in (self.q_proj, self.k_proj, self.v_proj))
+    if self.rope is not None:
+        q, k = self.rope(q, token_positions), self.rope(k, token_positions)
+    seq = q.shape[-2]
+    causal = torch.ones(seq, seq, dtype=torch.bool, device=x.device).tril()
+    out = attention.scaled_dot_product_attention(q, k, v, causal)
+    return self.output_proj(rearrange(out, "... heads seq d_k -> ... seq (heads d_k)"))
 
 
 def _sdpa(scale: bool = True, invert: bool = False, use_mask: bool = True, fill: float = float("-inf")):
@@ -146,13 +186,24 @@ def _rms_norm_whole_tensor(x, weight, eps=1e-5):
     return (xf / torch.sqrt(xf.pow(2).mean() + eps) * weight).to(x.dtype)  # one mean over every element
 
 
-def _m(name, task, patches, diagnosis):
-    return {"name": name, "task": task, "patches": patches, "diagnosis": diagnosis}
+def _m(name, task, patches, diagnosis, raises=False):
+    return {"name": name, "task": task, "patches": patches, "diagnosis": diagnosis, "raises": raises}
 
 
 MUTANTS: list[dict] = [
     _m("rope_split_halves", "5.1", [("solutions.rope", "rotate_pairs", _rotate_split_halves)], "split halves"),
     _m("rope_one_based", "5.1", [("solutions.rope", "rope_angles", _angles_one_based)], "1-based positions"),
+    # rope / attention shapes (issue 13)
+    _m("rope_frequency", "5.1", [("solutions.rope", "rope_angles", _angles_frequency(1.0))], "θ^(−i/d_k)"),
+    _m("rope_frequency_doubled", "5.1", [("solutions.rope", "rope_angles", _angles_frequency(4.0))], "θ^(−4i/d_k)"),
+    _m("rope_positions_1d", "5.1", [("solutions.rope", "rope_angles", _angles_outer)], "token_positions[..., None]",
+       raises=True),
+    _m("rope_table_positions_1d", "5.2",
+       [("solutions.rope", "RotaryPositionalEmbedding.forward", _RoPE_forward_index_select)], "self.cos[token_positions]",
+       raises=True),
+    _m("attention_positions_1d", "6.3",
+       [("solutions.attention", "MultiHeadSelfAttention.forward", _mhsa_positions_without_heads_axis)], "heads axis",
+       raises=True),
     _m("no_scaling", "6.2", [("solutions.attention", "scaled_dot_product_attention", _sdpa(scale=False))], "sqrt(d_k)"),
     _m("mask_inverted", "6.2", [("solutions.attention", "scaled_dot_product_attention", _sdpa(invert=True))], "inverted"),
     _m("softmax_wrong_dim", "6.1", [("solutions.attention", "softmax", _softmax_always_last_dim)], "dim"),

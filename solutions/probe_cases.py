@@ -109,12 +109,20 @@ def _SwiGLU_cases(g, hidden):
 
 @cases("5.1")
 def _rope_cases(g, hidden):
-    cases = [dict(x=_randn(g, 2, 6, 8), pos=torch.arange(6), what="x (2, 6, 8), positions 0…5"),
-             dict(x=_randn(g, 2, 3, 5, 16), pos=torch.tensor([[7, 0, 3, 100, 2], [1, 1, 1, 1, 1]]).unsqueeze(1),
-                  theta=500.0, what="batched positions (2, 1, 5) and theta=500")]
+    pos = torch.tensor([[7, 0, 3, 100, 2], [1, 1, 1, 1, 1]])
+    cases = [dict(pos=torch.arange(6), d_k=8, what="rope_angles(positions 0…5, d_k=8)"),
+             dict(pos=pos, d_k=16, theta=500.0, what="rope_angles of batched positions (2, 5), d_k=16, theta=500"),
+             dict(x=_randn(g, 2, 6, 8), pos=torch.arange(6), what="x (2, 6, 8), positions 0…5"),
+             dict(x=_randn(g, 2, 3, 5, 16), pos=pos.unsqueeze(1), theta=500.0,
+                  what="batched positions (2, 1, 5) and theta=500"),
+             dict(x=_randn(g, 3, 4, 8), pos=torch.tensor([[0, 1, 2, 3], [9, 4, 4, 60], [2, 3, 5, 7]]),
+                  what="x (3, 4, 8), batched positions (3, 4)")]
     if hidden:
         d = 2 * _int(g, 1, 16)
-        cases += [dict(x=_randn(g, 3, 7, d), pos=torch.randint(0, 4096, (3, 7), generator=g), theta=float(_int(g, 10, 10**5)),
+        cases += [dict(pos=torch.randint(0, 4096, (2, 3, 5), generator=g), d_k=d, theta=float(_int(g, 10, 10**5)),
+                       what=f"rope_angles of positions (2, 3, 5), d_k={d}"),
+                  dict(pos=torch.tensor(_int(g, 0, 100)), d_k=d, what=f"rope_angles of one position (a 0-d tensor), d_k={d}"),
+                  dict(x=_randn(g, 3, 7, d), pos=torch.randint(0, 4096, (3, 7), generator=g), theta=float(_int(g, 10, 10**5)),
                        what=f"x (3, 7, {d}) with random positions per batch row (3, 7)"),
                   dict(x=_randn(g, 4, 2, dtype=torch.float64), pos=torch.arange(4), what="float64 x with d_k = 2")]
     return cases
@@ -122,13 +130,19 @@ def _rope_cases(g, hidden):
 
 @cases("5.2")
 def _RoPE_cases(g, hidden):
-    cases = [dict(theta=10000.0, d_k=8, max_len=64, x=_randn(g, 3, 10, 8),
-                  pos=torch.tensor([0, 5, 63, 2, 2, 9, 1, 40, 17, 33]), what="RotaryPositionalEmbedding(10000, 8, 64)")]
+    x = _randn(g, 3, 10, 8)
+    cases = [dict(theta=10000.0, d_k=8, max_len=64, x=x, pos=torch.tensor([0, 5, 63, 2, 2, 9, 1, 40, 17, 33]),
+                  what="RotaryPositionalEmbedding(10000, 8, 64)"),
+             dict(theta=10000.0, d_k=8, max_len=64, x=x, pos=torch.randint(0, 64, (3, 10), generator=g),
+                  what="RotaryPositionalEmbedding(10000, 8, 64) with batched positions (3, 10)")]
     if hidden:
         d = 2 * _int(g, 1, 12)
-        cases.append(dict(theta=float(_int(g, 100, 10**5)), d_k=d, max_len=2048, x=_randn(g, 2, 3, 9, d),
-                          pos=torch.randint(0, 2048, (2, 1, 9), generator=g),
-                          what=f"d_k={d}, max_seq_len=2048, batched positions (2, 1, 9)"))
+        cases += [dict(theta=float(_int(g, 100, 10**5)), d_k=d, max_len=2048, x=_randn(g, 2, 3, 9, d),
+                       pos=torch.randint(0, 2048, (2, 1, 9), generator=g),
+                       what=f"d_k={d}, max_seq_len=2048, batched positions (2, 1, 9)"),
+                  dict(theta=float(_int(g, 100, 10**5)), d_k=d, max_len=512, x=_randn(g, 4, 6, d),
+                       pos=torch.randint(0, 512, (4, 6), generator=g),
+                       what=f"d_k={d}, max_seq_len=512, batched positions (4, 6)")]
     return cases
 
 
@@ -163,8 +177,11 @@ def _sdpa_cases(g, hidden):
 @cases("6.3")
 def _mhsa_cases(g, hidden):
     d, h = 32, 4
-    cases = [dict(d=d, heads=h, max_len=32, theta=10000.0, state=weights(g, attention_shapes(d)), x=_randn(g, 2, 9, d),
-                  what="MultiHeadSelfAttention(32, 4) with RoPE"),
+    state, x = weights(g, attention_shapes(d)), _randn(g, 2, 9, d)
+    cases = [dict(d=d, heads=h, max_len=32, theta=10000.0, state=state, x=x, what="MultiHeadSelfAttention(32, 4) with RoPE"),
+             dict(d=d, heads=h, max_len=32, theta=10000.0, state=state, x=x,
+                  pos=torch.tensor([[0, 1, 2, 3, 4, 5, 6, 7, 8], [3, 4, 5, 6, 10, 11, 12, 13, 31]]),
+                  what="MultiHeadSelfAttention(32, 4) with RoPE and batched token_positions (2, 9)"),
              dict(d=d, heads=h, state=weights(g, attention_shapes(d)), x=_randn(g, 2, 9, d), what="without RoPE")]
     if hidden:
         h = _int(g, 1, 4)
@@ -172,6 +189,11 @@ def _mhsa_cases(g, hidden):
         cases += [dict(d=d, heads=h, max_len=64, theta=float(_int(g, 100, 10**5)), state=weights(g, attention_shapes(d)),
                        x=_randn(g, 3, 5, d), pos=torch.randint(0, 64, (3, 5), generator=g),
                        what=f"{h} heads, d_model {d}, batched token positions (3, 5)"),
+                  # as many batch rows as heads: positions given to RoPE without a heads axis broadcast
+                  # silently, each head rotated by another batch row's positions
+                  dict(d=d, heads=h, max_len=64, theta=10000.0, state=weights(g, attention_shapes(d)),
+                       x=_randn(g, h, 4, d), pos=torch.randint(0, 64, (h, 4), generator=g),
+                       what=f"{h} heads, a batch of {h}, batched token positions ({h}, 4)"),
                   dict(d=d, heads=h, max_len=16, theta=10000.0, state=weights(g, attention_shapes(d)), x=_randn(g, 1, 1, d),
                        what="a single token")]
     return cases

@@ -13,9 +13,20 @@ from minilm.course.validate import check_broadcast, check_even, check_positions,
 def rope_angles(
     token_positions: Int[Tensor, "..."], d_k: int, theta: float = 10000.0
 ) -> Float[Tensor, "... half"]:
-    """The rotation angle p · θ^(−2i/d_k) of pair i at position p, for i = 0 … d_k/2 − 1 (provided)."""
+    """Task 5.1: the angle p · θ^(−2i/d_k) by which pair i turns at position p, for every
+    position p in token_positions and every pair i = 0 … d_k/2 − 1, as float32.
+
+    token_positions may have any shape, e.g. (seq,) or (batch, seq) with other positions in
+    each batch row; the result has shape (*token_positions.shape, d_k // 2).
+    """
+    check_positions(token_positions, None, "rope_angles")
+    check_positive_int(d_k, "d_k", "rope_angles")
+    check_even(d_k, "rope_angles")
+    check_positive(theta, "theta", "rope_angles")
+    # BEGIN SOLUTION 5.1
     inv_freq = theta ** (-torch.arange(0, d_k, 2, device=token_positions.device, dtype=torch.float64) / d_k)
     return (token_positions.to(torch.float64)[..., None] * inv_freq).float()
+    # END SOLUTION
 
 
 def rotate_pairs(
@@ -42,8 +53,9 @@ def rope(
 ) -> Float[Tensor, "... seq d_k"]:
     """Task 5.1: apply RoPE to x, with each token at its 0-based position in token_positions.
 
-    token_positions broadcasts against x's leading dims (x.shape[:-1]). Use rope_angles and
-    rotate_pairs.
+    token_positions broadcasts against x's leading dims (x.shape[:-1]): (seq,) gives every
+    batch row the same positions, (batch, 1, seq) gives each batch row its own for x of shape
+    (batch, heads, seq, d_k). Use rope_angles and rotate_pairs.
     """
     check_tensor(x, "x", "rope")
     check_even(x.shape[-1], "rope")

@@ -176,3 +176,17 @@ def test_mhsa_uses_given_token_positions():
         "positions (rotate q and k, not v)"))
     assert not torch.allclose(mhsa(x, torch.tensor([0, 3, 9, 20])), default, atol=1e-3), \
         "the output ignores token_positions: rotate q and k by the given positions"
+
+
+@pytest.mark.task("6.3")
+def test_mhsa_takes_batched_token_positions():
+    """token_positions (batch, seq), other positions in each batch row: each row attends with its own
+    positions, as if run alone. A batch as large as the number of heads, so positions that reach RoPE
+    without a heads axis broadcast against the heads instead of failing."""
+    mhsa = _mhsa()  # 4 heads
+    x = randn((4, 6, 16), 7)
+    pos = torch.tensor([[0, 1, 2, 3, 4, 5], [0, 2, 5, 9, 14, 20], [30, 1, 7, 7, 2, 0], [25, 26, 27, 28, 29, 31]])
+    out = mhsa(x, pos)
+    for b in range(4):
+        assert_close(out[b:b + 1], mhsa(x[b:b + 1], pos[b]), atol=1e-4,
+                     what=f"batch row {b} with its own positions {pos[b].tolist()}")

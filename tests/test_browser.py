@@ -171,12 +171,14 @@ def test_attention_notebook_plots_and_explorer(page, reference_lab):
 
 @pytest.fixture
 def todo_line() -> str:
-    """Task 5.1's not-implemented line as its check cell prints it, from the task registry;
-    skips (before any server starts) when minilm/rope.py no longer holds the stub."""
+    """Task 5.1's not-implemented line as its check cell prints it, from the task registry: the
+    check calls rope_angles first, the first of the task's names in the file; skips (before any
+    server starts) when minilm/rope.py no longer holds that stub."""
     task = tasks.get("5.1")
-    if f'NotImplementedError("{task.todo_message()}' not in (ROOT / task.file).read_text(encoding="utf-8"):
+    todo = task.todo_message("rope_angles")
+    if f'NotImplementedError("{todo}' not in (ROOT / task.file).read_text(encoding="utf-8"):
         pytest.skip(f"stub-mode browser test skipped: task {task.id} is already written in {task.file}")
-    return f"{checks.SYMBOL[checks.TODO]} {task.todo_message()}"
+    return f"{checks.SYMBOL[checks.TODO]} {todo}"
 
 
 def test_rope_notebook_with_stubs_shows_the_todo_line(todo_line, page, stub_lab):

@@ -25,6 +25,27 @@ def test_rope_rotates_adjacent_pairs_by_position_times_frequency():
 
 
 @pytest.mark.task("5.1")
+def test_rope_angles_by_hand():
+    """d_k = 4, θ = 100: pair 0 turns by 1 rad per position, pair 1 by 100^(−2/4) = 0.1 rad."""
+    angles = minilm.rope_angles(torch.tensor([0, 1, 3]), 4, 100.0)
+    assert isinstance(angles, torch.Tensor) and angles.dtype == torch.float32, "rope_angles must return float32 angles"
+    assert_close(angles, torch.tensor([[0.0, 0.0], [1.0, 0.1], [3.0, 0.3]]), what="rope_angles([0, 1, 3], d_k=4, θ=100)")
+
+
+@pytest.mark.task("5.1")
+@given(d=even_dims, seed=seeds)
+def test_rope_angles_take_batched_positions(d, seed):
+    """Positions of any shape, here (batch, seq) with other positions in each row: row b's angles are
+    the angles of row b's positions alone."""
+    pos = torch.randint(0, 500, (3, 5), generator=torch.Generator().manual_seed(seed))
+    angles = minilm.rope_angles(pos, d, 500.0)
+    assert isinstance(angles, torch.Tensor) and angles.shape == (3, 5, d // 2), \
+        f"rope_angles of positions (3, 5) must have shape (3, 5, {d // 2}), got {getattr(angles, 'shape', angles)}"
+    for b in range(3):
+        assert_close(angles[b], minilm.rope_angles(pos[b], d, 500.0), what=f"batch row {b}'s angles")
+
+
+@pytest.mark.task("5.1")
 def test_rope_leaves_position_zero_unchanged():
     x = randn((3, 1, 8), 0)
     assert_close(minilm.rope(x, torch.tensor([0])), x)
@@ -56,6 +77,29 @@ def test_rope_broadcasts_positions_over_heads():
     y = minilm.rope(x, pos)
     for b in range(2):  # each batch row rotated by its own positions, the same for every head
         assert_close(y[b], minilm.rope(x[b], pos[b, 0]))
+
+
+@pytest.mark.task("5.1")
+@given(seed=seeds)
+def test_rope_takes_batched_positions(seed):
+    """token_positions (batch, seq), other positions in each row: row b is rotated by its own positions."""
+    x = randn((3, 5, 8), seed)
+    pos = torch.randint(0, 1000, (3, 5), generator=torch.Generator().manual_seed(seed))
+    y = minilm.rope(x, pos)
+    for b in range(3):
+        assert_close(y[b], minilm.rope(x[b], pos[b]), what=f"batch row {b} with its own positions")
+
+
+@pytest.mark.task("5.2")
+def test_RotaryPositionalEmbedding_takes_batched_positions():
+    module = minilm.RotaryPositionalEmbedding(500.0, 16, 40)
+    x = randn((3, 7, 16), 3)
+    pos = torch.tensor([[39, 0, 3, 3, 12, 1, 20], [0, 1, 2, 3, 4, 5, 6], [7, 7, 7, 30, 31, 32, 33]])  # (batch, seq)
+    y = module(x, pos)
+    for b in range(3):
+        assert_close(y[b], module(x[b], pos[b]), what=f"batch row {b} with its own positions")
+    x = randn((3, 2, 7, 16), 4)  # (batch, heads, seq, d_k) with positions (batch, 1, seq), as attention calls it
+    assert_close(module(x, pos[:, None]), minilm.rope(x, pos[:, None], 500.0), what="positions (3, 1, 7) over 2 heads")
 
 
 @pytest.mark.task("5.2")

@@ -68,6 +68,31 @@ def test_pair_rotation_plots_the_rotated_pairs():
 
 
 @pytest.mark.task("5.1")
+def test_pair_rotation_joins_each_pairs_dots_in_order_of_position():
+    fig = vr.plot_pair_rotation(d_k=16, num_positions=12, pairs=(0, 2))
+    for ax in fig.axes[:2]:
+        dots = ax.collections[0].get_offsets().data
+        assert any(line.get_xydata().shape == dots.shape and (abs(line.get_xydata() - dots) < 1e-6).all()
+                   for line in ax.get_lines()), f"{ax.get_title()}: no line through the dots in order of position"
+
+
+def _overlap(legend, ax) -> int:
+    """How many plotted points of `ax` lie under its legend's box."""
+    ax.figure.canvas.draw()
+    box = legend.get_window_extent()
+    points = [line.get_transform().transform(line.get_xydata()) for line in ax.get_lines()]
+    return sum(int(box.contains(x, y)) for xy in points for x, y in xy)
+
+
+def test_legends_cover_no_curve():
+    for fig in (vr.plot_sinusoidal(64, 64), vr.plot_frequencies(d_k=64), vr.plot_frequencies(d_k=16)):
+        for ax in fig.axes:
+            if ax.get_legend() is not None:
+                assert _overlap(ax.get_legend(), ax) == 0, f"the legend of '{ax.get_title()}' covers plotted points"
+        plt.close(fig)
+
+
+@pytest.mark.task("5.1")
 def test_measured_frequencies_follow_the_formula():
     omega = vr.measured_frequencies(d_k=16, theta=10000.0)
     torch.testing.assert_close(omega, 10000.0 ** (-torch.arange(0, 16, 2, dtype=torch.float64) / 16), rtol=1e-4, atol=1e-6)
@@ -159,6 +184,7 @@ def test_head_grid_and_map_are_labelled_with_tokens():
     fig = va.plot_head_grid(w, tokens, va.HAND_WIRED)
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == tokens
+    assert min(t.get_fontsize() for t in ax.get_xticklabels() + ax.get_yticklabels()) >= 10, "token labels too small to read"
     assert ax.get_title() == va.HAND_WIRED[0]
     torch.testing.assert_close(torch.tensor(ax.images[0].get_array().filled(0.0), dtype=torch.float32), w[0],
                                atol=1e-6, rtol=0)

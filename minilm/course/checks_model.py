@@ -226,23 +226,60 @@ def check_SwiGLU() -> str:
 
 _ROPE_HALVES = "your output matches RoPE applied to split halves: rotate adjacent pairs (2i, 2i+1)"
 _ROPE_ONE_BASED = "your output matches RoPE with 1-based positions: the first token is at position 0"
+_ROPE_FREQUENCY = "the frequencies are off: pair i turns by θ^(−2i/d_k) per position, not θ^(−i/d_k)"
+_ROPE_FREQUENCY_DOUBLED = ("the frequencies are off: pair i turns by θ^(−2i/d_k) per position, not θ^(−4i/d_k) "
+                           "(torch.arange(0, d_k, 2) already counts 2i: do not double it)")
+_ANGLE_MISTAKES = {
+    "rope_frequency": _ROPE_FREQUENCY,
+    "rope_frequency_doubled": _ROPE_FREQUENCY_DOUBLED,
+    "rope_one_based": _ROPE_ONE_BASED,
+}
 _ROPE_MISTAKES = {
     "rope_split_halves": _ROPE_HALVES,
-    "rope_one_based": _ROPE_ONE_BASED,
-    "rope_frequency": "the frequencies are off: pair i turns by θ^(−2i/d_k) per position, not θ^(−i/d_k)",
+    **_ANGLE_MISTAKES,
     "rope_wrong_direction": "you rotate the wrong way: x'[2i] = x[2i]cos − x[2i+1]sin, x'[2i+1] = x[2i]sin + x[2i+1]cos",
 }
 
 
+def _batched(what: str, call, mistake: str, advice: str):
+    """call(), on batched token positions (other positions in each batch row), after the same code
+    passed on 1-D positions: an error here means the code assumes 1-D positions, so name that
+    (with the error) rather than report a bare exception."""
+    try:
+        return call()
+    except NotImplementedError:
+        raise
+    except Exception as e:  # noqa: BLE001 - any error: the 1-D run just before succeeded
+        error = " ".join(f"{type(e).__name__}: {e}".split())
+        raise CheckFailed(f"{what}: raised {error}. {advice}", mistake) from None
+
+
+_POSITIONS_ANY_SHAPE = "token_positions can be batched (here each batch row has its own positions), not only (seq,)"
+
+
 @register("5.1")
 def check_rope() -> str:
+    angles = minilm.rope_angles(torch.arange(6), 8)
+    expect(not isinstance(angles, torch.Tensor) or angles.dtype == torch.float32,
+           f"rope_angles must return float32 angles, got {getattr(angles, 'dtype', '')}", "wrong_dtype")
+    compare(angles, "rope_angles(positions 0…5, d_k=8)", _ANGLE_MISTAKES)
+    pos = torch.tensor([[7, 0, 3, 100, 2], [1, 1, 1, 1, 1]])
+    what = "rope_angles(batched positions (2, 5), d_k=16, theta=500)"
+    angles = _batched(what, lambda: minilm.rope_angles(pos, 16, 500.0), "rope_positions_1d",
+                      f"{_POSITIONS_ANY_SHAPE}: multiply token_positions[..., None] by the d_k/2 frequencies "
+                      "(torch.outer takes 1-D vectors only)")
+    compare(angles, what, _ANGLE_MISTAKES)
     x = _randn(2, 6, 8, seed=21)
-    pos = torch.arange(6)
-    compare(minilm.rope(x, pos), "rope(x (2, 6, 8), positions 0…5)", _ROPE_MISTAKES)
+    compare(minilm.rope(x, torch.arange(6)), "rope(x (2, 6, 8), positions 0…5)", _ROPE_MISTAKES)
     x = _randn(2, 3, 5, 16, seed=22)
-    pos = torch.tensor([[7, 0, 3, 100, 2], [1, 1, 1, 1, 1]]).unsqueeze(1)
-    compare(minilm.rope(x, pos, theta=500.0), "rope with batched positions (2, 1, 5) and theta=500", _ROPE_MISTAKES)
-    return "matches complex-number RoPE on adjacent pairs (any positions, any theta)"
+    what = "rope with batched positions (2, 1, 5) and theta=500"
+    y = _batched(what, lambda: minilm.rope(x, pos.unsqueeze(1), theta=500.0), "rope_positions_1d", _POSITIONS_ANY_SHAPE)
+    compare(y, what, _ROPE_MISTAKES)
+    x = _randn(3, 4, 8, seed=40)
+    pos = torch.tensor([[0, 1, 2, 3], [9, 4, 4, 60], [2, 3, 5, 7]])
+    what = "rope(x (3, 4, 8), batched positions (3, 4))"
+    compare(_batched(what, lambda: minilm.rope(x, pos), "rope_positions_1d", _POSITIONS_ANY_SHAPE), what, _ROPE_MISTAKES)
+    return "angles and rotation match complex-number RoPE on adjacent pairs (1-D and batched positions, any theta)"
 
 
 @register("5.2")
@@ -254,7 +291,13 @@ def check_RotaryPositionalEmbedding() -> str:
     x = _randn(3, 10, 8, seed=23)
     pos = torch.tensor([0, 5, 63, 2, 2, 9, 1, 40, 17, 33])
     compare(module(x, pos), "RotaryPositionalEmbedding(…, d_k=8, max_seq_len=64)(x, pos)", _ROPE_MISTAKES)
-    return "precomputed cos/sin (not in the state_dict) give the same rotation as rope"
+    pos = torch.randint(0, 64, (3, 10), generator=_gen(41))
+    what = "RotaryPositionalEmbedding(…)(x (3, 10, 8), batched positions (3, 10))"
+    y = _batched(what, lambda: module(x, pos), "rope_table_positions_1d",
+                 f"{_POSITIONS_ANY_SHAPE}: index the tables with the whole tensor, self.cos[token_positions] "
+                 "(index_select takes a 1-D index only)")
+    compare(y, what, _ROPE_MISTAKES)
+    return "precomputed cos/sin (not in the state_dict) give the same rotation as rope (1-D and batched positions)"
 
 
 # ---------------------------------------------------------------- 6: attention
@@ -299,6 +342,8 @@ _MHSA_MISTAKES = {
     "no_scaling": "divide the scores by sqrt(d_k) (d_k = d_model / num_heads)",
     "rope_split_halves": _ROPE_HALVES,
     "rope_one_based": _ROPE_ONE_BASED,
+    "rope_frequency": _ROPE_FREQUENCY,
+    "rope_frequency_doubled": _ROPE_FREQUENCY_DOUBLED,
     "no_rope": "apply RoPE to q and k when theta is given",
     "heads_interleaved": "head h must use rows h·d_k … (h+1)·d_k − 1 of each projection: split d_model as (heads d_k)",
     "heads_not_transposed": "you reshaped the heads' outputs (…, heads, seq, d_k) straight to (…, seq, d_model) without "
@@ -324,11 +369,18 @@ def check_MultiHeadSelfAttention() -> str:
     _fixed_state(mhsa, seed=38)
     x = _randn(2, 9, D_MODEL, seed=29)
     compare(mhsa(x), "MultiHeadSelfAttention with RoPE", _MHSA_MISTAKES)
+    pos = torch.tensor([[0, 1, 2, 3, 4, 5, 6, 7, 8], [3, 4, 5, 6, 10, 11, 12, 13, 31]])
+    what = "MultiHeadSelfAttention with RoPE and batched token_positions (2, 9)"
+    y = _batched(what, lambda: mhsa(x, pos), "attention_positions_1d",
+                 "token_positions is (batch, seq), one row per batch row, and q and k are (batch, heads, seq, d_k): "
+                 "give RoPE the positions with a heads axis, token_positions.unsqueeze(-2), so each head gets "
+                 "its batch row's positions")
+    compare(y, what, _MHSA_MISTAKES)
     plain = minilm.MultiHeadSelfAttention(D_MODEL, HEADS)
     _keys(plain, expected, f"MultiHeadSelfAttention({D_MODEL}, {HEADS})")
     _fixed_state(plain, seed=39)
     compare(plain(x), "MultiHeadSelfAttention without RoPE", _MHSA_MISTAKES)
-    return "causal, per-head rows, RoPE on q and k: matches F.scaled_dot_product_attention"
+    return "causal, per-head rows, RoPE on q and k (1-D and batched positions): matches F.scaled_dot_product_attention"
 
 
 # ---------------------------------------------------------------- 7–8: block and LM

@@ -29,7 +29,7 @@ class Task:
     forbidden: tuple[tuple[str, str], ...] = ()
     # Exceptions to WAYS_AROUND that this task needs (e.g. "torch.save" for checkpoints).
     allowed: tuple[str, ...] = ()
-    # Further top-level functions the task writes besides `function` (rope's rotate_pairs).
+    # Further top-level functions the task writes besides `function` (rope's rope_angles and rotate_pairs).
     also: tuple[str, ...] = ()
 
     @property
@@ -176,7 +176,7 @@ TASKS: tuple[Task, ...] = (
        _SILU, ("linear", "use your linear (Task 1.1)")),
     _t("4.3", "SwiGLU module", "SwiGLU", "swiglu", "04_swiglu", 2,
        _SILU, _LINEAR),
-    _t("5.1", "rope: rotate adjacent pairs", "rope", "rope", "05_rope", 3, also=("rotate_pairs",)),
+    _t("5.1", "RoPE: rope_angles, rotate_pairs and rope", "rope", "rope", "05_rope", 3, also=("rope_angles", "rotate_pairs")),
     _t("5.2", "RotaryPositionalEmbedding with cached cos/sin", "RotaryPositionalEmbedding", "rope", "05_rope", 3),
     _t("6.1", "stable softmax", "softmax", "attention", "06_attention", 2,
        ("softmax", "build it from exp and sum")),
@@ -221,10 +221,10 @@ TASKS: tuple[Task, ...] = (
 
 BY_ID: dict[str, Task] = {t.id: t for t in TASKS}
 
-# Every public name that `import minilm` exposes, and the exercise module that defines it.
-# Names that are not tasks themselves (load_checkpoint, its partner) ride along with their module.
-EXPORTS: dict[str, str] = {t.function: t.module for t in TASKS} | {"load_checkpoint": "training"} \
-    | {"dequantize_int8": "quantization"}
+# Every public name that `import minilm` exposes, and the exercise module that defines it: each
+# task's function and the further names it writes (rope_angles, load_checkpoint, …), so the checks
+# and the grader can call them.
+EXPORTS: dict[str, str] = {name: t.module for t in TASKS for name in t.names}
 
 EXERCISE_MODULES: tuple[str, ...] = tuple(dict.fromkeys(t.module for t in TASKS))
 

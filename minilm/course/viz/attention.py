@@ -95,18 +95,26 @@ def _show_map(ax, weights: torch.Tensor, tokens: list[str] | None = None, title:
     stairs = [(0.5, -0.5), (seq - 0.5, -0.5)] + [xy for r in range(seq - 2, -1, -1) for xy in ((r + 1.5, r + 0.5), (r + 0.5, r + 0.5))]
     ax.add_patch(plt.Polygon(stairs, fill=False, hatch="//", edgecolor="0.6", lw=0))  # the masked future
     ax.grid(False)
-    ax.set_title(title, fontsize=10)
+    ax.set_title(title, fontsize=12)
     _label_tokens(ax, tokens, seq)
     return im
 
 
+def token_fontsize(seq: int) -> float:
+    """Tick labels as large as a row of the map allows: 11 pt up to 16 tokens, 9 pt at 24."""
+    return 11.0 if seq <= 16 else max(8.0, 11.0 - (seq - 16) / 4)
+
+
 def _label_tokens(ax, tokens: list[str] | None, seq: int) -> None:
     if tokens is None:
-        ax.set(xlabel="key position", ylabel="query position")
+        ax.set_xlabel("key position", fontsize=11)
+        ax.set_ylabel("query position", fontsize=11)
         return
-    ax.set_xticks(range(seq), tokens, rotation=90, fontsize=8)
-    ax.set_yticks(range(seq), tokens, fontsize=8)
-    ax.set(xlabel="key (attended to)", ylabel="query (attending)")
+    size = token_fontsize(seq)
+    ax.set_xticks(range(seq), tokens, rotation=90, fontsize=size)
+    ax.set_yticks(range(seq), tokens, fontsize=size)
+    ax.set_xlabel("key (attended to)", fontsize=11)
+    ax.set_ylabel("query (attending)", fontsize=11)
 
 
 def plot_attention_map(weights: torch.Tensor, tokens: list[str] | None = None, title: str = "Attention weights"
@@ -125,14 +133,14 @@ def plot_head_grid(weights: torch.Tensor, tokens: list[str] | None = None, title
     heads = weights.shape[0]
     cols = min(heads, 2)
     rows = math.ceil(heads / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(5.4 * cols, 5.0 * rows), squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(rows, cols, figsize=(4.9 * cols, 4.6 * rows), squeeze=False, layout="constrained")
     for h, ax in enumerate(axes.flat):
         if h >= heads:
             ax.axis("off")
             continue
         im = _show_map(ax, weights[h], tokens, titles[h] if titles else f"head {h}")
     fig.colorbar(im, ax=axes, label="weight", fraction=0.03)
-    fig.suptitle(suptitle)
+    fig.suptitle(suptitle, fontsize=13)
     return fig
 
 

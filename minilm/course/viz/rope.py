@@ -54,15 +54,17 @@ def plot_sinusoidal(num_positions: int = 64, d_model: int = 64) -> Figure:
     for dim in (0, d_model // 16, d_model // 4, 3 * d_model // 8):
         ax1.plot(pe[:, dim].numpy(), label=f"dim {dim}")
     ax1.set(title="Low dims oscillate fast, high dims slowly", xlabel="position p", ylabel="PE[p, dim]")
-    ax1.legend(loc="lower left", ncol=2)
+    # Outside the axes: the fast dims sweep the whole of [−1, 1], so no corner inside is free.
+    ax1.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     fig.tight_layout()
     return fig
 
 
 def plot_pair_rotation(rope_fn=None, d_k: int = 16, theta: float = 10000.0, num_positions: int = 48,
-                       pairs: tuple[int, ...] = (0, 2)) -> Figure:
-    """One point per position: pair i of the rotated vector (1, 0, 1, 0, …), colored by position.
-    A fast pair (small i) races around the circle; a slow pair (large i) barely moves."""
+                       pairs: tuple[int, ...] = (0, 2), first_steps: int = 7) -> Figure:
+    """One point per position: pair i of the rotated vector (1, 0, 1, 0, …), colored by position
+    and joined in order of position, so each step's turn shows. A fast pair (small i) races around
+    the circle; a slow pair (large i) barely moves."""
     rope_fn = _rope(rope_fn)
     positions = torch.arange(num_positions)
     x = unit_pairs(d_k).expand(num_positions, d_k)
@@ -72,13 +74,23 @@ def plot_pair_rotation(rope_fn=None, d_k: int = 16, theta: float = 10000.0, num_
     for ax, i in zip(axes, pairs):
         ax.plot(t.cos().numpy(), t.sin().numpy(), color="0.8", lw=1, zorder=0)
         pts = rotated[:, 2 * i: 2 * i + 2].detach().numpy()
-        sc = ax.scatter(pts[:, 0], pts[:, 1], c=positions.numpy(), cmap="viridis", s=28)
-        ax.annotate("p = 0", pts[0].tolist(), textcoords="offset points", xytext=(-34, 8))
+        # The dots joined in order of position: faintly all of them, and the first steps as arrows,
+        # so a fast pair's jumps (1 rad: a lap every ~6 positions) read as a sequence, not a scatter.
+        ax.plot(pts[:, 0], pts[:, 1], "-", color="0.5", lw=0.6, alpha=0.35, zorder=1)
         omega = theta ** (-2 * i / d_k)
+        if omega > 0.3:  # a slow pair's order is plain from the colors; arrows would hide its dots
+            for p in range(min(first_steps, num_positions - 1)):
+                ax.annotate("", pts[p + 1].tolist(), pts[p].tolist(), zorder=3,
+                            arrowprops=dict(arrowstyle="-|>", color="tab:red", lw=1.2, shrinkA=3, shrinkB=3))
+        sc = ax.scatter(pts[:, 0], pts[:, 1], c=positions.numpy(), cmap="viridis", s=28, zorder=2)
+        for p in range(min(3 if omega > 0.3 else 1, num_positions)):
+            out = pts[p] / max(float((pts[p] ** 2).sum()) ** 0.5, 1e-9)  # label just outside the circle
+            ax.annotate(f"p = {p}", pts[p].tolist(), textcoords="offset points", fontsize=9, zorder=4,
+                        xytext=(22 * out[0] - 12, 14 * out[1] - 4))
         ax.set(title=f"pair {i}: {omega:.3g} rad per position", xlabel=f"x[{2 * i}]", ylabel=f"x[{2 * i + 1}]",
                xlim=(-1.3, 1.3), ylim=(-1.3, 1.3), aspect="equal")
     fig.colorbar(sc, ax=axes, label="position p", fraction=0.04)
-    fig.suptitle(f"RoPE rotates each pair by p·ω_i (d_k={d_k}, θ={theta:g})")
+    fig.suptitle(f"RoPE rotates each pair by p·ω_i (d_k={d_k}, θ={theta:g}); red arrows: a fast pair's first {first_steps} steps")
     return fig
 
 
@@ -99,8 +111,9 @@ def plot_frequencies(rope_fn=None, d_k: int = 64, thetas: tuple[float, ...] = (1
         ax1.plot(i, (2 * math.pi / omega).numpy(), "o-", ms=4, color=line.get_color(), label=f"θ={theta:g}")
     ax0.set(yscale="log", title=f"Frequency of each pair (d_k={d_k})", xlabel="pair index i", ylabel="ω_i (radians per position)")
     ax1.set(yscale="log", title="Wavelength: positions per full turn", xlabel="pair index i", ylabel="2π / ω_i (positions)")
-    ax0.legend(fontsize=8)
-    ax1.legend()
+    # The curves fall from the top left; the bottom left stays empty whatever θ.
+    ax0.legend(loc="lower left", fontsize=8)
+    ax1.legend(loc="upper left")
     fig.tight_layout()
     return fig
 
@@ -208,6 +221,7 @@ class RopeExplorer:
             bar.set_color("tab:red" if j == i else "tab:blue")
         omega = self.theta.value ** (-2 * i / self.d_k)
         self.ax_circle.set_title(f"pair {i} at p={p}: ω_{i} = {omega:.3g} rad/position")
+        self.ax_circle.set(xlabel=f"x[{2 * i}]", ylabel=f"x[{2 * i + 1}]")
         self.image.value = _png(self.fig)
 
 
