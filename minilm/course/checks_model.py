@@ -402,7 +402,7 @@ def check_TransformerBlock() -> str:
     _fixed_state(blk, seed=30)  # non-trivial norm gains, so a swapped ln1/ln2 shows
     x = _randn(2, 7, D_MODEL, seed=32)
     compare(blk(x), "TransformerBlock(x)", _BLOCK_MISTAKES, atol=1e-4)
-    return "pre-norm block: x + attn(ln1(x)), then + ffn(ln2(x))"
+    return "pre-norm block: h = x + attn(ln1(x)), then h + ffn(ln2(h))"
 
 
 def _lm(**kw):
