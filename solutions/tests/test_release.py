@@ -229,4 +229,3 @@ def test_the_release_checks_name_every_catalogued_mistake(release):
     for m in mistakes.all_mutants():
         status, named, message = got[m["name"]]
         assert (status, named) == ("fail", m["name"]) and m["diagnosis"] in message, (m["name"], got[m["name"]])
-
