@@ -1,11 +1,12 @@
 """pytest setup shared by tests/, solutions/tests/ and the nbval run over notebooks/.
 
     python -m pytest --impl solutions      # everything, against the reference
-    python -m pytest --task 3.1            # one task: its tests and its notebook
+    python -m pytest --task 3.1            # one task: its tests, and its notebook up to its last cell
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import sys
@@ -117,12 +118,112 @@ def pytest_ignore_collect(collection_path, config):
     return True
 
 
+# ---------------------------------------------------------------- notebook cells, as students find them
+
+
+@dataclasses.dataclass(frozen=True)
+class NotebookCell:
+    """Where an nbval item sits in its notebook, and the tasks it is tied to."""
+    position: int  # 1-based, among all the notebook's cells, text cells included
+    total: int
+    checks: tuple[str, ...]  # the tasks its check(...) calls check
+    uses: tuple[str, ...]  # the tasks its needs(...) calls name: a demo of the student's code
+
+    @property
+    def label(self) -> str:
+        def ids(found):
+            return f"Task{'s' if len(found) > 1 else ''} {', '.join(found)}"
+        if self.checks:
+            return f"cell {self.position} (check of {ids(self.checks)})"
+        if self.uses:
+            return f"cell {self.position} (uses {ids(self.uses)})"
+        return f"cell {self.position}"
+
+
+def pytest_collectstart(collector):
+    """nbval names a notebook's items "Cell N", N counting code cells only, from 0: a number a
+    student cannot find in JupyterLab. Name them "cell P (check of Task 3.1)" instead, P counting
+    every cell from 1 down the page, in the node id, the failure's header and its first line.
+    nbval's own number stays in the JUnit report as the property "nbval_cell", which the
+    grader's parse_junit reads."""
+    try:
+        from nbval.plugin import IPyNbFile
+    except ImportError:
+        return
+    if isinstance(collector, IPyNbFile):
+        collect = collector.collect
+        collector.collect = lambda: [_rename_cell(item) for item in collect()]
+
+
+def _rename_cell(item):
+    from minilm.course.grading.notebooks import NBVAL_CELL, checked_tasks
+
+    cells = item.parent.nb.cells
+    positions = [i for i, c in enumerate(cells) if c.cell_type == "code"]
+    source = item.cell.source
+    cell = NotebookCell(positions[item.cell_num] + 1, len(cells), tuple(dict.fromkeys(checked_tasks(source))),
+                        tuple(dict.fromkeys(checked_tasks(source, calls=("needs",)))))
+    item.minilm_cell = cell
+    item.name = cell.label
+    item._nodeid = f"{item.parent.nodeid}::{cell.label}"
+    item.user_properties.append((NBVAL_CELL, item.cell_num))
+    where = f"{item.path.relative_to(item.config.rootpath).as_posix()}, {cell.label}"
+    # pytest turns the dots of a domain that ends the node id into "::" ("03_rmsnorm::ipynb"):
+    # this one does not end it, and heads the failure's section.
+    item.reportinfo = lambda: (item.path, 0, where)
+    nbval_repr = item.repr_failure
+
+    def repr_failure(excinfo, *args, **kwargs):
+        text = nbval_repr(excinfo, *args, **kwargs)
+        if not isinstance(text, str):
+            return text
+        what = str(excinfo.value)
+        head = (f"{where}: {what.strip() or 'failed'}\n(cell {cell.position} of the notebook's {cell.total}, "
+                f"counted from the top, text cells included)")
+        # nbval's own first lines name its "Cell N" (code cells only, from 0): left out.
+        text = text.replace(f"Cell {item.cell_num}: {what}\n\n", "", 1)
+        return head + "\n\n" + text.split("\n", 1)[-1]
+
+    item.repr_failure = repr_failure
+    return item
+
+
+def _select_notebook_cells(items: list, wanted: set[str]) -> list:
+    """Under --task: of a notebook that teaches a wanted task, its cells up to the last one
+    that checks or uses a wanted task; none after it, so a later task's check (still "… not
+    yet") cannot fail this task's run. Cells tied only to other tasks of the same notebook run
+    before it (the notebook's state needs them) but are not judged: their outputs are not
+    compared, an error does not stop the notebook, and they report as skipped. Tasks of earlier
+    notebooks that a cell uses (8.1 in notebook 10) are prerequisites and are judged."""
+    by_notebook: dict = {}
+    for item in items:
+        if hasattr(item, "minilm_cell"):
+            by_notebook.setdefault(item.parent, []).append(item)
+    keep = []
+    for notebook, cells in by_notebook.items():
+        taught = {t.id for t in tasks.for_notebook(notebook.path.name)}
+        if not taught & wanted:
+            continue
+        tied = [set(i.minilm_cell.checks + i.minilm_cell.uses) & taught for i in cells]
+        last = max((n for n, ids in enumerate(tied) if ids & wanted and ids <= wanted), default=len(cells) - 1)
+        asked = ", ".join(f"--task {t}" for t in sorted(wanted & taught, key=lambda i: tuple(map(int, i.split(".")))))
+        for item, ids in zip(cells[:last + 1], tied):
+            if not ids <= wanted:
+                item.minilm_unjudged = (f"{item.name}: another task's cell, not judged under {asked} (it runs "
+                                        "all the same: later cells may need what it defines)")
+                item.options["check"] = False
+                item.options["check_exception"] = True
+            keep.append(item)
+    return keep
+
+
 def pytest_collection_modifyitems(config, items):
     wanted = set(config.getoption("--task"))
     if wanted:
         for task_id in wanted:
             tasks.get(task_id)  # a typo gets the list of real ids
-        keep = [i for i in items if _item_tasks(i) & wanted]
+        cells = set(_select_notebook_cells(items, wanted))
+        keep = [i for i in items if i in cells or (not hasattr(i, "minilm_cell") and _item_tasks(i) & wanted)]
         config.hook.pytest_deselected(items=[i for i in items if i not in keep])
         items[:] = keep
     if hasattr(config, "workerinput"):  # an xdist worker: the order its controller hands out scopes in
@@ -146,12 +247,16 @@ def slow_scopes_first(items: list) -> list:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    """A test that hit a stub fails with the stub's one line, not a traceback into torch."""
+    """A test that hit a stub fails with the stub's one line, not a traceback into torch. A
+    notebook cell that --task runs but does not judge (_select_notebook_cells) reports as skipped."""
     if call.when == "teardown":
         # No "git apply .hypothesis/patches/…" suggestions: the course's tests are not the student's to patch.
         item.__dict__.pop("_hypothesis_failing_examples", None)
     outcome = yield
     report = outcome.get_result()
+    unjudged = getattr(item, "minilm_unjudged", None)  # a cell --task runs but does not judge
+    if unjudged and call.when == "call" and report.passed:
+        report.outcome, report.longrepr = "skipped", (str(item.path), None, f"Skipped: {unjudged}")
     if call.excinfo is None or report.passed:
         return
     from minilm.course.checks import todo_message

@@ -61,8 +61,8 @@ QUICK_SIZES = {  # the same code paths in seconds
 TARGETS = dict(train_ratio=1.0, mfu=0.75, kv_speedup=5.0, nbval_s=120.0, grade_s=150.0,
                check_s=3.0, test_s=10.0, status_s=5.0)
 # A student's feedback loop (issue 14), as first measured on 2 busy cores before the `minilm`
-# command: `python -m minilm check ID`, `python -m pytest --task ID` (which also ran the
-# notebook) and `python -m minilm status`, in seconds (low, high).
+# command: `minilm check ID`, `python -m pytest --task ID` (which also ran the
+# notebook) and `minilm status`, in seconds (low, high).
 PREVIOUS_FEEDBACK = dict(check=(4, 9), test=(33, 88), status=(11, 17))
 FEEDBACK_TASKS = ("3.1", "6.3", "10.4")  # a small task, attention (hypothesis-heavy), AdamW
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections.abc import Collection
 from pathlib import Path
 
 from minilm.course import tasks
@@ -43,8 +44,10 @@ def _enclosing(lines: list[str], at: int, indent: int) -> str:
     return ".".join(reversed(names))
 
 
-def stub_source(solution: str, module: str) -> str:
-    """The stub text for one solution file's text."""
+def stub_source(solution: str, module: str, solved: Collection[str] = ()) -> str:
+    """The stub text for one solution file's text. The regions of the tasks in `solved` keep
+    their bodies (without the BEGIN/END lines): a student's file once they did those tasks, for
+    testing the student's commands on finished code (solutions/tests/test_release.py)."""
     lines, out, i = solution.splitlines(keepends=True), [], 0
     while i < len(lines):
         m = BEGIN.match(lines[i])
@@ -64,8 +67,11 @@ def stub_source(solution: str, module: str) -> str:
             j += 1
         if j == len(lines):
             raise ValueError(f"solutions/{module}.py:{i + 1}: BEGIN SOLUTION {task.id} is never closed")
-        where = _enclosing(lines, i, len(m["indent"]))
-        out.append(f'{m["indent"]}raise NotImplementedError("{task.todo_message(where)}")\n')
+        if task.id in solved:
+            out.extend(lines[i + 1:j])
+        else:
+            where = _enclosing(lines, i, len(m["indent"]))
+            out.append(f'{m["indent"]}raise NotImplementedError("{task.todo_message(where)}")\n')
         i = j + 1
     text = "".join(out)
     # The header goes after the module docstring so the docstring stays the module's __doc__.
@@ -83,6 +89,14 @@ def expected_stubs() -> dict[Path, str]:
             raise FileNotFoundError(f"the registry names module {module!r}, but {src} does not exist")
         result[tasks.PACKAGE_DIR / f"{module}.py"] = stub_source(src.read_text(encoding="utf-8"), module)
     return result
+
+
+def solved_modules(task_ids: Collection[str] | None = None) -> dict[str, str]:
+    """minilm/<module>.py's text for every exercise module as a student who did `task_ids`
+    (default: every task) would have it: the stubs with those tasks' bodies filled in."""
+    solved = {t.id for t in tasks.TASKS} if task_ids is None else {tasks.get(t).id for t in task_ids}
+    return {module: stub_source((SOLUTIONS_DIR / f"{module}.py").read_text(encoding="utf-8"), module, solved)
+            for module in tasks.EXERCISE_MODULES}
 
 
 def drifted() -> list[Path]:

@@ -88,12 +88,68 @@ def test_plot_bias_correction_corrected_is_one():
     _labelled(fig)
 
 
+def test_bias_correction_step_panel_shows_adams_steps_for_a_constant_gradient():
+    """The right panel's steps against Adam's recursion run step by step (g = 1, ε = 0)."""
+    b1, b2, steps = 0.9, 0.999, 60
+    m = v = 0.0
+    raw, corrected = [], []
+    for t in range(1, steps + 1):
+        m, v = b1 * m + (1 - b1), b2 * v + (1 - b2)
+        raw.append(m / math.sqrt(v))
+        corrected.append((m / (1 - b1**t)) / math.sqrt(v / (1 - b2**t)))
+    fig = vt.plot_bias_correction((b1, b2), steps)
+    panel = fig.axes[1]
+    lines = {ln.get_label().split(":")[0]: ln for ln in panel.lines}
+    assert np.allclose(lines["without correction"].get_ydata(), raw)
+    assert np.allclose(lines["with correction"].get_ydata(), corrected) and np.allclose(corrected, 1)
+    assert raw[0] == pytest.approx(0.1 / math.sqrt(0.001)) and max(raw) > 6  # the first steps are far too large
+    assert "|Δθ|" in panel.get_title() and panel.get_legend() is not None
+    _labelled(fig)
+
+
 @pytest.mark.task("10.4")
 def test_decay_vs_l2_separates_adamw_from_l2():
     r = vt.decay_vs_l2(minilm.AdamW, steps=50)
     assert max(r["AdamW"]) / min(r["AdamW"]) < 1.05
     assert r["Adam + L2"][0] < r["AdamW"][0] < r["Adam + L2"][-1]
     _labelled(vt.plot_decay_vs_l2(r, steps=50))
+
+
+@pytest.mark.task("10.4")
+def test_decay_vs_l2_step_panel_shows_the_actual_steps():
+    """The step sizes are the optimizer's real |Δθ| ÷ lr. Step 1, from weights at 1 with
+    gradient g: Adam's m̂/√v̂ is sign(g), so AdamW moves by lr·|sign(g) + λ| (decay outside
+    the normalisation), and Adam + L2, whose gradient g + λ·1 is positive at scale 0.01, by
+    exactly lr. AdamW's steps do not depend on the gradients' scale; L2's do."""
+    lr, wd, scales = 0.01, 0.5, (0.01, 0.1, 1.0, 10.0)
+    r = vt.decay_vs_l2(minilm.AdamW, lr=lr, weight_decay=wd, steps=40, grad_scales=scales)
+    adamw, l2 = np.asarray(r["step"]["AdamW"]), np.asarray(r["step"]["Adam + L2"])
+    assert adamw.shape == l2.shape == (len(scales), 40)
+    signs = torch.randn(32, generator=torch.Generator().manual_seed(0)).sign()
+    assert adamw[:, 0] == pytest.approx((signs + wd).abs().mean().item(), rel=1e-4)
+    assert l2[0, 0] == pytest.approx(1.0, rel=1e-4)
+    assert np.allclose(adamw[0], adamw[-1], rtol=1e-3)  # scale-free, decay included
+    assert not np.allclose(l2[0], l2[-1], rtol=0.1)
+    fig = vt.plot_decay_vs_l2(r, scales, lr, wd, steps=40)
+    panel = fig.axes[1]
+    drawn = {ln.get_label(): ln.get_ydata() for ln in panel.lines}
+    assert np.allclose(drawn["Adam + L2, gradients × 0.01"], l2[0]) and np.allclose(drawn["Adam + L2, gradients × 10"], l2[-1])
+    assert np.allclose(drawn["AdamW, gradients × 0.01 or × 10 (the same steps)"], adamw[0])
+    assert "|Δθ|" in panel.get_title()
+    _labelled(fig)
+
+
+def test_plot_losses_moving_average_is_centred():
+    """A loss falling in a straight line: a centred average lies on it (a trailing one would
+    sit (k − 1)/2 steps behind, above a falling curve), drawn at the steps it averages."""
+    steps = list(range(1, 41))
+    history = {"step": steps, "train": [8.0 - 0.1 * s for s in steps], "val_step": [20, 40], "val": [6.0, 4.0]}
+    fig = vt.plot_losses(history, baseline=5.0, vocab_size=512)
+    (smooth,) = [ln for ln in fig.axes[0].lines if "average" in ln.get_label()]
+    x, y = np.asarray(smooth.get_xdata()), np.asarray(smooth.get_ydata())
+    assert x[0] == pytest.approx(6.0) and x[-1] == pytest.approx(35.0)  # centres of 11-step windows
+    assert np.allclose(y, 8.0 - 0.1 * x)
+    _labelled(fig)
 
 
 def test_shakespeare_data_vocabulary():

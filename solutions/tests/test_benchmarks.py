@@ -92,7 +92,7 @@ def test_quick_tooling_and_targets(quick):
     assert by_what["KV-cache speed-up at 512 new tokens"]["met"] == (results["generation"][-1]["speedup"] >= 5)
     assert by_what["grading one submission"]["met"] == (t["grade_s"] <= 150)
     # Which import is faster is a figure of the benchmark (a busy machine can stall either), not
-    # asserted here; that `import minilm` leaves torch unloaded is test_course's import test.
+    # asserted here; that `import minilm` leaves torch unloaded is test_course_plumbing's import test.
     assert by_what["import minilm (torch loaded on first use)"]["met"] == (t["import_s"] < t["import_and_torch_s"])
     fb = t["feedback"]
     assert fb["tasks"] and all(fb[k][i] > 0 for k in ("check", "test", "pytest_task") for i in fb["tasks"])

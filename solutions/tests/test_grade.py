@@ -648,6 +648,24 @@ def test_check_cells_are_read_from_the_notebooks():
     assert notebooks.checked_tasks('_ = minilm_cli(["check", "1.1"])') == []
 
 
+def test_nbval_report_is_read_by_nbvals_own_cell_number(tmp_path):
+    """The root conftest names a notebook's items as students find them ("cell 6 (check of Task
+    3.1)": every cell counted from 1) and keeps nbval's number (code cells from 0), the one
+    check_cells uses, as a JUnit property; a run without the conftest says "Cell 1"."""
+    xml = tmp_path / "nbval.xml"
+    case = '<testcase classname="notebooks.03_rmsnorm.ipynb" name="{}">{}</testcase>'
+    prop = '<properties><property name="{}" value="{}"/></properties>'
+    xml.write_text("<testsuites><testsuite>" + "".join([
+        case.format("cell 6 (check of Task 3.1)", prop.format(notebooks.NBVAL_CELL, 1)),
+        case.format("cell 12 (check of Task 3.2)", prop.format(notebooks.NBVAL_CELL, 4)
+                    + '<failure message="notebooks/03_rmsnorm.ipynb, cell 12: Cell outputs differ"/>'),
+        case.format("Cell 2", ""),
+        case.format("cell 13 (uses Task 3.2)", ""),  # no number nbval gave: not read
+    ]) + "</testsuite></testsuites>", encoding="utf-8")
+    got = {key: c.status for key, c in notebooks.parse_junit(xml).items()}
+    assert got == {("03_rmsnorm", 1): "passed", ("03_rmsnorm", 4): "differs", ("03_rmsnorm", 2): "passed"}
+
+
 def test_without_a_sandbox_it_refuses_unless_told(monkeypatch, tmp_path):
     monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)
     monkeypatch.setattr(sandbox, "docker_available", lambda: False)

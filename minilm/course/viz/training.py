@@ -56,47 +56,78 @@ def plot_lr_schedule(schedule: Callable[..., float], max_lr: float, min_lr: floa
     return fig
 
 
+def bias_correction_steps(betas: tuple[float, float] = (0.9, 0.999), steps: int = 60) -> dict[str, np.ndarray]:
+    """Adam's step ÷ lr for a constant gradient g = 1, closed form (ε ≈ 0): m_t = 1 − β₁ᵗ and
+    v_t = 1 − β₂ᵗ, so the step is m̂_t/√v̂_t = 1 with bias correction and m_t/√v_t =
+    (1 − β₁ᵗ)/√(1 − β₂ᵗ) without (3.2 at t = 1 and up to 6.6 near t = 12 for (0.9, 0.999))."""
+    t = np.arange(1, steps + 1)
+    m, v = 1 - betas[0] ** t, 1 - betas[1] ** t
+    return {"t": t, "corrected": (m / (1 - betas[0] ** t)) / np.sqrt(v / (1 - betas[1] ** t)),
+            "uncorrected": m / np.sqrt(v)}
+
+
 def plot_bias_correction(betas: tuple[float, float] = (0.9, 0.999), steps: int = 60) -> Figure:
     """Adam's moments for a constant gradient g = 1: the raw averages m_t and v_t start near 0
-    (they are initialised at 0) and the bias-corrected m̂_t, v̂_t are exactly 1 from step 1."""
+    (they are initialised at 0) and the bias-corrected m̂_t, v̂_t are exactly 1 from step 1
+    (left); the step they make, in units of the learning rate (right, bias_correction_steps)."""
     t = np.arange(1, steps + 1)
-    fig, ax = plt.subplots(figsize=(8, 3.4))
+    fig, (ax, ax_step) = plt.subplots(1, 2, figsize=(11, 3.6))
     for beta, name, color in ((betas[0], "m", "C0"), (betas[1], "v", "C3")):
         raw = 1 - beta**t  # m_t = (1 − β) Σ β^(t−s) · 1 = 1 − β^t
         ax.plot(t, raw, color=color, label=f"raw ${name}_t$ (β = {beta})")
         ax.plot(t, raw / (1 - beta**t), color=color, ls="--", label=fr"corrected $\hat{{{name}}}_t = {name}_t/(1-β^t)$")
-    ax.set(title="Bias correction for a constant gradient g = 1", xlabel="step t", ylabel="moment estimate",
-           ylim=(0, 1.1))
+    ax.set(title="Moments for a constant gradient g = 1", xlabel="step t", ylabel="moment estimate", ylim=(0, 1.1))
     ax.legend(fontsize=8, loc="center right")
+    step = bias_correction_steps(betas, steps)
+    ax_step.plot(step["t"], step["uncorrected"], color="C3",
+                 label=r"without correction: $m_t/\sqrt{v_t}$")
+    ax_step.plot(step["t"], step["corrected"], color="C0", ls="--", label=r"with correction: $\hat m_t/\sqrt{\hat v_t}$")
+    peak = int(np.argmax(step["uncorrected"]))
+    ax_step.annotate(f"{step['uncorrected'][peak]:.1f}× lr at step {step['t'][peak]}", (step["t"][peak], step["uncorrected"][peak]),
+                     xytext=(step["t"][peak] + 8, step["uncorrected"][peak] - 1.2), fontsize=8,
+                     arrowprops=dict(arrowstyle="->", lw=0.8))
+    ax_step.set(title="Step size |Δθ| per step, in units of lr", xlabel="step t", ylabel="|Δθ| / lr",
+                ylim=(0, step["uncorrected"].max() * 1.15))
+    ax_step.legend(fontsize=8, loc="lower right")
+    fig.suptitle(f"Adam's bias correction, β = {betas}", fontsize=11)
     fig.tight_layout()
     return fig
 
 
 def decay_vs_l2(adamw_class, lr: float = 0.01, weight_decay: float = 0.5, steps: int = 200,
-                grad_scales=(0.01, 0.1, 1.0, 10.0), seed: int = 0) -> dict[str, list[float]]:
+                grad_scales=(0.01, 0.1, 1.0, 10.0), seed: int = 0) -> dict[str, list]:
     """Weights that start at 1 and receive pure-noise gradients of different sizes (no loss
     pulls them anywhere): the weight after `steps` steps, for AdamW (`adamw_class`, decoupled
     decay) and for Adam with L2 (torch.optim.Adam's weight_decay adds wd·p to the gradient).
-    Each scale gets 32 weights; the result is the mean |weight| per scale."""
-    out = {"AdamW": [], "Adam + L2": []}
+    Each scale gets 32 weights; "AdamW" and "Adam + L2" hold the mean |weight| at the end per
+    scale, and "step" the optimizer's actual steps: step[name][i][t] is the mean |Δθ| ÷ lr of
+    step t + 1 at grad_scales[i]."""
+    out = {"AdamW": [], "Adam + L2": [], "step": {"AdamW": [], "Adam + L2": []}}
     for scale in grad_scales:
         for name, make in (("AdamW", lambda ps: adamw_class(ps, lr=lr, weight_decay=weight_decay)),
                            ("Adam + L2", lambda ps: torch.optim.Adam(ps, lr=lr, weight_decay=weight_decay))):  # release: not a task (Adam + L2, the contrast to AdamW)
             p = torch.nn.Parameter(torch.ones(32))
             opt = make([p])
             g = torch.Generator().manual_seed(seed)
+            sizes = []
             for _ in range(steps):
+                before = p.detach().clone()
                 p.grad = torch.randn(32, generator=g) * scale
                 opt.step()
+                sizes.append((p.detach() - before).abs().mean().item() / lr)
             out[name].append(p.detach().abs().mean().item())
+            out["step"][name].append(sizes)
     return out
 
 
-def plot_decay_vs_l2(result: dict[str, list[float]], grad_scales=(0.01, 0.1, 1.0, 10.0), lr: float = 0.01,
+def plot_decay_vs_l2(result: dict[str, list], grad_scales=(0.01, 0.1, 1.0, 10.0), lr: float = 0.01,
                      weight_decay: float = 0.5, steps: int = 200) -> Figure:
     """Bars of decay_vs_l2: AdamW shrinks every weight alike; with L2 inside Adam, the decay is
-    divided by √v̂ like the gradient, so weights with large gradients are barely decayed."""
-    fig, ax = plt.subplots(figsize=(8, 3.4))
+    divided by √v̂ like the gradient, so weights with large gradients are barely decayed (left).
+    The steps that did it, for the smallest and the largest gradients (right): AdamW's are the
+    same whatever the gradients' size; Adam + L2's decay term, λθ/√v̂, makes full-size steps
+    where the gradients are tiny and vanishes where they are large."""
+    fig, (ax, ax_step) = plt.subplots(1, 2, figsize=(11, 3.8))
     xs = np.arange(len(grad_scales))
     for k, (name, color) in enumerate((("AdamW", "C0"), ("Adam + L2", "C3"))):
         ax.bar(xs + (k - 0.5) * 0.38, result[name], width=0.38, color=color, label=name)
@@ -104,9 +135,25 @@ def plot_decay_vs_l2(result: dict[str, list[float]], grad_scales=(0.01, 0.1, 1.0
     ax.axhline((1 - lr * weight_decay) ** steps, color="C0", ls="--", lw=0.8,
                label=f"$(1 - lr·wd)^{{{steps}}}$: pure decoupled decay")
     ax.set_xticks(xs, [f"{s:g}" for s in grad_scales])
-    ax.set(title=f"Same weight decay {weight_decay:g}, {steps} steps of pure-noise gradients",
-           xlabel="gradient noise scale", ylabel="mean |weight| at the end")
-    ax.legend(fontsize=8, loc="upper left")
+    ax.set(title=f"Weights after {steps} steps", xlabel="gradient noise scale", ylabel="mean |weight| at the end",
+           ylim=(0, 1.25))
+    ax.legend(fontsize=8, loc="upper left", ncol=2)
+    t = np.arange(1, steps + 1)
+    small, large = 0, len(grad_scales) - 1
+    adamw = result["step"]["AdamW"]
+    if np.allclose(adamw[small], adamw[large], rtol=1e-3, atol=1e-6):  # Adam's steps ignore the gradients' scale
+        ax_step.plot(t, adamw[small], color="C0", lw=1.2,
+                     label=f"AdamW, gradients × {grad_scales[small]:g} or × {grad_scales[large]:g} (the same steps)")
+    else:
+        for i, style in ((small, "-"), (large, "--")):
+            ax_step.plot(t, adamw[i], color="C0", ls=style, lw=1.2, label=f"AdamW, gradients × {grad_scales[i]:g}")
+    for i, style in ((small, "-"), (large, "--")):
+        ax_step.plot(t, result["step"]["Adam + L2"][i], color="C3", ls=style, lw=1.2,
+                     label=f"Adam + L2, gradients × {grad_scales[i]:g}")
+    ax_step.set(title="Step size |Δθ| per step, in units of lr", xlabel="step t", ylabel="mean |Δθ| / lr",
+                ylim=(0, None))
+    ax_step.legend(fontsize=8, loc="upper right")
+    fig.suptitle(f"Same weight decay {weight_decay:g}, lr {lr:g}, pure-noise gradients", fontsize=11)
     fig.tight_layout()
     return fig
 
@@ -310,15 +357,18 @@ def train_small_model(cfg: TrainConfig = TrainConfig(), data: ShakespeareData | 
 
 def plot_losses(history: dict[str, list], baseline: float, vocab_size: int | None = None,
                 resumed_at: int | None = None) -> Figure:
-    """Training loss (every step, and a moving average) and validation loss against the step,
+    """Training loss (every step, and a centred moving average) and validation loss against the step,
     with the unigram baseline (and ln vocab_size, the loss of uniform guessing)."""
     fig, ax = plt.subplots(figsize=(8, 3.8))
     steps, train = np.asarray(history["step"]), np.asarray(history["train"])
     ax.plot(steps, train, color="C0", alpha=0.3, lw=0.8, label="train loss (one batch)")
-    k = min(10, len(train))
+    k = min(11, len(train))
     if k > 1:
+        # A centred window, drawn at the mean step of the steps it averages: a trailing one,
+        # drawn at its last step, lags (k − 1)/2 steps behind the curve it smooths.
         smooth = np.convolve(train, np.ones(k) / k, mode="valid")
-        ax.plot(steps[k - 1:], smooth, color="C0", lw=1.8, label=f"train loss ({k}-step average)")
+        ax.plot(np.convolve(steps, np.ones(k) / k, mode="valid"), smooth, color="C0", lw=1.8,
+                label=f"train loss (centred {k}-step average)")
     ax.plot(history["val_step"], history["val"], "o-", color="C3", ms=4, label="validation loss")
     ax.axhline(baseline, color="k", ls="--", lw=1, label=f"unigram baseline ({baseline:.2f} nats)")
     if vocab_size:
