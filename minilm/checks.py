@@ -36,6 +36,7 @@ SYMBOL = {PASS: "✓", FAIL: "✗", TODO: "…", ERROR: "✗"}
 _CHECKS: dict[str, Callable[[], str]] = {}
 # Modules whose import registers more checks (kept separate so each topic owns its file).
 _CHECK_MODULES = ("minilm.checks_model", "minilm.checks_training")
+_CHECK_MODULES += ("minilm.checks_classic",)  # notebook 13
 
 
 class CheckFailed(AssertionError):

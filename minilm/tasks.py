@@ -195,6 +195,24 @@ TASKS: tuple[Task, ...] = (
        allowed=("torch.save", "torch.load"), also=("load_checkpoint",)),
     _t("11.1", "generate: greedy, temperature, top-k, top-p", "generate", "generation", "11_generation", 4),
     _t("11.2", "KV cache", "KVCache", "generation", "11_generation", 4),
+) + (
+    # Notebook 13: the 2017 decoder beside today's, built from the pieces above.
+    _t("13.1", "LayerNorm, with a bias", "layer_norm", "classic", "13_classic_vs_modern", 2,
+       ("norm", "subtract the mean, then divide by sqrt(mean of the squares + eps) with mean, pow and rsqrt"),
+       also=("LayerNorm",)),
+    _t("13.2", "sinusoidal positions", "sinusoidal_positions", "classic", "13_classic_vs_modern", 2),
+    _t("13.3", "GELU, exact (erf) form", "gelu", "classic", "13_classic_vs_modern", 1,
+       ("activation", "write 0.5 · x · (1 + erf(x / √2)) with torch.erf")),
+    _t("13.4", "GELU feed-forward network", "GeluFFN", "classic", "13_classic_vs_modern", 2,
+       ("activation", "use your gelu (Task 13.3)"), _LINEAR),
+    _t("13.5", "configurable pre-/post-norm block", "ClassicBlock", "classic", "13_classic_vs_modern", 4,
+       ("attention", "use your MultiHeadSelfAttention (Task 6.3)"), ("softmax", "use your MultiHeadSelfAttention (Task 6.3)"),
+       ("norm", "use your RMSNorm (Task 3.2) or LayerNorm (Task 13.1)"),
+       ("activation", "use your SwiGLU (Task 4.3) or GeluFFN (Task 13.4)"), _LINEAR),
+    _t("13.6", "configurable language model", "ClassicLM", "classic", "13_classic_vs_modern", 4,
+       ("embedding", "use your Embedding (Task 2.2)"), ("attention", "use your ClassicBlock (Task 13.5)"),
+       ("softmax", "use your ClassicBlock (Task 13.5)"), ("norm", "use your RMSNorm (Task 3.2) or LayerNorm (Task 13.1)"),
+       ("activation", "use your ClassicBlock (Task 13.5)"), _LINEAR),
 )
 
 BY_ID: dict[str, Task] = {t.id: t for t in TASKS}
@@ -202,6 +220,8 @@ BY_ID: dict[str, Task] = {t.id: t for t in TASKS}
 # Every public name that `import minilm` exposes, and the exercise module that defines it.
 # Names that are not tasks themselves (load_checkpoint, its partner) ride along with their module.
 EXPORTS: dict[str, str] = {t.function: t.module for t in TASKS} | {"load_checkpoint": "training"}
+# Notebook 13: LayerNorm rides along with layer_norm (Task 13.1); ClassicConfig is provided.
+EXPORTS |= {"LayerNorm": "classic", "ClassicConfig": "classic"}
 
 EXERCISE_MODULES: tuple[str, ...] = tuple(dict.fromkeys(t.module for t in TASKS))
 

@@ -154,3 +154,18 @@ def check_logits_targets(logits: Tensor, targets: Tensor, where: str) -> None:
         raise ValueError(f"{where}: logits must have shape targets.shape + (vocab_size,), "
                          f"got logits {_shape(logits)} and targets {_shape(targets)}")
     check_token_ids(targets, logits.shape[-1], where, "targets")
+
+
+# ---------------------------------------------------------------- the classic Transformer (notebook 13)
+
+
+def check_choice(value, choices: tuple[str, ...], name: str, where: str) -> None:
+    if value not in choices:
+        options = ", ".join(repr(c) for c in choices)
+        raise ValueError(f"{where}: {name} must be one of {options}, got {value!r}")
+
+
+def check_pairs(d: int, name: str, where: str, why: str) -> None:
+    """`d` must be even, because `why` (e.g. "a sine and a cosine share each frequency")."""
+    if d % 2:
+        raise ValueError(f"{where}: {name} must be even ({why}), got {name}={d}")

@@ -126,12 +126,14 @@ MUTANTS: list[dict] = [
 
 
 def all_mutants() -> list[dict]:
-    """The architecture mutants above plus the training and generation ones."""
+    """The architecture mutants above plus the training and generation ones, and notebook 13's."""
     try:
         from solutions.mistakes_training import MUTANTS as training
     except ModuleNotFoundError:
         training = []
-    return MUTANTS + list(training)
+    from solutions.mistakes_classic import MUTANTS as classic_mutants  # notebook 13
+
+    return MUTANTS + list(training) + list(classic_mutants)
 
 
 def get(name: str) -> dict:
