@@ -259,7 +259,7 @@ class ClassicLM(nn.Module):
     - lm_head: your Linear(d_model, vocab_size). With tied_head, its weight IS the embedding's
       (one shared nn.Parameter, not a copy), and the logits are lm_head(x / √d_model): Vaswani et
       al. multiply the shared matrix by √d_model on the way in instead; with the course's std-1
-      embeddings, dividing on the way out gives logits of the same scale as an untied head's.
+      embeddings, dividing on the way out keeps the initial logits' std near 1, not √d_model.
 
     forward: positions 0 … seq − 1. With "sinusoidal", add sinusoidal_positions(seq, d_model)
     to the token embeddings (derived, not learned: nothing in the state_dict); with "learned", add
