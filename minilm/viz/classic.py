@@ -35,23 +35,26 @@ from minilm.viz.training import ShakespeareData, TrainConfig, _code_fingerprint,
 # ---------------------------------------------------------------- pictures of the pieces
 
 
-def plot_sinusoids(positions: Callable[[int, int], torch.Tensor], seq_len: int = 64, d_model: int = 64) -> Figure:
+def plot_sinusoids(positions: Callable[[int, int], torch.Tensor], seq_len: int = 64, d_model: int = 64,
+                   anchors: tuple[int, ...] = (20, 40)) -> Figure:
     """Left: positions(seq_len, d_model) as an image (rows: positions, columns: dims). Right: the
-    dot product of position 20's vector with every other position's, divided by d_model/2 (its
-    value at offset 0): it depends on the offset only and falls off with distance."""
+    dot product of each anchor position's vector with every position's, divided by d_model/2 (its
+    value at offset 0), against the offset: the curves of different anchors coincide, because
+    PE[p]·PE[q] = Σ_i cos((p − q)·ω_i) depends on p − q only."""
     pe = positions(seq_len, d_model).detach().double()
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [1.2, 1]})
     im = a.imshow(pe.numpy(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
     a.set(title=f"sinusoidal_positions({seq_len}, {d_model})", xlabel="dimension (sin at 2i, cos at 2i+1)",
           ylabel="position p")
     fig.colorbar(im, ax=a, fraction=0.046, label="value")
-    anchor = 20
-    sims = (pe @ pe[anchor]) / (d_model / 2)
-    b.plot(np.arange(seq_len) - anchor, sims.numpy(), "o-", ms=3, color="C0", label=f"PE[{anchor}] · PE[p]")
+    for k, anchor in enumerate(anchors):
+        sims = (pe @ pe[anchor]) / (d_model / 2)
+        b.plot(np.arange(seq_len) - anchor, sims.numpy(), "o-" if k == 0 else "x--", ms=3, lw=1.2, color=f"C{k}",
+               label=f"PE[{anchor}] · PE[p]")
     b.axhline(0, color="k", lw=0.6)
-    b.set(title="Similarity depends on the offset only", xlabel=f"offset p − {anchor}",
+    b.set(title="Dot products of position vectors against the offset", xlabel="offset (p − anchor)",
           ylabel="dot product / (d_model / 2)")
-    b.legend(fontsize=8, loc="upper right")
+    b.legend(fontsize=8, loc="lower left")
     fig.tight_layout()
     return fig
 
