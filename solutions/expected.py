@@ -166,6 +166,10 @@ VARIANTS: list[dict] = [
     _v("no_residual", "7.1", [("solutions.block", "TransformerBlock.forward", _block_no_residual)]),
     _v("sum_not_mean", "10.1", [("solutions.training", "cross_entropy", _cross_entropy_sum)]),
 ]
+VARIANTS += [  # notebook 13
+    _v("ignores_eps", "13.1", [("solutions.classic", "LayerNorm.forward",
+                                lambda self, x: torch.nn.functional.layer_norm(x, (x.shape[-1],), self.weight, self.bias))]),
+]
 
 
 def variant(task: str, label: str) -> dict | None:

@@ -236,7 +236,7 @@ MUTANTS: list[dict] = [
 
 
 def all_mutants() -> list[dict]:
-    """The architecture mutants above plus the training and generation ones, and the quantization ones."""
+    """The architecture mutants above plus the training and generation ones, the quantization ones and notebook 13's."""
     try:
         from solutions.mistakes_training import MUTANTS as training
     except ModuleNotFoundError:
@@ -245,7 +245,9 @@ def all_mutants() -> list[dict]:
         from solutions.mistakes_quantization import MUTANTS as quantization
     except ModuleNotFoundError:
         quantization = []
-    return MUTANTS + list(training) + list(quantization)
+    from solutions.mistakes_classic import MUTANTS as classic_mutants  # notebook 13
+
+    return MUTANTS + list(training) + list(quantization) + list(classic_mutants)
 
 
 def get(name: str) -> dict:

@@ -425,3 +425,132 @@ def _quantize_model_cases(g, hidden):
     return [dict(config=list(cfg), per_channel=pc, state=weights(g, lm_shapes(cfg[0], cfg[2], cfg[3], cfg[5])),
                  ids=torch.randint(0, cfg[0], (2, 10), generator=g),
                  what=f"TransformerLM{tuple(cfg[:6])}, per_channel={pc}") for cfg, pc in configs]
+
+
+# 13: the classic Transformer ----------------------------------------------------------------
+
+def _ln_state(g, d: int) -> dict:
+    return {"weight": 1 + 0.3 * torch.randn(d, generator=g), "bias": 0.2 * torch.randn(d, generator=g)}
+
+
+@cases("13.1")
+def _layer_norm_cases(g, hidden):
+    cases = []
+    for shape, scale, offset in (((2, 5, 16), 1.0, 0.5), ((3, 8), 1e-2, 3.0), ((16,), 50.0, -20.0)):
+        st = _ln_state(g, shape[-1])
+        cases.append(dict(x=_randn(g, *shape, scale=scale) + offset, w=st["weight"], b=st["bias"],
+                          what=f"x {shape} with values {offset:g} ± {scale:g}"))
+    cases.append(dict(d=24, state=_ln_state(g, 24), x=_randn(g, 2, 3, 24) + 2, what="LayerNorm(24)"))
+    if hidden:
+        d = _int(g, 2, 40)
+        st = _ln_state(g, d)
+        cases += [dict(x=_randn(g, 3, d, scale=1e-2), w=st["weight"], b=st["bias"], eps=1e-2, what=f"x (3, {d}) and eps=1e-2"),
+                  dict(x=_randn(g, 2, 6, scale=4).half() + 1, w=torch.ones(6).half(), b=torch.zeros(6).half(),
+                       what="float16 x"),
+                  dict(d=d, eps=1e-2, state=_ln_state(g, d), x=_randn(g, 2, d, scale=1e-2), what=f"LayerNorm({d}, eps=1e-2)")]
+    return cases
+
+
+@cases("13.2")
+def _sinusoid_cases(g, hidden):
+    cases = [dict(seq=12, d=8, rows=torch.arange(12), what="sinusoidal_positions(12, 8)"),
+             dict(seq=64, d=32, rows=torch.arange(64), what="sinusoidal_positions(64, 32)")]
+    if hidden:
+        seq, d = _int(g, 100, 3000), 2 * _int(g, 1, 40)
+        cases += [dict(seq=seq, d=d, rows=torch.randint(0, seq, (20,), generator=g), what=f"sinusoidal_positions({seq}, {d})"),
+                  dict(seq=1, d=2, rows=torch.arange(1), what="sinusoidal_positions(1, 2)")]
+    return cases
+
+
+@cases("13.3")
+def _gelu_cases(g, hidden):
+    cases = [dict(x=torch.linspace(-6, 6, 121), what="x on [-6, 6]"), dict(x=_randn(g, 2, 3, 4, scale=2), what="x (2, 3, 4)")]
+    if hidden:
+        cases += [dict(x=torch.tensor([-100.0, -30.0, 0.0, 30.0, 100.0]), what="large |x|"),
+                  dict(x=_randn(g, 7, scale=3, dtype=torch.float64), what="float64 x")]
+    return cases
+
+
+@cases("13.4")
+def _gelu_ffn_cases(g, hidden):
+    d, f = (16, 64) if not hidden else (_int(g, 1, 12), _int(g, 1, 40))
+    return [dict(d=d, f=f, state=weights(g, {"w1.weight": (f, d), "w2.weight": (d, f)}), x=_randn(g, 2, 7, d),
+                 what=f"GeluFFN({d}, {f})")]
+
+
+_CLASSIC = dict(norm_position="post", norm="layernorm", ffn="gelu", positions="sinusoidal", tied_head=True)
+
+
+def _classic_shapes(cfg: dict, prefix: str = "") -> dict[str, tuple[int, ...]]:
+    d = cfg["d_model"]
+    h = cfg.get("d_ff") or (4 * d if cfg.get("ffn") == "gelu" else round(8 * d / 3))
+    norm = ["weight"] + (["bias"] if cfg.get("norm") == "layernorm" else [])
+    shapes = {f"{prefix}{ln}.{p}": (d,) for ln in ("ln1", "ln2") for p in norm}
+    shapes |= attention_shapes(d, f"{prefix}attn.")
+    shapes |= {f"{prefix}ffn.w1.weight": (h, d), f"{prefix}ffn.w2.weight": (d, h)}
+    if cfg.get("ffn", "swiglu") == "swiglu":
+        shapes[f"{prefix}ffn.w3.weight"] = (h, d)
+    return shapes
+
+
+@cases("13.5")
+def _classic_block_cases(g, hidden):
+    base = dict(vocab_size=97, context_length=32, d_model=32, num_layers=1, num_heads=4)
+    variants = [{}, dict(norm_position="post"), dict(norm="layernorm"), dict(ffn="gelu"), dict(positions="none"), _CLASSIC]
+    cases = []
+    for v in variants:
+        cfg = base | v
+        cases.append(dict(config=cfg, state=weights(g, _classic_shapes(cfg)), x=_randn(g, 2, 7, 32),
+                          what=f"ClassicBlock with {v or 'the modern config'}"))
+    if hidden:
+        h = _int(g, 1, 3)
+        d = 2 * h * _int(g, 1, 4)
+        cfg = dict(vocab_size=50, context_length=64, d_model=d, num_layers=1, num_heads=h, d_ff=_int(g, 1, 40),
+                   rope_theta=float(_int(g, 100, 10**5)), norm_position="post")
+        cases.append(dict(config=cfg, state=weights(g, _classic_shapes(cfg)), x=_randn(g, 3, 5, d),
+                          pos=torch.randint(0, 64, (3, 5), generator=g),
+                          what=f"a post-norm RoPE block, d_model {d}, {h} heads, batched token positions"))
+        cfg = cfg | _CLASSIC | dict(norm_position="pre")
+        cases.append(dict(config=cfg, state=weights(g, _classic_shapes(cfg)), x=_randn(g, 1, 1, d),
+                          what="a pre-norm LayerNorm GELU block on a single token"))
+    return cases
+
+
+def _classic_lm_shapes(cfg: dict) -> dict[str, tuple[int, ...]]:
+    d, v = cfg["d_model"], cfg["vocab_size"]
+    shapes = {"token_embeddings.weight": (v, d)}
+    if cfg.get("positions") == "learned":
+        shapes["position_embeddings.weight"] = (cfg["context_length"], d)
+    for i in range(cfg["num_layers"]):
+        shapes |= _classic_shapes(cfg, f"layers.{i}.")
+    if cfg.get("norm_position", "pre") == "pre":
+        shapes |= {f"ln_final.{p}": (d,) for p in ["weight"] + (["bias"] if cfg.get("norm") == "layernorm" else [])}
+    return shapes | {"lm_head.weight": (v, d)}
+
+
+def _classic_lm_state(g, cfg: dict) -> dict:
+    state = weights(g, _classic_lm_shapes(cfg))
+    if cfg.get("tied_head"):
+        state["lm_head.weight"] = state["token_embeddings.weight"]
+    return state
+
+
+@cases("13.6")
+def _classic_lm_cases(g, hidden):
+    base = dict(vocab_size=97, context_length=32, d_model=32, num_layers=2, num_heads=4)
+    variants = [{}, dict(norm_position="post"), dict(norm="layernorm"), dict(ffn="gelu"), dict(positions="sinusoidal"),
+                dict(positions="learned"), dict(positions="none"), dict(tied_head=True), _CLASSIC]
+    cases = []
+    for v in variants:
+        cfg = base | v
+        cases.append(dict(config=cfg, state=_classic_lm_state(g, cfg), ids=torch.randint(0, 97, (2, 12), generator=g),
+                          what=f"ClassicLM with {v or 'the modern config'}"))
+    if hidden:
+        cfg = dict(vocab_size=61, context_length=16, d_model=16, num_layers=1, num_heads=2, positions="learned",
+                   tied_head=True, norm="layernorm")
+        cases.append(dict(config=cfg, state=_classic_lm_state(g, cfg), ids=torch.randint(0, 61, (3, 16), generator=g),
+                          what="a tied head with learned positions over the full context"))
+        cfg = base | _CLASSIC | dict(d_ff=_int(g, 8, 80), num_layers=3)
+        cases.append(dict(config=cfg, state=_classic_lm_state(g, cfg), ids=torch.randint(0, 97, (1, 32), generator=g),
+                          what="the classic model, 3 layers, over the full context"))
+    return cases

@@ -35,7 +35,8 @@ SYMBOL = {PASS: "✓", FAIL: "✗", TODO: "…", ERROR: "✗"}
 
 _CHECKS: dict[str, Callable[[], str]] = {}
 # Modules whose import registers more checks (kept separate so each topic owns its file).
-_CHECK_MODULES = ("minilm.course.checks_model", "minilm.course.checks_training", "minilm.course.checks_quantization")
+_CHECK_MODULES = ("minilm.course.checks_model", "minilm.course.checks_training", "minilm.course.checks_quantization",
+                  "minilm.course.checks_classic")
 
 
 class CheckFailed(AssertionError):

@@ -217,6 +217,24 @@ TASKS: tuple[Task, ...] = (
     _t("12.3", "quantize every Linear of a model", "quantize_model", "quantization", "12_quantization", 2,
        ("quantize", "use your Int8Linear (Task 12.2)"),
        ("linear", "find your Linear (Task 1.2) modules and use your Int8Linear (Task 12.2)")),
+) + (
+    # Notebook 13: the 2017 decoder beside today's, built from the pieces above.
+    _t("13.1", "LayerNorm, with a bias", "layer_norm", "classic", "13_classic_vs_modern", 2,
+       ("norm", "subtract the mean, then divide by sqrt(mean of the squares + eps) with mean, pow and rsqrt"),
+       also=("LayerNorm",)),
+    _t("13.2", "sinusoidal positions", "sinusoidal_positions", "classic", "13_classic_vs_modern", 2),
+    _t("13.3", "GELU, exact (erf) form", "gelu", "classic", "13_classic_vs_modern", 1,
+       ("activation", "write 0.5 · x · (1 + erf(x / √2)) with torch.erf")),
+    _t("13.4", "GELU feed-forward network", "GeluFFN", "classic", "13_classic_vs_modern", 2,
+       ("activation", "use your gelu (Task 13.3)"), _LINEAR),
+    _t("13.5", "configurable pre-/post-norm block", "ClassicBlock", "classic", "13_classic_vs_modern", 4,
+       ("attention", "use your MultiHeadSelfAttention (Task 6.3)"), ("softmax", "use your MultiHeadSelfAttention (Task 6.3)"),
+       ("norm", "use your RMSNorm (Task 3.2) or LayerNorm (Task 13.1)"),
+       ("activation", "use your SwiGLU (Task 4.3) or GeluFFN (Task 13.4)"), _LINEAR),
+    _t("13.6", "configurable language model", "ClassicLM", "classic", "13_classic_vs_modern", 4,
+       ("embedding", "use your Embedding (Task 2.2)"), ("attention", "use your ClassicBlock (Task 13.5)"),
+       ("softmax", "use your ClassicBlock (Task 13.5)"), ("norm", "use your RMSNorm (Task 3.2) or LayerNorm (Task 13.1)"),
+       ("activation", "use your ClassicBlock (Task 13.5)"), _LINEAR),
 )
 
 BY_ID: dict[str, Task] = {t.id: t for t in TASKS}
@@ -225,6 +243,8 @@ BY_ID: dict[str, Task] = {t.id: t for t in TASKS}
 # task's function and the further names it writes (rope_angles, load_checkpoint, …), so the checks
 # and the grader can call them.
 EXPORTS: dict[str, str] = {name: t.module for t in TASKS for name in t.names}
+# Notebook 13: ClassicConfig is provided, beside the tasks that build from it.
+EXPORTS["ClassicConfig"] = "classic"
 
 EXERCISE_MODULES: tuple[str, ...] = tuple(dict.fromkeys(t.module for t in TASKS))
 

@@ -237,3 +237,18 @@ def check_has_weight_matrix(layer, where: str) -> None:
 def check_module(model, where: str) -> None:
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"{where}: model must be a torch.nn.Module (e.g. your TransformerLM), got {type(model).__name__}")
+
+
+# ---------------------------------------------------------------- the classic Transformer (notebook 13)
+
+
+def check_choice(value, choices: tuple[str, ...], name: str, where: str) -> None:
+    if value not in choices:
+        options = ", ".join(repr(c) for c in choices)
+        raise ValueError(f"{where}: {name} must be one of {options}, got {value!r}")
+
+
+def check_pairs(d: int, name: str, where: str, why: str) -> None:
+    """`d` must be even, because `why` (e.g. "a sine and a cosine share each frequency")."""
+    if d % 2:
+        raise ValueError(f"{where}: {name} must be even ({why}), got {name}={d}")

@@ -505,3 +505,50 @@ def _quantize_model_collect(m, c):
 
 
 probe("12.3", collect=_quantize_model_collect, atol=1e-4)
+
+
+# 13: the classic Transformer ----------------------------------------------------------------
+
+def _load_matching(module, state: dict) -> None:
+    """Load the case's weights that `module` has: a module with a missing or extra part (a
+    LayerNorm without bias, a post-norm LM with ln_final) still runs, so its outputs can name
+    that mistake; its state_dict keys, collected first, already differ."""
+    own = module.state_dict()
+    module.load_state_dict({k: v.clone() for k, v in state.items() if k in own}, strict=False)
+
+
+def _LayerNorm_collect(m, c):
+    norm = m.LayerNorm(c["d"], **({"eps": c["eps"]} if "eps" in c else {}))
+    out = {"keys": _keys(norm), "init": [t.detach().clone() for _, t in sorted(norm.state_dict().items())]}
+    _load_matching(norm, c["state"])
+    out["y"] = norm(c["x"])
+    return out
+
+
+probe("13.1", collect=lambda m, c: ({"y": m.layer_norm(c["x"], c["w"], c["b"], **({"eps": c["eps"]} if "eps" in c else {}))}
+                                    if "w" in c else _LayerNorm_collect(m, c)))
+
+
+probe("13.2", collect=lambda m, c: {"pe": m.sinusoidal_positions(c["seq"], c["d"])[c["rows"]]}, atol=1e-4)
+
+
+probe("13.3", collect=lambda m, c: {"y": m.gelu(c["x"])})
+
+
+probe("13.4", collect=lambda m, c: _layer_collect(m.GeluFFN(c["d"], c["f"]), c))
+
+
+probe("13.5", atol=1e-4, collect=lambda m, c: _layer_collect(m.ClassicBlock(m.ClassicConfig(**c["config"])), c))
+
+
+def _classic_lm_collect(m, c):
+    torch.manual_seed(0)
+    lm = m.ClassicLM(m.ClassicConfig(**c["config"]))
+    out = {"keys": _keys(lm), "parameters": sum(p.numel() for p in lm.parameters()),
+           "shared_head": lm.lm_head.weight is lm.token_embeddings.weight}
+    _load_matching(lm, c["state"])
+    out["logits"] = lm(c["ids"])
+    return out
+
+
+probe("13.6", collect=_classic_lm_collect, atol=1e-4)
