@@ -62,6 +62,11 @@ def test_student_commands_pass_on_finished_code(finished):
     assert r.returncode == 0, r.stdout[-4000:]
     last = r.stdout.splitlines()[-1]
     assert " passed" in last and "skipped" not in last and "failed" not in last, r.stdout[-2000:]
+    # `minilm test 3.1`: the task's tests (not its notebook), as the README's student commands show.
+    r = run_in(finished, "-m", "minilm", "test", "3.1", timeout=900)
+    assert r.returncode == 0, r.stdout[-4000:]
+    last = r.stdout.splitlines()[-1]
+    assert " passed" in last and "failed" not in last and ".ipynb" not in r.stdout, r.stdout[-2000:]
 
 
 @pytest.mark.slow  # notebook 03 twice, in subprocesses
