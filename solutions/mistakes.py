@@ -26,8 +26,6 @@ import os
 import torch
 from einops import rearrange
 
-from einops import rearrange
-
 from solutions import attention, model, rope
 
 
@@ -149,11 +147,14 @@ def _lm_forward_no_final_norm(self, token_ids, kv_cache=None):
 # issue 13: named mistakes
 
 
-def _mhsa_forward(merge: str = "heads d_k", scale_by_d_model: bool = False, diagonal: int = 0, rope_on_v: bool = False):
-    """MultiHeadSelfAttention.forward as the reference writes it, with one step done wrong."""
+def _mhsa_forward(merge: str = "heads d_k", scale_by_d_model: bool = False, diagonal: int = 0, rope_on_v: bool = False,
+                  offset: bool = True, prefill_mask: bool = True, mask_offset: bool = True):
+    """MultiHeadSelfAttention.forward as the reference writes it, with one step done wrong: the
+    heads' merge, the scale, the mask's diagonal, RoPE on v, or a part of the cache path (Task
+    11.3: positions restarting at 0, no mask in a prefill, a mask without the keys − queries offset)."""
     def forward(self, x, token_positions=None, kv_cache=None):
         if token_positions is None:
-            start = len(kv_cache) if kv_cache is not None else 0
+            start = len(kv_cache) if kv_cache is not None and offset else 0
             token_positions = torch.arange(start, start + x.shape[-2], device=x.device)
         q, k, v = (rearrange(proj(x), "... seq (heads d_k) -> ... heads seq d_k", heads=self.num_heads)
                    for proj in (self.q_proj, self.k_proj, self.v_proj))
@@ -165,7 +166,10 @@ def _mhsa_forward(merge: str = "heads d_k", scale_by_d_model: bool = False, diag
         if kv_cache is not None:
             k, v = kv_cache.update(k, v)
         queries, keys = q.shape[-2], k.shape[-2]
-        causal = torch.ones(queries, keys, dtype=torch.bool, device=x.device).tril(diagonal=keys - queries + diagonal)
+        causal = torch.ones(queries, keys, dtype=torch.bool, device=x.device)
+        causal = causal.tril(diagonal=(keys - queries if mask_offset else 0) + diagonal)
+        if kv_cache is not None and not prefill_mask:
+            causal = None  # "with a cache the queries are new tokens that may see every key": not in a prefill
         if scale_by_d_model:
             q = q * math.sqrt(self.d_k / self.d_model)  # sdpa's 1/sqrt(d_k) then makes it 1/sqrt(d_model)
         out = attention.scaled_dot_product_attention(q, k, v, causal)  # (..., heads, seq, d_k)

@@ -13,6 +13,7 @@ import torch
 
 from minilm.course.validate import check_bpe_args, check_positive_int, check_token_array, check_token_ids
 from solutions.bpe import GPT2_PATTERN
+from solutions.mistakes import _mhsa_forward  # the cache path's mistakes (Task 11.3)
 
 
 def _get_batch_not_shifted(dataset, batch_size, context_length, device="cpu"):
@@ -133,33 +134,6 @@ def _next_token_probs_drops_crossing(logits, temperature=1.0, top_k=None, top_p=
         drop = torch.empty_like(drop_sorted).scatter_(-1, order, drop_sorted)
         logits = logits.masked_fill(drop, float("-inf"))
     return torch.softmax(logits, dim=-1)
-
-
-def _mhsa_forward(offset: bool = True, prefill_mask: bool = True, mask_offset: bool = True):
-    """MultiHeadSelfAttention.forward with one part of the cache path wrong."""
-    from einops import rearrange
-
-    from solutions import attention
-
-    def forward(self, x, token_positions=None, kv_cache=None):
-        if token_positions is None:
-            start = len(kv_cache) if kv_cache is not None and offset else 0  # offset=False: restarts at 0
-            token_positions = torch.arange(start, start + x.shape[-2], device=x.device)
-        q, k, v = (rearrange(proj(x), "... seq (heads d_k) -> ... heads seq d_k", heads=self.num_heads)
-                   for proj in (self.q_proj, self.k_proj, self.v_proj))
-        if self.rope is not None:
-            positions = token_positions.unsqueeze(-2)
-            q, k = self.rope(q, positions), self.rope(k, positions)
-        if kv_cache is not None:
-            k, v = kv_cache.update(k, v)
-        queries, keys = q.shape[-2], k.shape[-2]
-        causal = torch.ones(queries, keys, dtype=torch.bool, device=x.device)
-        causal = causal.tril(diagonal=keys - queries if mask_offset else 0)  # mask_offset=False: tril() as if keys = queries
-        if kv_cache is not None and not prefill_mask:
-            causal = None  # "with a cache the queries are new tokens that may see every key": not in a prefill
-        out = attention.scaled_dot_product_attention(q, k, v, causal)
-        return self.output_proj(rearrange(out, "... heads seq d_k -> ... seq (heads d_k)"))
-    return forward
 
 
 def _lm_forward_positions_restart(self, token_ids, kv_cache=None):
