@@ -318,7 +318,7 @@ def test_results_json_keeps_hidden_verdicts_until_grades_are_published():
     assert rule["status"] == "failed" and rule["output"].splitlines() == [
         "from scratch: Task 6.1: your softmax calls torch.softmax", "the notebook's inputs: passed"]
     cell = tests["Task 3.2: RMSNorm module: notebook inputs, rules, check cells"]
-    assert cell["status"] == "failed" and "check cell `notebooks/01_linear.ipynb`, code cell 3: failed" in cell["output"]
+    assert cell["status"] == "failed" and "`notebooks/01_linear.ipynb`, check cell (code cell 3): failed" in cell["output"]
 
 
 def float32_linear() -> str:

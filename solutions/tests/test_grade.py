@@ -648,6 +648,19 @@ def test_check_cells_are_read_from_the_notebooks():
     assert notebooks.checked_tasks('_ = minilm_cli(["check", "1.1"])') == []
 
 
+def test_feedback_names_a_check_cell_where_students_find_it():
+    """nbval's code-cell number becomes the cell's place among all cells, as JupyterLab and the
+    test names count: notebook 03's check of 3.1 is the same cell either way."""
+    nb = json.loads((ROOT / "notebooks" / "03_rmsnorm.ipynb").read_text(encoding="utf-8"))
+    (code_index, _), = [(i, ids) for i, ids in notebooks.check_cells(nb).items() if ids == ["3.1"]]
+    position = notebooks.cell_position(nb, code_index)
+    assert nb["cells"][position - 1]["cell_type"] == "code" and 'check("3.1")' in "".join(nb["cells"][position - 1]["source"])
+    assert position > code_index + 1  # text cells come before it
+    r = {"rules": [], "message": "x", "mistake": None, "cells": [
+        {"notebook": "03_rmsnorm", "number": code_index, "status": "failed", "position": position}]}
+    assert f"`notebooks/03_rmsnorm.ipynb`, check cell {position}: failed" in reports.task_lines(r)
+
+
 def test_nbval_report_is_read_by_nbvals_own_cell_number(tmp_path):
     """The root conftest names a notebook's items as students find them ("cell 6 (check of Task
     3.1)": every cell counted from 1) and keeps nbval's number (code cells from 0), the one

@@ -159,6 +159,7 @@ def grade_one(plan: Plan, sub: Submission, slot: int) -> dict:
         problems.append(f"the notebooks ran over the {plan.timeout:g}-second limit for one submission")
     # Every sandboxed process is dead now: read what they left, as data.
     cells = notebooks.parse_junit(nb_out / "nbval.xml")
+    nb_json = {stem: json.loads(data) for stem, data in plan.notebooks.items()}
     rules = _rules(sub)
     by_task = {}
     for task_id in plan.task_ids:
@@ -171,7 +172,8 @@ def grade_one(plan: Plan, sub: Submission, slot: int) -> dict:
         ok = verdict.ok and not broken_rule and all(c.status == "passed" for c in mine)
         by_task[task_id] = {"points": task.points if ok else 0, "max": task.points, "message": verdict.message,
                             "mistake": verdict.mistake, "hidden_failed": verdict.hidden, "matched": verdict.ok, "rules": broken_rule,
-                            "cells": [dataclasses.asdict(c) for c in mine]}
+                            "cells": [dataclasses.asdict(c) | {"position": notebooks.cell_position(nb_json[c.notebook], c.number)}
+                                      for c in mine]}
     if not plan.hidden:
         problems.append("graded without hidden inputs (--no-hidden): notebook inputs only")
     return {"student": sub.name, "source": sub.source, "total": sum(r["points"] for r in by_task.values()),

@@ -35,6 +35,13 @@ def code_cells(nb: dict) -> list[str]:
     return ["".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in cells]
 
 
+def cell_position(nb: dict, code_index: int) -> int:
+    """Where nbval's code cell `code_index` stands in the notebook as JupyterLab shows it: 1-based,
+    counting every cell, text cells included (the root conftest names test items the same way)."""
+    positions = [i for i, c in enumerate(nb.get("cells", [])) if c.get("cell_type") == "code"]
+    return positions[code_index] + 1 if 0 <= code_index < len(positions) else code_index + 1
+
+
 def checked_tasks(source: str, calls: tuple[str, ...] = ("check",)) -> list[str]:
     """Task ids a cell checks: the string arguments of its check(...) calls (or of the calls
     named in `calls`: the root conftest also reads needs(...), a demo cell's tasks)."""

@@ -33,7 +33,9 @@ def task_lines(r: dict, hidden: bool = True) -> list[str]:
             lines.append(f"recognized mistake: `{r['mistake']}`")
     for c in r["cells"]:
         if c["status"] != "passed":
-            lines.append(f"check cell `notebooks/{c['notebook']}.ipynb`, code cell {c['number']}: {c['status']}")
+            # the cell's place among all the notebook's cells, as JupyterLab (and `minilm test`) count it
+            where = f"check cell {c['position']}" if "position" in c else f"check cell (code cell {c['number']})"
+            lines.append(f"`notebooks/{c['notebook']}.ipynb`, {where}: {c['status']}")
     return lines
 
 
