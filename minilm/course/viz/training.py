@@ -499,7 +499,8 @@ def plot_activation_memory(lengths, memory: list[dict[str, int]], batch: int) ->
     fig, ax = plt.subplots(figsize=(7.5, 3.8))
     ax.plot(lengths, mb("measured"), "o-", color="C0", label="measured: tensors saved for backward")
     ax.plot(lengths, mb("estimate"), "--", color="C1", label="estimate (the formula)")
-    ax.plot(lengths, mb("attention weights"), ":", color="C3", label="of which the attention weights: $2hT$ per token and layer")
+    ax.plot(lengths, mb("attention weights"), ":", color="C3",
+            label="of which the attention weights: $2hT$ per token and layer")
     ax.set(title=f"Activation memory of one training step (batch {batch})", xlabel="context length T (tokens)",
            ylabel="activations (MB)", ylim=(0, None))
     ax.legend(fontsize=8, loc="upper left")
