@@ -184,6 +184,82 @@ def test_train_small_model_learns_and_caches(tmp_path, monkeypatch):
     _labelled(fig)
 
 
+@pytest.mark.task("10.4")
+def test_training_state_is_16_bytes_per_parameter_with_adamw():
+    """fp32 weights, gradients and AdamW's two moments: 4 + 4 + 4 + 4 bytes per parameter, read
+    off the tensors themselves; a layer used twice holds its weight once."""
+    torch.manual_seed(0)
+    shared = torch.nn.Linear(8, 8, bias=False)
+    model = torch.nn.Sequential(torch.nn.Linear(5, 8), shared, torch.nn.ReLU(), shared, torch.nn.Linear(8, 3))
+    n = (5 * 8 + 8) + 8 * 8 + (8 * 3 + 3)
+    optimizer = minilm.AdamW(model.parameters(), lr=1e-3)
+    before = vt.training_state_bytes(model, optimizer)
+    assert before == {"parameters": n, "weights": 4 * n, "gradients": 0, "optimizer": 0}
+    model(torch.randn(4, 5)).pow(2).mean().backward()
+    optimizer.step()
+    after = vt.training_state_bytes(model, optimizer)
+    # A step counter kept as a tensor (allowed) is the only state not shaped like its parameter.
+    counters = sum(t.untyped_storage().nbytes() for p, state in optimizer.state.items()
+                   for t in state.values() if isinstance(t, torch.Tensor) and t.shape != p.shape)
+    assert after["weights"] == after["gradients"] == 4 * n
+    assert after["optimizer"] - counters == 8 * n  # exp_avg and exp_avg_sq
+    assert after["weights"] + after["gradients"] + after["optimizer"] - counters == 16 * n
+
+
+def test_saved_tensor_bytes_counts_what_backward_keeps_once_per_storage():
+    x = torch.randn(1000, requires_grad=True)
+    w = torch.randn(1000, requires_grad=True)
+    assert vt.saved_tensor_bytes(lambda: (x * w).sum()) == 8000  # x·w's gradients need both factors
+    assert vt.saved_tensor_bytes(lambda: (x * w).sum(), exclude=[w]) == 4000
+    assert vt.saved_tensor_bytes(lambda: (x + w).sum()) == 0  # a sum's gradient needs no inputs
+
+    def squares():
+        e = x.exp()  # keeps its output e
+        return (e.view(10, 100) * e.view(10, 100)).sum()  # two views of e: still one storage
+
+    assert vt.saved_tensor_bytes(squares) == 4000
+
+    def detached_max():
+        m = (x * w).amax().detach()  # the amax node, and what it saved, are dropped at once
+        return (x - m).exp().sum()  # keeps exp's output only
+
+    assert vt.saved_tensor_bytes(detached_max, exclude=[x, w]) == 4000
+    with torch.no_grad():
+        assert vt.saved_tensor_bytes(lambda: (x * w).sum()) == 0
+
+
+def test_activation_estimate_adds_up_the_listed_tensors():
+    """The formula written out tensor by tensor, for d = 8, h = 2, d_ff = 16, V = 32, T = 4."""
+    d, h, d_ff, V, T = 8, 2, 16, 32, 4
+    norm = d + d + 1  # x, x/rms, 1/rms
+    attention = d + 3 * d + d + h * (T + 1 + T)  # input, q k v, heads' output; exps, sum, probs
+    swiglu = d + 5 * d_ff
+    per_token = 4 * (3 * (2 * norm + attention + swiglu) + norm + d + 2 * V + 1) + 8 + 8
+    est = vt.activation_estimate(batch=5, seq=T, d_model=d, num_layers=3, num_heads=h, d_ff=d_ff, vocab_size=V)
+    assert est["total"] == 5 * T * per_token == est["layers"] + est["top"]
+    assert est["attention weights"] == 4 * 5 * T * 3 * 2 * h * T
+    assert vt.activation_estimate(10, T, d, 3, h, d_ff, V)["total"] == 2 * est["total"]
+
+
+@pytest.mark.task("10.1")
+def test_activation_memory_grows_with_the_batch_and_faster_with_the_context():
+    cfg = vt.TrainConfig(vocab_size=256, context_length=64, d_model=32, num_layers=2, num_heads=2, d_ff=64)
+    torch.manual_seed(0)
+    model = minilm.TransformerLM(cfg.vocab_size, cfg.context_length, cfg.d_model, cfg.num_layers, cfg.num_heads,
+                                 cfg.d_ff)
+    mem = {(b, t): vt.activation_memory(model, cfg, b, t, minilm.cross_entropy) for b, t in
+           ((2, 32), (4, 32), (8, 32), (4, 64))}
+    measured = {k: v["measured"] for k, v in mem.items()}
+    # Exactly linear in the batch: a fixed part (mask, RoPE tables) plus the same bytes per sequence.
+    assert measured[8, 32] - measured[4, 32] == 2 * (measured[4, 32] - measured[2, 32]) > 0
+    assert measured[4, 64] > 2.05 * measured[4, 32]  # twice the tokens, each attending to twice as many
+    lengths = [16, 32, 64]
+    fig = vt.plot_activation_memory(lengths, [vt.activation_memory(model, cfg, 2, t, minilm.cross_entropy)
+                                              for t in lengths], batch=2)
+    assert len(fig.axes[0].lines) == 3 and fig.axes[0].get_legend() is not None
+    _labelled(fig)
+
+
 # ---------------------------------------------------------------- 11
 
 

@@ -6,6 +6,8 @@
 - TrainConfig, train_steps, train_small_model: the training loop of notebook 10 as a function,
   and a trained model for notebook 11, cached on disk (keyed by the configuration and the code)
   so that notebook 11 never depends on notebook 10 having run.
+- training_state_bytes, saved_tensor_bytes, activation_estimate, activation_memory,
+  plot_activation_memory: what training keeps in memory, measured and estimated.
 
 The training uses the student's code through `minilm` (TransformerLM, get_batch, cross_entropy,
 clip_grad_norm, lr_cosine_schedule, AdamW), like `minilm train`.
@@ -18,6 +20,7 @@ import json
 import math
 import os
 import tempfile
+import weakref
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -395,3 +398,111 @@ def require(*values, tasks: tuple[str, ...]) -> None:
         if verdict.status == checks.TODO:
             raise NotImplementedError(verdict.message)
     raise RuntimeError("an earlier cell did not finish: run the notebook from the top")
+
+
+# ---------------------------------------------------------------- memory for training
+
+
+def _storage_bytes(tensors, seen: set[int]) -> int:
+    """Bytes of the storages behind `tensors` not in `seen` (addresses, updated): a view or a
+    parameter shared by two modules is counted once."""
+    total = 0
+    for t in tensors:
+        storage = t.untyped_storage()
+        if storage.nbytes() and storage.data_ptr() not in seen:
+            seen.add(storage.data_ptr())
+            total += storage.nbytes()
+    return total
+
+
+def training_state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, int]:
+    """What training keeps for the whole run, besides the activations of a step, measured tensor by
+    tensor: {"parameters": their number, "weights", "gradients", "optimizer": bytes}. "optimizer"
+    is every tensor in optimizer.state (AdamW: exp_avg and exp_avg_sq, and a step counter if it is
+    kept as a tensor). Gradients and AdamW's state exist only after a backward and a step."""
+    seen: set[int] = set()
+    params = list(model.parameters())  # a parameter shared by two modules is listed once
+    state = [t for s in optimizer.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
+    return {"parameters": sum(p.numel() for p in params),
+            "weights": _storage_bytes(params, seen),
+            "gradients": _storage_bytes([p.grad for p in params if p.grad is not None], seen),
+            "optimizer": _storage_bytes(state, seen)}
+
+
+def saved_tensor_bytes(fn: Callable[[], object], exclude=()) -> int:
+    """Bytes of the tensors autograd keeps for the backward pass of fn()'s result: the activations.
+    Each storage is counted once, by its address (views share their base's storage); the storages
+    of `exclude` (a model's parameters and buffers, which exist anyway) are not counted. fn should
+    return the loss, whose graph holds the saved tensors until its backward.
+
+    A saved_tensors_hooks pack hook sees every tensor an operation saves. It saves a detached view
+    of each (same storage, no grad_fn: a saved output would otherwise hold its own node alive), so
+    that what a discarded branch saved (a max taken and then detached, say) is freed as it would be
+    without the hooks: only the tensors still held when fn returns are counted."""
+    skip = {t.untyped_storage().data_ptr() for t in exclude}
+    saved: list[tuple[weakref.ref, int, int]] = []
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        kept = t.detach()
+        storage = kept.untyped_storage()
+        saved.append((weakref.ref(kept), storage.data_ptr(), storage.nbytes()))
+        return kept
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = fn()
+    held: dict[int, int] = {}
+    for ref, address, nbytes in saved:
+        if ref() is not None and nbytes and address not in skip:
+            held.setdefault(address, nbytes)
+    del out
+    return sum(held.values())
+
+
+def activation_estimate(batch: int, seq: int, d_model: int, num_layers: int, num_heads: int, d_ff: int,
+                        vocab_size: int) -> dict[str, int]:
+    """Notebook 10's formula for the activations one training step keeps for backward, in bytes
+    (float32: 4 bytes a number). Per token, each layer keeps
+      - 2(2d + 1) for its two RMSNorms: each its input x, x/rms (for the gain's gradient) and 1/rms;
+      - 5d + h(2T + 1) for attention: its input, q, k, v and the heads' output, and per head the
+        softmax's T exponentials, their sum and T probabilities;
+      - d + 5 d_ff for SwiGLU: its input, W1x, σ(W1x) and SiLU(W1x) = W1x·σ(W1x), W3x, the product;
+    and the top keeps 2d + 1 (the final norm), d (lm_head's input), 2V + 1 (the logits, their
+    exponentials and sum, for the loss), plus 16 bytes of int64 token ids and targets. Left out: the
+    causal mask and RoPE's cos/sin, shared by the whole batch (a few kB).
+    {"layers", "attention weights" (the 2hT part of "layers", which grows with T), "top", "total"}."""
+    tokens, d, h = batch * seq, d_model, num_heads
+    layer = 2 * (2 * d + 1) + (5 * d + h * (2 * seq + 1)) + (d + 5 * d_ff)
+    top = (2 * d + 1) + d + (2 * vocab_size + 1)
+    out = {"layers": 4 * tokens * num_layers * layer,
+           "attention weights": 4 * tokens * num_layers * 2 * h * seq,
+           "top": 4 * tokens * top + 16 * tokens}
+    out["total"] = out["layers"] + out["top"]
+    return out
+
+
+def activation_memory(model: torch.nn.Module, cfg: TrainConfig, batch: int, seq: int,
+                      loss_fn: Callable, seed: int = 0) -> dict[str, int]:
+    """One training step's activations for a (batch, seq) batch of random token ids:
+    {"measured": saved_tensor_bytes of loss_fn(model(x), y), "estimate": activation_estimate's total
+    for cfg's sizes, "attention weights": its 2hT part}. `model` must have cfg's sizes."""
+    g = torch.Generator().manual_seed(seed)
+    x, y = (torch.randint(0, cfg.vocab_size, (batch, seq), generator=g) for _ in range(2))
+    measured = saved_tensor_bytes(lambda: loss_fn(model(x), y), exclude=[*model.parameters(), *model.buffers()])
+    est = activation_estimate(batch, seq, cfg.d_model, cfg.num_layers, cfg.num_heads, cfg.d_ff, cfg.vocab_size)
+    return {"measured": measured, "estimate": est["total"], "attention weights": est["attention weights"]}
+
+
+def plot_activation_memory(lengths, memory: list[dict[str, int]], batch: int) -> Figure:
+    """Activation memory of one training step against the context length (activation_memory's
+    results, one per length): measured, the estimate, and the estimate's part for the attention weights."""
+    mb = lambda key: [m[key] / 1e6 for m in memory]  # noqa: E731
+    fig, ax = plt.subplots(figsize=(7.5, 3.8))
+    ax.plot(lengths, mb("measured"), "o-", color="C0", label="measured: tensors saved for backward")
+    ax.plot(lengths, mb("estimate"), "--", color="C1", label="estimate (the formula)")
+    ax.plot(lengths, mb("attention weights"), ":", color="C3",
+            label="of which the attention weights: $2hT$ per token and layer")
+    ax.set(title=f"Activation memory of one training step (batch {batch})", xlabel="context length T (tokens)",
+           ylabel="activations (MB)", ylim=(0, None))
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    return fig
