@@ -179,7 +179,7 @@ def _with_gains(module, seed):
         for name, p in module.named_parameters():
             if ".ln" in f".{name}" and p.ndim == 1:
                 p.copy_((1 if name.endswith("weight") else 0) + 0.3 * randn(p.shape, seed + len(name)))
-    return module
+    return module  # now with distinct gains
 
 
 @pytest.mark.task("13.5")
