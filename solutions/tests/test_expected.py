@@ -6,7 +6,9 @@ from __future__ import annotations
 from minilm.course import checks, tasks
 from solutions import expected, mistakes
 
-MAX_BYTES = 400 * 1024
+# 35 checks and ~200 named mistakes' outputs (notebook 13's whole-model logits are the largest, ~135 kB):
+# small beside the notebooks, and a drift here means a check stores far more than it compares.
+MAX_BYTES = 640 * 1024
 
 
 def test_stored_expectations_match_the_reference():

@@ -145,7 +145,7 @@ import torch.nn.functional as _F
 _F.linear = lambda x, w, b=None: _torch.zeros(*x.shape[:-1], w.shape[0])
 _F.rms_norm = lambda x, *a, **k: _torch.zeros_like(x)
 try:
-    import minilm.course.oracles as _o
+    import minilm.oracles as _o
     _o.rms_norm = lambda x, *a, **k: _torch.zeros_like(x)
 except Exception:
     pass
@@ -287,7 +287,7 @@ def poison_code() -> str:
     """Code that appends forging code to the course's own files (a template later submissions start from)."""
     forged = "\nimport minilm.course.checks as _c\n_c.run = lambda t: _c.Verdict(t, 'pass', 'ok')\n"
     poison = f"""import glob as _glob
-for _p in [*_glob.glob({str(ROOT / "minilm" / "*.py")!r}), *_glob.glob({str(ROOT / "minilm" / "grading" / "*.py")!r}),
+for _p in [*_glob.glob({str(ROOT / "minilm" / "*.py")!r}), *_glob.glob({str(ROOT / "minilm" / "course" / "grading" / "*.py")!r}),
            {str(ROOT / "conftest.py")!r}, *_glob.glob("/ws/minilm/*.py"), *_glob.glob("/ws/minilm/course/grading/*.py"),
            *_glob.glob("/tmp/minilm-grade-*/template/**/*.py", recursive=True)]:
     try:
@@ -533,7 +533,7 @@ def test_feedback_is_the_graders_own_words(batch):
     assert "from scratch: Task 1.1: your linear calls torch.nn.functional.linear (minilm/linear.py:" in aliases, aliases
     assert "from scratch: Task 3.1: your rms_norm calls getattr with a computed name (minilm/rmsnorm.py:" in aliases
     late = feedback("grading_time_and_oracles")
-    assert "calls os.environ.get (minilm/linear.py:" in late and "imports minilm.course.oracles (minilm/rmsnorm.py:" in late
+    assert "calls os.environ.get (minilm/linear.py:" in late and "imports minilm.oracles (minilm/rmsnorm.py:" in late
     assert not any(line.startswith(reports.UNSANDBOXED) for line in feedback("reference").splitlines())
 
 
@@ -616,7 +616,7 @@ def test_hidden_inputs_differ_per_seed_and_are_not_in_the_student_edition():
     b, _ = judge.make_cases("3.1", 2)
     assert all(torch.equal(x["x"], y["x"]) for x, y in zip(a[:n], b[:n]))  # the notebook's inputs are fixed
     assert not torch.equal(a[n]["x"], b[n]["x"])
-    worker_side = (ROOT / "minilm" / "grading" / "probes.py").read_text(encoding="utf-8")
+    worker_side = (ROOT / "minilm" / "course" / "grading" / "probes.py").read_text(encoding="utf-8")
     assert "hidden" not in worker_side.lower().replace("hidden ones", "")
 
 
