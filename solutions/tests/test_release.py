@@ -189,7 +189,7 @@ def test_leak_check_names_provided_code_that_computes_a_task(release):
     rope = next(n for n in ast.parse(rel.ORACLES.read_text(encoding="utf-8")).body
                 if isinstance(n, ast.FunctionDef) and n.name == "rope_complex")
     copy = ast.unparse(rope).replace("rope_complex", "pretty_rotation").replace("angle", "phi")
-    victim = release / "minilm" / "viz" / "helper.py"
+    victim = release / "minilm" / "course" / "viz" / "helper.py"
     victim.write_text("import torch\nimport torch.nn.functional as F\n\n\n"
                       "def attend(q, k, v):\n    return F.scaled_dot_product_attention(q, k, v, is_causal=True)\n\n\n"
                       "def probs(x):\n    return x.softmax(-1)\n\n\n"
@@ -229,7 +229,7 @@ def test_the_release_checks_name_every_catalogued_mistake(release):
                        timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     got = json.loads(r.stdout.strip().splitlines()[-1])
-    assert not (release / "minilm" / "oracles.py").exists() and (release / "minilm" / "expected.pt").is_file()
+    assert not (release / "minilm" / "oracles.py").exists() and (release / "minilm" / "course" / "expected.pt").is_file()
     assert set(got.pop("clean")) == {"pass"}
     from solutions import mistakes
 
