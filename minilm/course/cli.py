@@ -45,12 +45,16 @@ def source_location(task: tasks.Task) -> tuple[Path, int]:
     return path, 1
 
 
-def _skip_dynamo_import() -> None:
-    """torch.optim.Optimizer's add_param_group, state_dict, load_state_dict and zero_grad import
-    torch._dynamo on their first call (over a second) only to mark themselves as never compiled.
-    The check commands compile nothing, so mark them so here; a torch without this
-    (private) hook is left alone and is merely slower."""
+def _for_small_checks() -> None:
+    """Set torch up for the checks' small tensors: one thread (a pool's hand-offs cost more than
+    such ops, most of all on a busy machine: status takes half the time), and no torch._dynamo
+    import. torch.optim.Optimizer's add_param_group, state_dict, load_state_dict and zero_grad
+    import it on their first call (over a second) only to mark themselves as never compiled; the
+    check commands compile nothing, so mark them so here (a torch without this private hook is
+    left alone and is merely slower)."""
     import torch
+
+    torch.set_num_threads(1)
 
     for name in ("add_param_group", "state_dict", "load_state_dict", "zero_grad"):
         fn = getattr(getattr(torch.optim.Optimizer, name, None), "__wrapped__", None)
@@ -144,13 +148,16 @@ def _task_ids(ids: list[str], allow_all: bool = True) -> list[str] | str:
 SUITE = ("-n", "auto", "--dist", "loadscope", "--durations=15")
 
 
-def test(ids: list[str] | None, notebook: bool, impl: str | None, pytest_args: list[str]) -> int:
-    """Run pytest in this checkout: the tests of `ids` (their notebooks too with `notebook`), or,
-    with ids None, everything: the unit tests, the mistake catalogue and every notebook."""
+def test(ids: list[str] | None, notebook: bool, impl: str | None, pytest_args: list[str], slow: bool = False) -> int:
+    """Run pytest in this checkout: the tests of `ids` (their notebooks too with `notebook`, their
+    slow tests, such as a training run, with `slow`), or, with ids None, everything: the unit
+    tests, the mistake catalogue and every notebook."""
     if ids is None:
         selection = list(SUITE)
     else:
         paths = ["tests"] + (sorted({tasks.get(i).notebook for i in ids}) if notebook else [])
+        if not (slow or notebook):
+            paths += ["-m", "not slow"]
         # Without notebooks, nbval is not loaded at all (its import alone takes seconds); nor is the
         # plugin whose five full garbage collections at exit cost seconds with torch loaded.
         selection = ["-q", "-p", "no:unraisableexception", *([] if notebook else ["-p", "no:nbval"]), *paths, *(a for i in ids for a in ("--task", i))]
@@ -182,6 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("task_ids", nargs="+", metavar="ID", help="task ids, e.g. 3.1, or 'all'")
     p.add_argument("--notebook", action="store_true",
                    help="also run the task's notebook under nbval (slower: it runs every cell up to the check)")
+    p.add_argument("--slow", action="store_true",
+                   help="also run the task's slow tests (a short training run: tens of seconds); --notebook implies it")
     p.add_argument("--impl", choices=("minilm", "solutions"),
                    help="whose code to test: yours in minilm/ (the default) or the reference (instructors)")
     for name, (_, help_) in {**DELEGATED, **instructor_commands()}.items():
@@ -209,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     if args.command == "status":
-        _skip_dynamo_import()
+        _for_small_checks()
         return status()
     if args.command == "test" and args.task_ids == ["all"]:
         return test(None, args.notebook, args.impl, pytest_args)
@@ -218,12 +227,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"minilm {args.command}: {ids}", file=sys.stderr)
         return 2
     if args.command == "test":
-        return test(ids, args.notebook, args.impl, pytest_args)
+        return test(ids, args.notebook, args.impl, pytest_args, args.slow)
     if pytest_args:
         parser.error("arguments after -- are only for `minilm test`")
     from minilm.course import checks
 
-    _skip_dynamo_import()
+    _for_small_checks()
     verdicts = [checks.run(t) for t in ids]
     as_json = json.dumps([dataclasses.asdict(v) | {"line": v.line} for v in verdicts], ensure_ascii=False, indent=1)
     for path, text in ((args.json_out, as_json + "\n"), (args.markdown, markdown(verdicts) if args.markdown else "")):
