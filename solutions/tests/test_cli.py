@@ -93,6 +93,11 @@ def test_test_runs_only_the_tasks_tests_and_the_notebook_only_when_asked():
     assert any("test_rmsnorm.py" in line for line in collected) and not any("test_linear.py" in line for line in collected)
     r = minilm("test", "3.1", "--notebook", "--impl", "solutions", "--", "--collect-only")
     assert any("03_rmsnorm.ipynb" in line for line in r.stdout.splitlines()), r.stdout
+    # A task's slow tests (a training run) only with --slow (or --notebook).
+    quick = minilm("test", "10.4", "--impl", "solutions", "--", "--collect-only")
+    slow = minilm("test", "10.4", "--slow", "--impl", "solutions", "--", "--collect-only")
+    assert "test_train_small_model_learns_and_caches" not in quick.stdout, quick.stdout
+    assert "test_train_small_model_learns_and_caches" in slow.stdout, slow.stdout
     r = minilm("test", "3.1", "--impl", "solutions", "--", "-x")
     assert r.returncode == 0, r.stdout[-2000:]
     assert re.search(r"\d+ passed", r.stdout)
