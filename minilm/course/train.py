@@ -8,7 +8,8 @@
 It trains with YOUR exercise code: minilm.TransformerLM, get_batch, cross_entropy,
 clip_grad_norm, lr_cosine_schedule, AdamW, save/load_checkpoint and generate (with
 MINILM_IMPL=solutions it uses the reference instead). It prints the unigram baseline (the
-loss of a model that ignores context), the validation loss every --eval-interval steps, and a
+loss of a model that ignores context), the validation loss every --eval-interval steps, the
+final one in nats per token and in bits per byte (comparable across tokenizers), and a
 sample of generated text at the end. The latest checkpoint is out_dir/checkpoint.pt; unless
 --full-vocab, out_dir/vocab.npy maps the model's token ids to GPT-2's.
 """
@@ -189,30 +190,61 @@ def check_sync(model: torch.nn.Module, dist: Dist) -> None:
 # ---------------------------------------------------------------- training
 
 
-def evaluate(model, tokens: np.ndarray, context_length: int, batch_size: int = 32, max_tokens: int | None = None,
-             dist: Dist | None = None, device="cpu") -> float:
-    """Mean cross-entropy (minilm.cross_entropy) over the first max_tokens (all if None) of
-    `tokens`, in non-overlapping windows, so every evaluation sees the same text. Under DDP
-    (dist given and enabled) the ranks split the windows; notebook 10 uses it with one process."""
+def evaluate_sums(model, tokens: np.ndarray, context_length: int, batch_size: int = 32,
+                  max_tokens: int | None = None, dist: Dist | None = None, device="cpu") -> tuple[float, int]:
+    """(total nats, n): the summed cross-entropy (minilm.cross_entropy) of predicting tokens[1 : n + 1]
+    from what precedes them, in non-overlapping windows of context_length, so every evaluation
+    sees the same text. All of tokens[1:] (a shorter last window included) when max_tokens is
+    None, else only the first max(1, max_tokens // context_length) windows. Under DDP (dist given
+    and enabled) the ranks split the windows and the sums are added up over them."""
     rank, world_size = (dist.rank, dist.world_size) if dist is not None else (0, 1)
-    n_windows = (len(tokens) - 1) // context_length
+    n_targets = len(tokens) - 1
+    n_windows = -(-n_targets // context_length)  # the last one may be shorter
     if max_tokens is not None:
         n_windows = min(n_windows, max(1, max_tokens // context_length))
+        n_targets = min(n_targets, n_windows * context_length)
     mine = list(range(rank, n_windows, world_size))
+    full = [w for w in mine if (w + 1) * context_length <= n_targets]
+    batches = [full[i : i + batch_size] for i in range(0, len(full), batch_size)]
+    batches += [[w] for w in mine if (w + 1) * context_length > n_targets]  # the short last window, alone
     total = torch.zeros(2, dtype=torch.float64)  # (sum of losses · tokens, tokens)
     was_training = model.training
     model.eval()
     with torch.no_grad():
-        for i in range(0, len(mine), batch_size):
-            starts = [w * context_length for w in mine[i : i + batch_size]]
-            windows = np.stack([np.asarray(tokens[s : s + context_length + 1], dtype=np.int64) for s in starts])
-            windows = torch.from_numpy(windows).to(device)  # (b, context_length + 1)
+        for batch in batches:
+            length = min(context_length, n_targets - batch[0] * context_length)
+            windows = np.stack([np.asarray(tokens[w * context_length : w * context_length + length + 1],
+                                           dtype=np.int64) for w in batch])
+            windows = torch.from_numpy(windows).to(device)  # (b, length + 1)
             loss = minilm.cross_entropy(model(windows[:, :-1]), windows[:, 1:])
             total += torch.tensor([loss.item() * windows[:, 1:].numel(), windows[:, 1:].numel()], dtype=torch.float64)
     model.train(was_training)
     if dist is not None:
         total = dist.sum(total)
-    return (total[0] / total[1]).item()
+    return total[0].item(), int(total[1].item())
+
+
+def evaluate(model, tokens: np.ndarray, context_length: int, batch_size: int = 32, max_tokens: int | None = None,
+             dist: Dist | None = None, device="cpu") -> float:
+    """Mean cross-entropy in nats per token over the windows of evaluate_sums; notebook 10 uses
+    it with one process."""
+    nats, n = evaluate_sums(model, tokens, context_length, batch_size, max_tokens, dist, device)
+    return nats / n
+
+
+def bits_per_byte(nats: float, n_bytes: int) -> float:
+    """Total nats of a text → bits per byte of it: nats ÷ ln 2 ÷ its UTF-8 bytes. Unlike nats per
+    token it does not depend on the tokenizer, so models with different tokenizers compare."""
+    return nats / math.log(2) / n_bytes
+
+
+def unigram_nats(train_tokens: np.ndarray, targets: np.ndarray, vocab_size: int) -> float:
+    """The total nats on `targets` of the best model that ignores context, fitted on the training
+    split: every token gets its training frequency, add-one smoothed over the vocabulary so a
+    token the training split lacks costs a finite amount."""
+    counts = np.bincount(np.asarray(train_tokens, dtype=np.int64), minlength=vocab_size) + 1.0
+    log_p = np.log(counts) - math.log(counts.sum())
+    return float(-log_p[np.asarray(targets, dtype=np.int64)].sum())
 
 
 def prepare(args, dist: Dist) -> tuple[np.ndarray, np.ndarray, Path]:
@@ -264,6 +296,11 @@ class Vocabulary:
     def to_gpt2(self, ids: list[int]) -> list[int]:
         return ids if self.gpt2_ids is None else self.gpt2_ids[np.asarray(ids, dtype=np.int64)].tolist()
 
+    def byte_lengths(self, enc) -> np.ndarray:
+        """(size,) the UTF-8 bytes each model id stands for: what bits per byte divides by."""
+        ids = range(self.size) if self.gpt2_ids is None else self.gpt2_ids.tolist()
+        return np.array([len(enc.decode_single_token_bytes(int(i))) for i in ids], dtype=np.int64)
+
 
 def compile_or_eager(fn, trial):
     """torch.compile(fn) if it compiles and runs here, else fn itself and the reason in one line.
@@ -302,15 +339,23 @@ def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
         train_tokens, val_tokens, _ = prepare(args, dist)
         enc = corpus.tokenizer()
         device = torch.device(args.device)
-        # The loss of a model that ignores context: the entropy of the training split's token
-        # frequencies (a bijective renumbering below leaves it unchanged).
-        baseline = corpus.unigram_entropy(train_tokens)
         vocab = Vocabulary(None, enc.n_vocab) if args.full_vocab else \
             Vocabulary.from_tokens(train_tokens, val_tokens, n_gpt2=enc.n_vocab)
         if not args.full_vocab:  # renumbered copies in memory (Tiny Shakespeare: under 1 MB)
             train_tokens, val_tokens = vocab.to_model(train_tokens), vocab.to_model(val_tokens)
             if dist.main:  # beside the checkpoint: the model's id i is GPT-2 id vocab.npy[i]
                 np.save(out_dir / VOCAB_FILE, vocab.gpt2_ids)
+        # Bits per byte: the validation text's bytes are those of the tokens predicted, tokens[1:].
+        token_bytes = vocab.byte_lengths(enc)
+        val_bytes = np.cumsum(token_bytes[np.asarray(val_tokens[1:], dtype=np.int64)])  # bytes of the first n targets
+
+        def bpb(nats: float, n: int) -> float:
+            return bits_per_byte(nats, int(val_bytes[n - 1]))
+
+        # The loss of the best model that ignores context, on the same validation tokens.
+        baseline_nats = unigram_nats(train_tokens, val_tokens[1:], vocab.size)
+        baseline, baseline_bpb = baseline_nats / (len(val_tokens) - 1), bpb(baseline_nats, len(val_tokens) - 1)
+        n_periodic = min(len(val_tokens) - 1, max(1, args.eval_tokens // args.context_length) * args.context_length)
 
         torch.manual_seed(args.seed)  # the same initial weights on every rank
         model = minilm.TransformerLM(vocab.size, args.context_length, args.d_model, args.num_layers,
@@ -346,7 +391,10 @@ def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
                   f"vocabulary: {vocab.size:,} of GPT-2's {enc.n_vocab:,} tokens")
             print(f"model: {n_params / 1e6:.2f}M parameters | {args.steps} steps of "
                   f"{args.batch_size * dist.world_size} × {args.context_length} tokens")
-            print(f"unigram baseline (entropy of the training split's token frequencies): {baseline:.3f} nats")
+            print(f"unigram baseline (the training split's token frequencies, add-one smoothed, scored on the "
+                  f"validation tokens): {baseline:.3f} nats per token = {baseline_bpb:.3f} bits per byte")
+            print(f"validation every {args.eval_interval} steps: the same first {n_periodic:,} of "
+                  f"{len(val_tokens) - 1:,} validation tokens each time (a subset estimate; the final one uses all)")
             if start:
                 print(f"resuming from {out_dir / CHECKPOINT_FILE} at step {start}")
 
@@ -375,15 +423,17 @@ def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
             bar.set_postfix(loss=f"{loss_value:.3f}", lr=f"{lr:.2e}", gnorm=f"{float(grad_norm):.2f}", refresh=False)
             step = it + 1
             if step % args.eval_interval == 0 and step < args.steps:
-                val = evaluate(model, val_tokens, args.context_length, args.batch_size, args.eval_tokens, dist, device)
+                nats, n = evaluate_sums(model, val_tokens, args.context_length, args.batch_size, args.eval_tokens,
+                                        dist, device)
                 if dist.main:
-                    bar.write(f"step {step:5d} | train loss {loss_value:.3f} | val loss {val:.3f} "
-                              f"| {time.time() - started:.0f} s")
+                    bar.write(f"step {step:5d} | train loss {loss_value:.3f} | val loss {nats / n:.3f} "
+                              f"({bpb(nats, n):.3f} bits per byte, first {n:,} tokens) | {time.time() - started:.0f} s")
             if dist.main and (step % args.checkpoint_interval == 0 or step == args.steps):
                 save(model, optimizer, step, out_dir)
         bar.close()
 
-        val = evaluate(model, val_tokens, args.context_length, args.batch_size, None, dist, device)
+        val_nats, n_val = evaluate_sums(model, val_tokens, args.context_length, args.batch_size, None, dist, device)
+        val, val_bpb = val_nats / n_val, bpb(val_nats, n_val)
         if args.check_sync:
             check_sync(model, dist)
         if dist.main:
@@ -393,8 +443,10 @@ def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
                 print(f"nothing to train: the checkpoint is already at step {start} of --steps {args.steps}")
             else:
                 print(f"first training loss: {first_loss:.3f} | last training loss: {loss_value:.3f}")
-            print(f"final validation loss: {val:.3f} nats | unigram baseline: {baseline:.3f} nats "
-                  f"| baseline − validation = {baseline - val:.3f} nats")
+            print(f"evaluated: the weights after the last step, {max(start, args.steps)} (saved in "
+                  f"{out_dir / CHECKPOINT_FILE}), on all {n_val:,} validation tokens ({int(val_bytes[n_val - 1]):,} bytes)")
+            print(f"final validation loss: {val:.3f} nats per token = {val_bpb:.3f} bits per byte "
+                  f"| unigram baseline: {baseline:.3f} nats per token = {baseline_bpb:.3f} bits per byte")
             print(f"training took {time.time() - started:.0f} s; checkpoint: {out_dir / CHECKPOINT_FILE}")
             if args.sample_tokens:
                 if args.prompt is None:
