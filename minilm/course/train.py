@@ -267,39 +267,90 @@ def prepare(args, dist: Dist) -> tuple[np.ndarray, np.ndarray, Path]:
 
 
 class Vocabulary:
-    """The model's token ids ↔ GPT-2 ids. With --full-vocab they are the same; by default the
-    model only knows the GPT-2 tokens that occur in the data (training or validation split),
-    numbered 0 … n − 1 in GPT-2 order. On Tiny Shakespeare that is about 11k of the 50,257
-    tokens: the output layer, its softmax and the embedding shrink 4x, which is most of the
-    compute of a small model on a CPU. The loss is still the cross-entropy of the same GPT-2
-    tokens (the unused ones would only ever get probabilities pushed towards 0).
+    """The model's token ids ↔ GPT-2 ids, and the tokenizer that turns text into model ids.
+
+    With --full-vocab: GPT-2 itself, all 50,257 ids. By default: only what the training split
+    needs, built from the training split alone: the GPT-2 tokens that occur in it, the smaller
+    GPT-2 tokens each of them is merged from, and the 256 single bytes, numbered 0 … n − 1 in
+    GPT-2 order. On Tiny Shakespeare that is about 11.6k tokens: the output layer, its softmax
+    and the embedding shrink 4x, which is most of the compute of a small model on a CPU.
+
+    Its tokenizer is GPT-2's BPE limited to these tokens (same merges, same order). It splits the
+    training text exactly as GPT-2 does, and spells a word the training split never had with
+    smaller pieces, down to single bytes, as GPT-2 spells a word outside its own vocabulary. So
+    there is no unknown token: every validation byte is predicted and scored, and nothing of the
+    validation split decides the vocabulary.
     """
 
-    def __init__(self, gpt2_ids: np.ndarray | None, n_gpt2: int):
+    def __init__(self, gpt2_ids: np.ndarray | None, enc):
         self.gpt2_ids = gpt2_ids  # (n,) sorted GPT-2 ids, or None for the identity
-        self.size = n_gpt2 if gpt2_ids is None else len(gpt2_ids)
+        self.size = enc.n_vocab if gpt2_ids is None else len(gpt2_ids)
+        self.gpt2 = enc
+        self.encoding = enc
         if gpt2_ids is not None:
-            self.table = np.full(n_gpt2, -1, dtype=np.int64)  # GPT-2 id → model id (−1: not in the vocabulary)
+            self.table = np.full(enc.n_vocab, -1, dtype=np.int64)  # GPT-2 id → model id (−1: not in the vocabulary)
             self.table[gpt2_ids] = np.arange(len(gpt2_ids))
+            import tiktoken
+
+            # Ranks in GPT-2's order, renumbered 0 … n − 1: BPE merges the same pairs in the same
+            # order, and a token's rank is its model id.
+            ranks = {enc.decode_single_token_bytes(int(g)): i for i, g in enumerate(gpt2_ids) if g != enc.eot_token}
+            special = {"<|endoftext|>": len(gpt2_ids) - 1} if enc.eot_token in gpt2_ids else {}
+            self.encoding = tiktoken.Encoding("gpt2-training-split", pat_str=corpus.GPT2_PATTERN, mergeable_ranks=ranks,
+                                              special_tokens=special)
 
     @classmethod
-    def from_tokens(cls, *token_arrays: np.ndarray, n_gpt2: int) -> Vocabulary:
-        return cls(np.unique(np.concatenate([np.unique(t) for t in token_arrays])).astype(np.int64), n_gpt2)
+    def from_training(cls, train_tokens: np.ndarray, enc) -> Vocabulary:
+        """The vocabulary of the training split's GPT-2 ids (see the class)."""
+        ranks = {enc.decode_single_token_bytes(i): i for i in range(enc.n_vocab) if i != enc.eot_token}
+        ids = set(range(256)) if enc.eot_token > 255 else set()  # GPT-2's ids 0–255 are the single bytes
+        for g in np.unique(np.asarray(train_tokens, dtype=np.int64)).tolist():
+            ids.add(g)
+            if g != enc.eot_token:
+                ids.update(ranks[part] for part in bpe_parts(enc.decode_single_token_bytes(g), ranks))
+        return cls(np.array(sorted(ids), dtype=np.int64), enc)
 
     def to_model(self, tokens: np.ndarray) -> np.ndarray:
-        """GPT-2 ids → model ids (ids outside the vocabulary are dropped)."""
+        """GPT-2 ids of the training split → model ids."""
         if self.gpt2_ids is None:
             return tokens
         ids = self.table[np.asarray(tokens, dtype=np.int64)]
-        return ids[ids >= 0].astype(np.uint16 if self.size <= 1 << 16 else np.int64)
+        if (ids < 0).any():
+            raise ValueError("Vocabulary.to_model: GPT-2 ids outside the vocabulary; re-encode the text with "
+                             "Vocabulary.encode")
+        return ids.astype(np.uint16 if self.size <= 1 << 16 else np.int64)
+
+    def encode(self, text: str) -> np.ndarray:
+        """Text → model ids, with the vocabulary's own tokenizer (<|endoftext|> as the special
+        token only if the vocabulary has it)."""
+        special = {"<|endoftext|>"} if "<|endoftext|>" in self.encoding.special_tokens_set else set()
+        ids = self.encoding.encode(text, allowed_special=special, disallowed_special=())
+        return np.asarray(ids, dtype=np.uint16 if self.size <= 1 << 16 else np.int64)
 
     def to_gpt2(self, ids: list[int]) -> list[int]:
         return ids if self.gpt2_ids is None else self.gpt2_ids[np.asarray(ids, dtype=np.int64)].tolist()
 
-    def byte_lengths(self, enc) -> np.ndarray:
+    def byte_lengths(self) -> np.ndarray:
         """(size,) the UTF-8 bytes each model id stands for: what bits per byte divides by."""
         ids = range(self.size) if self.gpt2_ids is None else self.gpt2_ids.tolist()
-        return np.array([len(enc.decode_single_token_bytes(int(i))) for i in ids], dtype=np.int64)
+        return np.array([len(self.gpt2.decode_single_token_bytes(int(i))) for i in ids], dtype=np.int64)
+
+
+def bpe_parts(token: bytes, ranks: dict[bytes, int]) -> set[bytes]:
+    """Every piece byte-level BPE forms on its way from the single bytes of `token` to the token
+    itself: repeatedly merge the adjacent pair whose merged bytes have the lowest rank (the
+    leftmost on a tie), as tiktoken does."""
+    parts = [bytes([b]) for b in token]
+    formed = set(parts)
+    while len(parts) > 1:
+        pair_ranks = [ranks.get(parts[i] + parts[i + 1]) for i in range(len(parts) - 1)]
+        candidates = [(r, i) for i, r in enumerate(pair_ranks) if r is not None]
+        if not candidates:
+            break
+        _, i = min(candidates)
+        parts[i : i + 2] = [parts[i] + parts[i + 1]]
+        formed.add(parts[i])
+    return formed
 
 
 def compile_or_eager(fn, trial):
@@ -339,14 +390,17 @@ def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
         train_tokens, val_tokens, _ = prepare(args, dist)
         enc = corpus.tokenizer()
         device = torch.device(args.device)
-        vocab = Vocabulary(None, enc.n_vocab) if args.full_vocab else \
-            Vocabulary.from_tokens(train_tokens, val_tokens, n_gpt2=enc.n_vocab)
+        n_val_gpt2 = len(val_tokens)
+        vocab = Vocabulary(None, enc) if args.full_vocab else Vocabulary.from_training(train_tokens, enc)
         if not args.full_vocab:  # renumbered copies in memory (Tiny Shakespeare: under 1 MB)
-            train_tokens, val_tokens = vocab.to_model(train_tokens), vocab.to_model(val_tokens)
+            # The training split keeps GPT-2's tokens; the validation text is re-encoded, so a
+            # word the training split lacks is spelled in smaller pieces, never dropped.
+            train_tokens = vocab.to_model(train_tokens)
+            val_tokens = vocab.encode(enc.decode(np.asarray(val_tokens, dtype=np.int64).tolist()))
             if dist.main:  # beside the checkpoint: the model's id i is GPT-2 id vocab.npy[i]
                 np.save(out_dir / VOCAB_FILE, vocab.gpt2_ids)
         # Bits per byte: the validation text's bytes are those of the tokens predicted, tokens[1:].
-        token_bytes = vocab.byte_lengths(enc)
+        token_bytes = vocab.byte_lengths()
         val_bytes = np.cumsum(token_bytes[np.asarray(val_tokens[1:], dtype=np.int64)])  # bytes of the first n targets
 
         def bpb(nats: float, n: int) -> float:
@@ -387,8 +441,16 @@ def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
             (out_dir / CONFIG_FILE).write_text(json.dumps(vars(args), indent=1))
             print(f"implementation: {minilm.implementation()} | processes: {dist.world_size} | device: {device} "
                   f"| threads: {torch.get_num_threads()}")
-            print(f"data: {len(train_tokens):,} training and {len(val_tokens):,} validation tokens (GPT-2 BPE); "
-                  f"vocabulary: {vocab.size:,} of GPT-2's {enc.n_vocab:,} tokens")
+            if args.full_vocab:
+                print(f"data: {len(train_tokens):,} training and {len(val_tokens):,} validation tokens (GPT-2 BPE); "
+                      f"vocabulary: all {enc.n_vocab:,} GPT-2 tokens (--full-vocab)")
+            else:
+                print(f"data: {len(train_tokens):,} training tokens (GPT-2 BPE); vocabulary: {vocab.size:,} of GPT-2's "
+                      f"{enc.n_vocab:,} tokens, from the training split alone (its tokens, the pieces they are "
+                      f"merged from, the 256 bytes)")
+                print(f"validation: {n_val_gpt2:,} GPT-2 tokens, re-encoded with that vocabulary as "
+                      f"{len(val_tokens):,} tokens (words the training split lacks are spelled in smaller pieces; "
+                      f"no unknown token)")
             print(f"model: {n_params / 1e6:.2f}M parameters | {args.steps} steps of "
                   f"{args.batch_size * dist.world_size} × {args.context_length} tokens")
             print(f"unigram baseline (the training split's token frequencies, add-one smoothed, scored on the "
@@ -452,7 +514,7 @@ def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
                 if args.prompt is None:
                     prompt_ids = np.asarray(val_tokens[:8], dtype=np.int64).tolist()
                 else:
-                    prompt_ids = vocab.to_model(np.asarray(enc.encode(args.prompt))).tolist() or [0]
+                    prompt_ids = vocab.encode(args.prompt).tolist() or [0]
                 ids = minilm.generate(model, prompt_ids, args.sample_tokens, temperature=0.8, top_k=50,
                                       generator=torch.Generator(device=device).manual_seed(args.seed))
                 print("sample:\n" + enc.decode(vocab.to_gpt2(ids.tolist())))
