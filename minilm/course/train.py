@@ -20,8 +20,10 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -31,8 +33,30 @@ import minilm
 from minilm.course import corpus
 
 CONFIG_FILE, CHECKPOINT_FILE, VOCAB_FILE = "config.json", "checkpoint.pt", "vocab.npy"
+RESULT_FILE = "result.json"  # the final figures, for scripts (benchmarks/quality.py)
 # Options that fix the model's shape (the data fixes the vocabulary): --resume refuses other values.
 MODEL_KEYS = ("data", "full_vocab", "d_model", "num_layers", "num_heads", "d_ff", "context_length", "rope_theta")
+
+DEFAULT_BUDGET = "3m"
+MIN_BUDGET_S = 30.0
+
+
+def parse_duration(text: str) -> float | None:
+    """'90s', '3m', '1.5h', '1m30s' or a bare number of seconds → seconds; None if it is not one."""
+    text = str(text).strip().lower()
+    parts = re.findall(r"(\d+(?:\.\d*)?|\.\d+)\s*([hms]?)", text)
+    if not parts or re.sub(r"(\d+(?:\.\d*)?|\.\d+)\s*([hms]?)", "", text).strip():
+        return None
+    if len(parts) > 1 and any(unit == "" for _, unit in parts):
+        return None
+    return sum(float(number) * {"h": 3600, "m": 60, "s": 1, "": 1}[unit] for number, unit in parts)
+
+
+def format_duration(seconds: float) -> str:
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    return f"{seconds // 60} min" + (f" {seconds % 60} s" if seconds % 60 else "")
 
 
 def build_parser(prog: str = "minilm train") -> argparse.ArgumentParser:
@@ -46,16 +70,22 @@ def build_parser(prog: str = "minilm train") -> argparse.ArgumentParser:
     g.add_argument("--full-vocab", action="store_true",
                    help="use all 50,257 GPT-2 ids; by default the model's vocabulary is only the GPT-2 tokens "
                         "that occur in the data (about 11k for Tiny Shakespeare: a 4x smaller output layer)")
-    g = p.add_argument_group("model")
+    g = p.add_argument_group("model (default: the size --budget chooses; with --steps, "
+                             + ", ".join(f"{k} {v}" for k, v in DEFAULT_SIZE.items()) + ")")
     g.add_argument("--context-length", type=int, default=64)
-    g.add_argument("--d-model", type=int, default=128)
-    g.add_argument("--num-layers", type=int, default=3)
-    g.add_argument("--num-heads", type=int, default=4)
-    g.add_argument("--d-ff", type=int, default=384, help="SwiGLU hidden size (about 8/3 d_model)")
+    g.add_argument("--d-model", type=int, default=None)
+    g.add_argument("--num-layers", type=int, default=None)
+    g.add_argument("--num-heads", type=int, default=None)
+    g.add_argument("--d-ff", type=int, default=None, help="SwiGLU hidden size (about 8/3 d_model)")
     g.add_argument("--rope-theta", type=float, default=10000.0)
     g = p.add_argument_group("optimization")
     g.add_argument("--batch-size", type=int, default=16, help="sequences per step (per process under torchrun)")
-    g.add_argument("--steps", type=int, default=500, help="optimizer steps in total")
+    g.add_argument("--budget", default=None,
+                   help=f"wall-clock time for the whole run, data to sample, e.g. 90s, 3m, 1h (at least "
+                        f"{MIN_BUDGET_S:.0f}s): measures this machine, then chooses the model size and the steps "
+                        f"(default {DEFAULT_BUDGET} when --steps is not given)")
+    g.add_argument("--steps", type=int, default=None, help="optimizer steps in total, however long they take "
+                                                            "(instead of --budget)")
     g.add_argument("--lr", type=float, default=3e-3, help="peak learning rate, reached after --warmup steps")
     g.add_argument("--min-lr", type=float, default=3e-4, help="learning rate at the end of the cosine decay")
     g.add_argument("--warmup", type=int, default=30, help="linear warmup steps")
@@ -64,19 +94,23 @@ def build_parser(prog: str = "minilm train") -> argparse.ArgumentParser:
     g.add_argument("--beta2", type=float, default=0.95)
     g.add_argument("--clip", type=float, default=1.0, help="max global gradient norm")
     g = p.add_argument_group("run")
-    g.add_argument("--eval-interval", type=int, default=100, help="steps between validation losses")
+    g.add_argument("--eval-interval", type=int, default=None,
+                   help="steps between validation losses (default: 100 with --steps, 6 per run with --budget)")
     g.add_argument("--eval-tokens", type=int, default=8192,
                    help="validation tokens per periodic evaluation (the final one uses the whole set)")
-    g.add_argument("--checkpoint-interval", type=int, default=250, help="steps between checkpoints")
+    g.add_argument("--checkpoint-interval", type=int, default=None,
+                   help="steps between checkpoints (default: 250 with --steps, 3 per run with --budget)")
     g.add_argument("--out-dir", default=None,
                    help="checkpoint, config and encoded data go here (default: $MINILM_DATA_DIR or "
                         "~/.cache/minilm, then runs/minilm)")
     g.add_argument("--resume", action="store_true", help="continue from out_dir/checkpoint.pt")
     g.add_argument("--seed", type=int, default=1337)
     g.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps …")
-    g.add_argument("--compile", action="store_true",
+    g.add_argument("--compile", action="store_true", default=None,
                    help="train through torch.compile (a minute or so to compile, then faster steps); "
-                        "falls back to eager, saying why, where it is unavailable")
+                        "falls back to eager, saying why, where it is unavailable. Default: with --budget, "
+                        "on when the budget is long enough for it to pay off; with --steps, off")
+    g.add_argument("--no-compile", dest="compile", action="store_false", help="never torch.compile")
     g.add_argument("--prompt", default=None, help="the start of the final sample (default: the data's first line)")
     g.add_argument("--sample-tokens", type=int, default=120, help="length of the final sample (0: none)")
     g.add_argument("--check-sync", action="store_true",
@@ -88,23 +122,63 @@ def validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     """Reject a bad configuration before any work starts (parser.error exits with status 2)."""
     if args.out_dir is None:
         args.out_dir = str(corpus.data_dir() / "runs" / "minilm")
+    if args.budget is not None and args.steps is not None:
+        parser.error(f"--budget {args.budget} and --steps {args.steps}: pick one (a budget chooses the steps; "
+                     f"--steps trains that many, however long it takes)")
+    if args.budget is not None and args.resume:
+        parser.error("--resume continues a run to --steps (the total); a --budget always starts a new run")
+    saved = {}
+    config = Path(args.out_dir) / CONFIG_FILE
+    if args.resume and config.is_file():
+        saved = json.loads(config.read_text())
+        for key in ("d_model", "num_layers", "num_heads", "d_ff", "steps"):  # what the run chose, unless given
+            if getattr(args, key) is None and saved.get(key) is not None:
+                setattr(args, key, saved[key])
+    if args.resume and args.steps is None:
+        parser.error(f"--resume: give --steps, the total to reach (no {config} says how many)")
+    if args.budget is None and args.steps is None:
+        args.budget = DEFAULT_BUDGET
+    args.budget_s = None
+    if args.budget is not None:
+        args.budget_s = parse_duration(args.budget)
+        if args.budget_s is None:
+            parser.error(f"--budget: expected a duration such as 90s, 3m, 1h or 1m30s, got {args.budget!r}")
+        if args.budget_s <= 0:
+            parser.error(f"--budget must be a positive duration such as 90s, 3m or 1h, got {args.budget}")
+        if args.budget_s < MIN_BUDGET_S:
+            parser.error(f"--budget {args.budget} is too short to train anything: loading the data, measuring "
+                         f"this machine, the final evaluation and the sample need most of "
+                         f"{MIN_BUDGET_S:.0f} s; give at least --budget {MIN_BUDGET_S:.0f}s")
+    sizes = ("d_model", "num_layers", "num_heads", "d_ff")
+    # A budget chooses the model size unless any of it is given; the rest then comes from DEFAULT_SIZE.
+    args.size_chosen_by_budget = args.budget_s is not None and all(getattr(args, k) is None for k in sizes)
+    if not args.size_chosen_by_budget:
+        for key in sizes:
+            if getattr(args, key) is None:
+                setattr(args, key, DEFAULT_SIZE[key])
+    if args.budget_s is None:
+        args.eval_interval = args.eval_interval or 100
+        args.checkpoint_interval = args.checkpoint_interval or 250
+        args.compile = bool(args.compile)
     for name in ("context_length", "d_model", "num_layers", "num_heads", "d_ff", "batch_size", "steps",
                  "eval_interval", "eval_tokens", "checkpoint_interval"):
         value = getattr(args, name)
-        if value <= 0:
+        if value is not None and value <= 0:
             parser.error(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
     for name in ("warmup", "sample_tokens"):
         if getattr(args, name) < 0:
             parser.error(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
-    if args.d_model % args.num_heads:
+    if args.size_chosen_by_budget:
+        pass  # the ladder's sizes are valid (tests/test_train.py checks them)
+    elif args.d_model % args.num_heads:
         parser.error(f"--d-model must be divisible by --num-heads, got d_model={args.d_model} "
                      f"and num_heads={args.num_heads}")
-    if (args.d_model // args.num_heads) % 2:
+    elif (args.d_model // args.num_heads) % 2:
         parser.error(f"RoPE needs an even head size d_model/num_heads, got {args.d_model}/{args.num_heads}"
                      f"={args.d_model // args.num_heads}")
     if not args.lr > 0 or not 0 <= args.min_lr <= args.lr:
         parser.error(f"need --lr > 0 and 0 <= --min-lr <= --lr, got lr={args.lr} and min_lr={args.min_lr}")
-    if args.warmup >= args.steps:
+    if args.steps is not None and args.warmup >= args.steps:
         parser.error(f"--warmup must be smaller than --steps, got warmup={args.warmup} and steps={args.steps}")
     if args.weight_decay < 0 or not args.clip > 0 or not args.rope_theta > 0:
         parser.error("need --weight-decay >= 0, --clip > 0 and --rope-theta > 0")
@@ -116,9 +190,7 @@ def validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         parser.error(f"--data: no such file: {args.data} (give a UTF-8 .txt file or 'tinyshakespeare')")
     if args.resume and not (Path(args.out_dir) / CHECKPOINT_FILE).is_file():
         parser.error(f"--resume: no checkpoint at {Path(args.out_dir) / CHECKPOINT_FILE}")
-    config = Path(args.out_dir) / CONFIG_FILE
-    if args.resume and config.is_file():
-        saved = json.loads(config.read_text())
+    if saved:
         changed = [k for k in MODEL_KEYS if saved.get(k) != getattr(args, k)]
         if changed:
             parser.error("--resume: the checkpoint's model has different " + ", ".join(
@@ -376,7 +448,207 @@ def save(model, optimizer, iteration: int, out_dir: Path) -> None:
     os.replace(tmp, path)
 
 
+# ---------------------------------------------------------------- --budget: measure, then plan
+
+
+# The sizes --budget chooses from, smallest first. d_ff is 8/3 d_model rounded up to a multiple
+# of 64 (notebook 04's rule); every head size is even (RoPE).
+LADDER = (
+    dict(d_model=64, num_layers=2, num_heads=4, d_ff=192),
+    dict(d_model=96, num_layers=2, num_heads=4, d_ff=256),
+    dict(d_model=128, num_layers=3, num_heads=4, d_ff=384),
+    dict(d_model=192, num_layers=4, num_heads=6, d_ff=512),
+    dict(d_model=256, num_layers=4, num_heads=8, d_ff=704),
+    dict(d_model=384, num_layers=6, num_heads=6, d_ff=1024),
+)
+PROBE_SIZES = (0, 4)  # the ladder sizes timed on this machine: the line through them prices the others
+DEFAULT_SIZE = LADDER[2]  # with --steps and no sizes given: what --budget 3m chooses on an idle 2-core machine
+TOKENS_PER_PARAMETER = 20.0  # the rule: see plan_budget
+# torch.compile of a training step, measured on 2 busy cores with the reference: 39 s to compile,
+# then 1.57× faster steps at d_model 128 (41 s, 1.85× at d_model 256). Assumed: COMPILE_S and
+# COMPILE_SPEEDUP, with room for a slower machine and a cold cache. Compiling pays off when
+# (t − COMPILE_S) · COMPILE_SPEEDUP > t, t the training time.
+COMPILE_S, COMPILE_SPEEDUP = 60.0, 1.5
+COMPILE_PAYS_OFF_S = COMPILE_S * COMPILE_SPEEDUP / (COMPILE_SPEEDUP - 1)
+SAFETY = 0.97  # plan to finish 3% early: startup before main() and a busy machine's jitter
+END_S = 1.5  # the last checkpoint and the report, besides the final evaluation and the sample
+
+
+def size_params(size: dict, vocab_size: int) -> tuple[int, int]:
+    """(all parameters, non-embedding ones) of TransformerLM at `size` (the untied output layer
+    is a matmul, so it counts as non-embedding)."""
+    d, layers, d_ff = size["d_model"], size["num_layers"], size["d_ff"]
+    per_layer = 4 * d * d + 3 * d * d_ff + 2 * d
+    non_embedding = layers * per_layer + d + d * vocab_size
+    return non_embedding + vocab_size * d, non_embedding
+
+
+def flops_per_token(size: dict, vocab_size: int, context_length: int) -> float:
+    """Training FLOPs per token: 6 per non-embedding parameter (forward 2, backward 4), plus the
+    attention scores and their weighted sum (causal: half the context on average)."""
+    _, non_embedding = size_params(size, vocab_size)
+    return 6 * non_embedding + 6 * size["num_layers"] * context_length * size["d_model"]
+
+
+@dataclass
+class Speed:
+    """This machine's seconds per token ≈ overhead + per_flop · FLOPs per token, for a training
+    step and for a forward pass alone (evaluation), fitted to two measured sizes."""
+
+    overhead: float
+    per_flop: float
+    forward_overhead: float
+    forward_per_flop: float
+    measured_s: float = 0.0  # how long measuring took
+
+    def train_s_per_token(self, flops: float) -> float:
+        return self.overhead + self.per_flop * flops
+
+    def forward_s_per_token(self, flops: float) -> float:
+        return self.forward_overhead + self.forward_per_flop * flops
+
+
+def _fit(points: list[list[float]]) -> tuple[float, float]:
+    """(overhead, per_flop) of the line through two (FLOPs, seconds per token) points, both >= 0."""
+    (f1, t1), (f2, t2) = points
+    per_flop = max((t2 - t1) / (f2 - f1), 0.0)
+    return max(t1 - per_flop * f1, 0.0), per_flop
+
+
+def measure_speed(vocab_size: int, context_length: int, batch_size: int, train_tokens: np.ndarray, device,
+                  dist: Dist, steps: int = 3, limit_s: float = 3.0) -> Speed:
+    """Time a few training steps and forward passes of two ladder sizes with the exercise code
+    (one warm-up step each, then the median of up to `steps`, fewer once a size has taken
+    limit_s). Under DDP every rank measures and the slowest figures count, so every rank makes
+    the same plan.
+
+    On a CPU with several threads it first races all threads against one and keeps the faster
+    (torch.set_num_threads): on cores busy with other work, threads that wait for each other
+    can be several times slower than one (measured on 2 shared cores: 3–5× slower)."""
+    started = time.perf_counter()
+    train_points, forward_points = [], []
+    threads = torch.get_num_threads()
+    for index in PROBE_SIZES:
+        size = LADDER[index]
+        torch.manual_seed(0)
+        model = minilm.TransformerLM(vocab_size, context_length, rope_theta=10000.0, device=device, **size)
+        optimizer = minilm.AdamW(model.parameters(), lr=1e-4)
+        x, y = minilm.get_batch(train_tokens, batch_size, context_length, device)
+
+        def timed_steps(n: int) -> list[float]:
+            times, size_started = [], time.perf_counter()
+            while len(times) < n and (len(times) < 1 or time.perf_counter() - size_started < limit_s):
+                t = time.perf_counter()
+                loss = minilm.cross_entropy(model(x), y)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                minilm.clip_grad_norm(model.parameters(), 1.0)
+                optimizer.step()
+                loss.item()  # waits for an asynchronous device
+                times.append(time.perf_counter() - t)
+            return times
+
+        timed_steps(1)  # warm-up
+        if index == PROBE_SIZES[0] and threads > 1 and device.type == "cpu" and not dist.enabled:
+            many = min(timed_steps(1))
+            torch.set_num_threads(1)
+            one = min(timed_steps(1))
+            torch.set_num_threads(1 if one < many else threads)
+        times = timed_steps(steps)
+        with torch.no_grad():
+            forward = []
+            for _ in range(2):
+                t = time.perf_counter()
+                model(x).sum().item()
+                forward.append(time.perf_counter() - t)
+        flops = flops_per_token(size, vocab_size, context_length)
+        tokens = batch_size * context_length
+        train_points.append([flops, float(np.median(times)) / tokens])
+        forward_points.append([flops, min(forward) / tokens])
+    figures = torch.tensor([p[1] for p in train_points + forward_points], dtype=torch.float64)
+    if dist.enabled:
+        dist.dist.all_reduce(figures, op=dist.dist.ReduceOp.MAX)
+    for point, value in zip(train_points + forward_points, figures.tolist()):
+        point[1] = value
+    return Speed(*_fit(train_points), *_fit(forward_points), measured_s=time.perf_counter() - started)
+
+
+@dataclass
+class Plan:
+    size: dict
+    chosen: bool  # by the rule (False: given on the command line)
+    train_s: float  # seconds for the training loop (compiling included)
+    reserve_s: float  # seconds kept for the final evaluation, the sample and the report
+    compile: bool
+    compile_note: str
+    tokens_per_s: float  # estimated, all processes together, eager
+    steps: int  # estimated steps before the deadline
+
+
+def plan_budget(left_s: float, speed: Speed, vocab_size: int, context_length: int, batch_size: int,
+                n_val: int, sample_tokens: int, world_size: int = 1, size: dict | None = None,
+                compile_flag: bool | None = None) -> Plan:
+    """The run that fits in `left_s` seconds on this machine.
+
+    Time: the final evaluation (n_val tokens forward), the sample (sample_tokens forwards of up
+    to a context each) and END_S are kept back; the rest trains. torch.compile is on when the
+    training time is at least COMPILE_PAYS_OFF_S (unless compile_flag says otherwise).
+
+    Size (the rule): the largest ladder size whose run processes at least TOKENS_PER_PARAMETER
+    tokens per non-embedding parameter in the training time, at this machine's speed (the
+    smallest size if none does). Bigger models learn more per token, smaller ones see more tokens
+    per second; the sweep in the README (fixed budgets, every size, one machine) found the best
+    bits per byte about where that ratio is TOKENS_PER_PARAMETER.
+    """
+    def forward(s: dict) -> float:
+        return speed.forward_s_per_token(flops_per_token(s, vocab_size, context_length))
+
+    def plan(s: dict, chosen: bool) -> Plan:
+        reserve_s = 1.3 * n_val * forward(s) + sample_tokens * (context_length * forward(s) + 0.01) + END_S
+        train_s = max(left_s - reserve_s, 0.0)
+        if compile_flag is None:
+            use_compile = train_s >= COMPILE_PAYS_OFF_S
+            note = (f"auto: on, it pays off from about {format_duration(COMPILE_PAYS_OFF_S)} of training"
+                    if use_compile else f"auto: off, compiling (about {COMPILE_S:.0f} s) pays off only from about "
+                                        f"{format_duration(COMPILE_PAYS_OFF_S)} of training")
+        else:
+            use_compile, note = compile_flag, ("--compile" if compile_flag else "--no-compile")
+        effective_s = max((train_s - COMPILE_S) * COMPILE_SPEEDUP if use_compile else train_s, 0.0)
+        tokens_per_s = world_size / speed.train_s_per_token(flops_per_token(s, vocab_size, context_length))
+        steps = max(1, int(effective_s * tokens_per_s // (batch_size * context_length * world_size)))
+        return Plan(size=dict(s), chosen=chosen, train_s=train_s, reserve_s=reserve_s, compile=use_compile,
+                    compile_note=note, tokens_per_s=tokens_per_s, steps=steps)
+
+    if size is not None:
+        return plan(size, chosen=False)
+    plans = [plan(s, chosen=True) for s in LADDER]
+    fits = [p for p in plans
+            if p.steps * batch_size * context_length * world_size
+            >= TOKENS_PER_PARAMETER * size_params(p.size, vocab_size)[1]]
+    return fits[-1] if fits else plans[0]
+
+
+def hardware_note(speed: Speed, vocab_size: int, context_length: int, batch_size: int, n_val: int,
+                  sample_tokens: int, world_size: int = 1) -> list[str]:
+    """What this machine trains per second at each ladder size, and what 3, 10 and 30 minutes buy."""
+    rates = ", ".join(f"{s['d_model']}: {world_size / speed.train_s_per_token(flops_per_token(s, vocab_size, context_length)):,.0f}"
+                      for s in LADDER)
+    lines = [f"this machine, measured now (busy: slower), training tokens per second by d_model: {rates}"]
+    for minutes in (3, 10, 30):
+        p = plan_budget(minutes * 60 * SAFETY, speed, vocab_size, context_length, batch_size, n_val, sample_tokens,
+                        world_size)
+        lines.append(f"  --budget {minutes}m would train d_model {p.size['d_model']}, {p.size['num_layers']} layers "
+                     f"for ~{p.steps:,} steps ({p.steps * batch_size * context_length * world_size / 1e6:.1f}M tokens"
+                     + (", compiled)" if p.compile else ")"))
+    lines.append("  on a GPU: --device cuda (on a Mac: --device mps; MPS results can differ from the CPU's)")
+    return lines
+
+
+# ---------------------------------------------------------------- training
+
+
 def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
+    clock_start = time.perf_counter()  # a --budget counts from here
     parser = build_parser(prog)
     args = parser.parse_args(argv)
     validate(args, parser)
@@ -411,6 +683,22 @@ def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
         baseline, baseline_bpb = baseline_nats / (len(val_tokens) - 1), bpb(baseline_nats, len(val_tokens) - 1)
         n_periodic = min(len(val_tokens) - 1, max(1, args.eval_tokens // args.context_length) * args.context_length)
 
+        plan = None
+        if args.budget_s is not None:
+            speed = measure_speed(vocab.size, args.context_length, args.batch_size, train_tokens, device, dist,
+                                  limit_s=0.01 * args.budget_s)
+            fixed = None if args.size_chosen_by_budget else {k: getattr(args, k) for k in DEFAULT_SIZE}
+            left_s = args.budget_s * SAFETY - (time.perf_counter() - clock_start)
+            plan = plan_budget(left_s, speed, vocab.size, args.context_length, args.batch_size, len(val_tokens),
+                               args.sample_tokens, dist.world_size, fixed, args.compile)
+            for key, value in plan.size.items():
+                setattr(args, key, value)
+            args.compile = plan.compile
+            args.steps = plan.steps  # the estimate; the clock decides
+            args.eval_interval = args.eval_interval or max(1, plan.steps // 6)
+            args.checkpoint_interval = args.checkpoint_interval or max(1, plan.steps // 3)
+            args.warmup = min(args.warmup, plan.steps // 10)
+
         torch.manual_seed(args.seed)  # the same initial weights on every rank
         model = minilm.TransformerLM(vocab.size, args.context_length, args.d_model, args.num_layers,
                                      args.num_heads, args.d_ff, args.rope_theta, device=device)
@@ -429,13 +717,6 @@ def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
         def training_loss(x, y):
             return minilm.cross_entropy(train_model(x), y)  # logits (batch, context, vocab)
 
-        if args.compile:
-            dummy = torch.zeros(args.batch_size, args.context_length, dtype=torch.long, device=device)
-            training_loss, why_not = compile_or_eager(training_loss, lambda f: f(dummy, dummy).backward())
-            optimizer.zero_grad(set_to_none=True)
-            if dist.main:
-                print("torch.compile: " + (f"unavailable, training eagerly ({why_not})" if why_not else "on"))
-
         if dist.main:
             n_params = sum(p.numel() for p in model.parameters())
             (out_dir / CONFIG_FILE).write_text(json.dumps(vars(args), indent=1))
@@ -451,8 +732,21 @@ def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
                 print(f"validation: {n_val_gpt2:,} GPT-2 tokens, re-encoded with that vocabulary as "
                       f"{len(val_tokens):,} tokens (words the training split lacks are spelled in smaller pieces; "
                       f"no unknown token)")
-            print(f"model: {n_params / 1e6:.2f}M parameters | {args.steps} steps of "
-                  f"{args.batch_size * dist.world_size} × {args.context_length} tokens")
+            if plan is not None:
+                print(f"budget {format_duration(args.budget_s)} for the whole run: measured this machine in "
+                      f"{speed.measured_s:.1f} s (fastest with {torch.get_num_threads()} of {os.cpu_count()} "
+                      f"threads); " + ("the rule chose" if plan.chosen else "given:") + " "
+                      + ", ".join(f"{k} {v}" for k, v in plan.size.items()) + f" (rule: the largest size that "
+                      f"sees ≥ {TOKENS_PER_PARAMETER:.0f} tokens per non-embedding parameter in the time)")
+                print(f"plan: ~{plan.tokens_per_s * (COMPILE_SPEEDUP if plan.compile else 1):,.0f} tokens/s, "
+                      f"~{plan.steps:,} steps in {plan.train_s:.0f} s, stopping by the clock; "
+                      f"{plan.reserve_s:.0f} s kept for the final evaluation and the sample")
+                for line in hardware_note(speed, vocab.size, args.context_length, args.batch_size, len(val_tokens),
+                                          args.sample_tokens, dist.world_size):
+                    print(line)
+            print(f"model: {n_params / 1e6:.2f}M parameters | "
+                  + (f"~{args.steps} steps" if plan else f"{args.steps} steps")
+                  + f" of {args.batch_size * dist.world_size} × {args.context_length} tokens")
             print(f"unigram baseline (the training split's token frequencies, add-one smoothed, scored on the "
                   f"validation tokens): {baseline:.3f} nats per token = {baseline_bpb:.3f} bits per byte")
             print(f"validation every {args.eval_interval} steps: the same first {n_periodic:,} of "
@@ -460,15 +754,43 @@ def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
             if start:
                 print(f"resuming from {out_dir / CHECKPOINT_FILE} at step {start}")
 
+        if args.compile:
+            dummy = torch.zeros(args.batch_size, args.context_length, dtype=torch.long, device=device)
+            compile_started = time.perf_counter()
+            training_loss, why_not = compile_or_eager(training_loss, lambda f: f(dummy, dummy).backward())
+            optimizer.zero_grad(set_to_none=True)
+            if dist.main:
+                note = f" ({plan.compile_note})" if plan is not None else ""
+                print("torch.compile: " + (f"unavailable, training eagerly ({why_not})" if why_not else
+                                           f"on{note}, compiling took {time.perf_counter() - compile_started:.0f} s"))
+        elif plan is not None and dist.main:
+            print(f"torch.compile: off ({plan.compile_note})")
+
         # Different batches on every rank (and after a resume), reproducible from the seed.
         torch.manual_seed(args.seed + 1 + dist.rank + 7919 * start)
         from tqdm.auto import tqdm
 
-        bar = tqdm(range(start, args.steps), initial=start, total=args.steps, disable=not dist.main,
-                   dynamic_ncols=True, mininterval=1.0)
+        bar = tqdm(initial=start, total=args.steps, disable=not dist.main, dynamic_ncols=True, mininterval=1.0)
         started, first_loss, loss_value = time.time(), None, float("nan")
-        for it in bar:
-            lr = minilm.lr_cosine_schedule(it, args.lr, args.min_lr, args.warmup, args.steps)
+        loop_start = time.perf_counter()
+        deadline = clock_start + args.budget_s * SAFETY - plan.reserve_s if plan is not None else None
+        it = start
+        while True:
+            if plan is None:
+                if it >= args.steps:
+                    break
+                lr = minilm.lr_cosine_schedule(it, args.lr, args.min_lr, args.warmup, args.steps)
+            else:
+                # The schedule follows the clock: the fraction of the training time gone, in planned steps.
+                # Every rank uses rank 0's clock, so the replicas keep the same learning rate.
+                gone = torch.tensor([(time.perf_counter() - loop_start) / max(deadline - loop_start, 1e-9)],
+                                    dtype=torch.float64)
+                if dist.enabled:
+                    dist.dist.broadcast(gone, src=0)
+                if gone.item() >= 1.0:
+                    break
+                lr = minilm.lr_cosine_schedule(min(int(gone.item() * args.steps), args.steps), args.lr, args.min_lr,
+                                               args.warmup, args.steps)
             for group in optimizer.param_groups:
                 group["lr"] = lr
             x, y = minilm.get_batch(train_tokens, args.batch_size, args.context_length, device)
@@ -482,34 +804,55 @@ def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
             if not math.isfinite(loss_value):
                 raise RuntimeError(f"step {it}: the training loss is {loss_value}; try a smaller --lr")
             first_loss = loss_value if first_loss is None else first_loss
+            bar.update(1)
             bar.set_postfix(loss=f"{loss_value:.3f}", lr=f"{lr:.2e}", gnorm=f"{float(grad_norm):.2f}", refresh=False)
-            step = it + 1
-            if step % args.eval_interval == 0 and step < args.steps:
+            it += 1
+            step = it
+            if step % args.eval_interval == 0 and (plan is not None or step < args.steps):
                 nats, n = evaluate_sums(model, val_tokens, args.context_length, args.batch_size, args.eval_tokens,
                                         dist, device)
                 if dist.main:
                     bar.write(f"step {step:5d} | train loss {loss_value:.3f} | val loss {nats / n:.3f} "
                               f"({bpb(nats, n):.3f} bits per byte, first {n:,} tokens) | {time.time() - started:.0f} s")
-            if dist.main and (step % args.checkpoint_interval == 0 or step == args.steps):
+            if dist.main and step % args.checkpoint_interval == 0:
                 save(model, optimizer, step, out_dir)
         bar.close()
+        final_step = it
+        if dist.main and (final_step != start or not (out_dir / CHECKPOINT_FILE).exists()):
+            save(model, optimizer, final_step, out_dir)
+            if plan is not None:  # what the run did, for a --resume
+                (out_dir / CONFIG_FILE).write_text(json.dumps(dict(vars(args), steps=final_step), indent=1))
 
-        val_nats, n_val = evaluate_sums(model, val_tokens, args.context_length, args.batch_size, None, dist, device)
+        final_tokens = None  # all of them
+        if plan is not None:
+            # On a machine slower now than when it was measured, score only what still fits (a subset,
+            # and the report says so) rather than overrun the budget.
+            per_token = 1.3 * speed.forward_s_per_token(flops_per_token(plan.size, vocab.size, args.context_length))
+            left_s = clock_start + args.budget_s * SAFETY - time.perf_counter() - (plan.reserve_s - 1.3 * len(val_tokens) * per_token)
+            if left_s < len(val_tokens) * per_token:
+                final_tokens = max(args.context_length, int(left_s / per_token))
+        val_nats, n_val = evaluate_sums(model, val_tokens, args.context_length, args.batch_size, final_tokens, dist,
+                                        device)
         val, val_bpb = val_nats / n_val, bpb(val_nats, n_val)
         if args.check_sync:
             check_sync(model, dist)
         if dist.main:
-            if not (out_dir / CHECKPOINT_FILE).exists():  # e.g. --resume of a finished run
-                save(model, optimizer, args.steps, out_dir)
-            if first_loss is None:
+            if first_loss is None and plan is not None:
+                print(f"no time was left to train: this machine is too busy or slow for --budget {args.budget} "
+                      f"now (measuring it took {speed.measured_s:.0f} s); give a longer budget")
+            elif first_loss is None:
                 print(f"nothing to train: the checkpoint is already at step {start} of --steps {args.steps}")
             else:
                 print(f"first training loss: {first_loss:.3f} | last training loss: {loss_value:.3f}")
-            print(f"evaluated: the weights after the last step, {max(start, args.steps)} (saved in "
-                  f"{out_dir / CHECKPOINT_FILE}), on all {n_val:,} validation tokens ({int(val_bytes[n_val - 1]):,} bytes)")
+            print(f"evaluated: the weights after the last step, {final_step} (saved in "
+                  f"{out_dir / CHECKPOINT_FILE}), on "
+                  + (f"all {n_val:,} validation tokens" if n_val == len(val_tokens) - 1 else
+                     f"the first {n_val:,} of {len(val_tokens) - 1:,} validation tokens (a subset: the budget left "
+                     f"no time for all)") + f" ({int(val_bytes[n_val - 1]):,} bytes)")
             print(f"final validation loss: {val:.3f} nats per token = {val_bpb:.3f} bits per byte "
                   f"| unigram baseline: {baseline:.3f} nats per token = {baseline_bpb:.3f} bits per byte")
-            print(f"training took {time.time() - started:.0f} s; checkpoint: {out_dir / CHECKPOINT_FILE}")
+            print(f"training took {time.time() - started:.0f} s ({final_step - start} steps); "
+                  f"checkpoint: {out_dir / CHECKPOINT_FILE}")
             if args.sample_tokens:
                 if args.prompt is None:
                     prompt_ids = np.asarray(val_tokens[:8], dtype=np.int64).tolist()
@@ -518,6 +861,17 @@ def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
                 ids = minilm.generate(model, prompt_ids, args.sample_tokens, temperature=0.8, top_k=50,
                                       generator=torch.Generator(device=device).manual_seed(args.seed))
                 print("sample:\n" + enc.decode(vocab.to_gpt2(ids.tolist())))
+            wall_s = time.perf_counter() - clock_start
+            if plan is not None:
+                print(f"the whole run took {wall_s:.0f} s of the {args.budget_s:.0f} s budget")
+            (out_dir / RESULT_FILE).write_text(json.dumps(dict(
+                budget_s=args.budget_s, wall_s=wall_s, steps=final_step, compile=bool(args.compile),
+                threads=torch.get_num_threads(), processes=dist.world_size, vocab_size=vocab.size,
+                size={k: getattr(args, k) for k in DEFAULT_SIZE}, parameters=n_params,
+                batch_size=args.batch_size, context_length=args.context_length,
+                val_nats=val_nats, val_tokens=n_val, val_bytes=int(val_bytes[n_val - 1]),
+                nats_per_token=val, bits_per_byte=val_bpb, baseline_nats_per_token=baseline,
+                baseline_bits_per_byte=baseline_bpb), indent=1) + "\n")
     finally:
         dist.close()
     return 0
