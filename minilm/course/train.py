@@ -68,8 +68,10 @@ def build_parser(prog: str = "minilm train") -> argparse.ArgumentParser:
                         "or the path of a UTF-8 .txt file")
     g.add_argument("--val-fraction", type=float, default=0.1, help="the last fraction of the tokens, held out")
     g.add_argument("--full-vocab", action="store_true",
-                   help="use all 50,257 GPT-2 ids; by default the model's vocabulary is only the GPT-2 tokens "
-                        "that occur in the data (about 11k for Tiny Shakespeare: a 4x smaller output layer)")
+                   help="use all 50,257 GPT-2 ids; by default the model's vocabulary is built from the training "
+                        "split alone: its GPT-2 tokens, the pieces BPE merges them from and the 256 bytes (about "
+                        "12.8k for Tiny Shakespeare: a 4x smaller output layer); text outside it is spelled in "
+                        "smaller pieces, never dropped")
     g = p.add_argument_group("model (default: the size --budget chooses; with --steps, "
                              + ", ".join(f"{k} {v}" for k, v in DEFAULT_SIZE.items()) + ")")
     g.add_argument("--context-length", type=int, default=64)
@@ -463,7 +465,13 @@ LADDER = (
 )
 PROBE_SIZES = (0, 4)  # the ladder sizes timed on this machine: the line through them prices the others
 DEFAULT_SIZE = LADDER[2]  # with --steps and no sizes given: what --budget 3m chooses on an idle 2-core machine
-TOKENS_PER_PARAMETER = 20.0  # the rule: see plan_budget
+# The rule (see plan_budget), from the sweep in the README: at the step counts an idle 2-core machine
+# reaches in 1 and 3 minutes, the best size saw about 0.2–0.25 tokens per non-embedding parameter.
+TOKENS_PER_PARAMETER = 0.2
+# An idle 2-core machine (2 threads, the reference, vocabulary 12,806, batch 16 × 64), training
+# tokens/s by d_model: 64: 4,606, 96: 4,428, 128: 3,558, 192: 2,547, 256: 2,043, 384: 1,167; the line
+# 183 µs + 7.28 ps per FLOP fits them within 9%. Forward-only is assumed a third of a step.
+IDLE_2_CORES_TOKENS_PER_S = {64: 4606, 96: 4428, 128: 3558, 192: 2547, 256: 2043, 384: 1167}
 # torch.compile of a training step, measured on 2 busy cores with the reference: 39 s to compile,
 # then 1.57× faster steps at d_model 128 (41 s, 1.85× at d_model 256). Assumed: COMPILE_S and
 # COMPILE_SPEEDUP, with room for a slower machine and a cold cache. Compiling pays off when
@@ -508,6 +516,9 @@ class Speed:
         return self.forward_overhead + self.forward_per_flop * flops
 
 
+IDLE_2_CORES = Speed(183e-6, 7.28e-12, 183e-6 / 3, 7.28e-12 / 3)
+
+
 def _fit(points: list[list[float]]) -> tuple[float, float]:
     """(overhead, per_flop) of the line through two (FLOPs, seconds per token) points, both >= 0."""
     (f1, t1), (f2, t2) = points
@@ -515,62 +526,85 @@ def _fit(points: list[list[float]]) -> tuple[float, float]:
     return max(t1 - per_flop * f1, 0.0), per_flop
 
 
-def measure_speed(vocab_size: int, context_length: int, batch_size: int, train_tokens: np.ndarray, device,
-                  dist: Dist, steps: int = 3, limit_s: float = 3.0) -> Speed:
-    """Time a few training steps and forward passes of two ladder sizes with the exercise code
-    (one warm-up step each, then the median of up to `steps`, fewer once a size has taken
-    limit_s). Under DDP every rank measures and the slowest figures count, so every rank makes
-    the same plan.
+def process_age_s() -> float:
+    """Seconds since this process started (Linux, from /proc), so that a budget also covers
+    starting Python and importing torch; elsewhere 0, and the budget counts from main()."""
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22, starttime
+        with open("/proc/uptime") as f:
+            uptime_s = float(f.read().split()[0])
+        return max(0.0, uptime_s - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError, AttributeError):
+        return 0.0
 
-    On a CPU with several threads it first races all threads against one and keeps the faster
-    (torch.set_num_threads): on cores busy with other work, threads that wait for each other
-    can be several times slower than one (measured on 2 shared cores: 3–5× slower)."""
+
+def measure_speed(vocab_size: int, context_length: int, batch_size: int, train_tokens: np.ndarray, device,
+                  dist: Dist, steps: int = 3, limit_s: float = 5.0) -> Speed:
+    """Time a few training steps and forward passes of two ladder sizes with the exercise code:
+    one warm-up step each, then the median of up to `steps` steps, fewer once measuring has
+    taken limit_s; past limit_s the second size is skipped and the first prices every size
+    (no overhead term: it then overrates the cost of larger sizes, so the plan stays small).
+    Under DDP every rank measures and the slowest figures count, so every rank makes the same plan.
+
+    On a CPU with several threads it first races one thread against all of them on a forward
+    pass and keeps the faster (torch.set_num_threads): on cores busy with other work, threads
+    that wait for each other can be several times slower than one (3–5× on 2 shared cores here)."""
     started = time.perf_counter()
+
+    def over() -> bool:
+        return time.perf_counter() - started > limit_s
+
     train_points, forward_points = [], []
     threads = torch.get_num_threads()
     for index in PROBE_SIZES:
+        if train_points and over():
+            break
         size = LADDER[index]
         torch.manual_seed(0)
         model = minilm.TransformerLM(vocab_size, context_length, rope_theta=10000.0, device=device, **size)
         optimizer = minilm.AdamW(model.parameters(), lr=1e-4)
         x, y = minilm.get_batch(train_tokens, batch_size, context_length, device)
 
-        def timed_steps(n: int) -> list[float]:
-            times, size_started = [], time.perf_counter()
-            while len(times) < n and (len(times) < 1 or time.perf_counter() - size_started < limit_s):
-                t = time.perf_counter()
-                loss = minilm.cross_entropy(model(x), y)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                minilm.clip_grad_norm(model.parameters(), 1.0)
-                optimizer.step()
-                loss.item()  # waits for an asynchronous device
-                times.append(time.perf_counter() - t)
-            return times
+        def step() -> float:
+            t = time.perf_counter()
+            loss = minilm.cross_entropy(model(x), y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            minilm.clip_grad_norm(model.parameters(), 1.0)
+            optimizer.step()
+            loss.item()  # waits for an asynchronous device
+            return time.perf_counter() - t
 
-        timed_steps(1)  # warm-up
-        if index == PROBE_SIZES[0] and threads > 1 and device.type == "cpu" and not dist.enabled:
-            many = min(timed_steps(1))
-            torch.set_num_threads(1)
-            one = min(timed_steps(1))
-            torch.set_num_threads(1 if one < many else threads)
-        times = timed_steps(steps)
-        with torch.no_grad():
-            forward = []
-            for _ in range(2):
-                t = time.perf_counter()
+        def forward() -> float:
+            t = time.perf_counter()
+            with torch.no_grad():
                 model(x).sum().item()
-                forward.append(time.perf_counter() - t)
+            return time.perf_counter() - t
+
+        race = index == PROBE_SIZES[0] and threads > 1 and device.type == "cpu" and not dist.enabled
+        if race:
+            torch.set_num_threads(1)
+        step()  # warm-up
+        if race:
+            one = forward()
+            torch.set_num_threads(threads)
+            many = forward()
+            torch.set_num_threads(1 if one < many else threads)
+        times = [step()]
+        while len(times) < steps and not over():
+            times.append(step())
         flops = flops_per_token(size, vocab_size, context_length)
         tokens = batch_size * context_length
         train_points.append([flops, float(np.median(times)) / tokens])
-        forward_points.append([flops, min(forward) / tokens])
+        forward_points.append([flops, forward() / tokens])
     figures = torch.tensor([p[1] for p in train_points + forward_points], dtype=torch.float64)
     if dist.enabled:
         dist.dist.all_reduce(figures, op=dist.dist.ReduceOp.MAX)
     for point, value in zip(train_points + forward_points, figures.tolist()):
         point[1] = value
-    return Speed(*_fit(train_points), *_fit(forward_points), measured_s=time.perf_counter() - started)
+    fit = _fit if len(train_points) == 2 else (lambda points: (0.0, points[0][1] / points[0][0]))
+    return Speed(*fit(train_points), *fit(forward_points), measured_s=time.perf_counter() - started)
 
 
 @dataclass
@@ -648,7 +682,7 @@ def hardware_note(speed: Speed, vocab_size: int, context_length: int, batch_size
 
 
 def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
-    clock_start = time.perf_counter()  # a --budget counts from here
+    clock_start = time.perf_counter() - process_age_s()  # a --budget counts from the start of the process
     parser = build_parser(prog)
     args = parser.parse_args(argv)
     validate(args, parser)
@@ -686,7 +720,7 @@ def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
         plan = None
         if args.budget_s is not None:
             speed = measure_speed(vocab.size, args.context_length, args.batch_size, train_tokens, device, dist,
-                                  limit_s=0.01 * args.budget_s)
+                                  limit_s=0.04 * args.budget_s)
             fixed = None if args.size_chosen_by_budget else {k: getattr(args, k) for k in DEFAULT_SIZE}
             left_s = args.budget_s * SAFETY - (time.perf_counter() - clock_start)
             plan = plan_budget(left_s, speed, vocab.size, args.context_length, args.batch_size, len(val_tokens),
@@ -737,7 +771,7 @@ def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
                       f"{speed.measured_s:.1f} s (fastest with {torch.get_num_threads()} of {os.cpu_count()} "
                       f"threads); " + ("the rule chose" if plan.chosen else "given:") + " "
                       + ", ".join(f"{k} {v}" for k, v in plan.size.items()) + f" (rule: the largest size that "
-                      f"sees ≥ {TOKENS_PER_PARAMETER:.0f} tokens per non-embedding parameter in the time)")
+                      f"sees ≥ {TOKENS_PER_PARAMETER:g} tokens per non-embedding parameter in the time)")
                 print(f"plan: ~{plan.tokens_per_s * (COMPILE_SPEEDUP if plan.compile else 1):,.0f} tokens/s, "
                       f"~{plan.steps:,} steps in {plan.train_s:.0f} s, stopping by the clock; "
                       f"{plan.reserve_s:.0f} s kept for the final evaluation and the sample")
@@ -828,7 +862,9 @@ def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
             # On a machine slower now than when it was measured, score only what still fits (a subset,
             # and the report says so) rather than overrun the budget.
             per_token = 1.3 * speed.forward_s_per_token(flops_per_token(plan.size, vocab.size, args.context_length))
-            left_s = clock_start + args.budget_s * SAFETY - time.perf_counter() - (plan.reserve_s - 1.3 * len(val_tokens) * per_token)
+            others_s = plan.reserve_s - len(val_tokens) * per_token  # the sample and the end
+            # Half of the ±10% tolerance: a last step past the deadline is no reason to cut the evaluation.
+            left_s = clock_start + args.budget_s * (SAFETY + 0.05) - time.perf_counter() - others_s
             if left_s < len(val_tokens) * per_token:
                 final_tokens = max(args.context_length, int(left_s / per_token))
         val_nats, n_val = evaluate_sums(model, val_tokens, args.context_length, args.batch_size, final_tokens, dist,
@@ -853,12 +889,20 @@ def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
                   f"| unigram baseline: {baseline:.3f} nats per token = {baseline_bpb:.3f} bits per byte")
             print(f"training took {time.time() - started:.0f} s ({final_step - start} steps); "
                   f"checkpoint: {out_dir / CHECKPOINT_FILE}")
-            if args.sample_tokens:
+            sample_tokens = args.sample_tokens
+            if plan is not None and sample_tokens:  # as for the evaluation: what still fits
+                per_sample_token = args.context_length * per_token + 0.01
+                left_s = clock_start + args.budget_s * (SAFETY + 0.05) - time.perf_counter() - END_S
+                sample_tokens = min(sample_tokens, max(0, int(left_s / per_sample_token)))
+                if sample_tokens < args.sample_tokens:
+                    print(f"sample: {sample_tokens} of --sample-tokens {args.sample_tokens} tokens, what the budget "
+                          f"has time left for")
+            if sample_tokens:
                 if args.prompt is None:
                     prompt_ids = np.asarray(val_tokens[:8], dtype=np.int64).tolist()
                 else:
                     prompt_ids = vocab.encode(args.prompt).tolist() or [0]
-                ids = minilm.generate(model, prompt_ids, args.sample_tokens, temperature=0.8, top_k=50,
+                ids = minilm.generate(model, prompt_ids, sample_tokens, temperature=0.8, top_k=50,
                                       generator=torch.Generator(device=device).manual_seed(args.seed))
                 print("sample:\n" + enc.decode(vocab.to_gpt2(ids.tolist())))
             wall_s = time.perf_counter() - clock_start
@@ -870,6 +914,7 @@ def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
                 size={k: getattr(args, k) for k in DEFAULT_SIZE}, parameters=n_params,
                 batch_size=args.batch_size, context_length=args.context_length,
                 val_nats=val_nats, val_tokens=n_val, val_bytes=int(val_bytes[n_val - 1]),
+                val_skipped_bytes=int(token_bytes[int(val_tokens[0])]),  # the first token: context only
                 nats_per_token=val, bits_per_byte=val_bpb, baseline_nats_per_token=baseline,
                 baseline_bits_per_byte=baseline_bpb), indent=1) + "\n")
     finally:
