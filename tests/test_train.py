@@ -340,3 +340,19 @@ def test_budget_run_reports_bits_per_byte_consistently(tmp_path, story_file):
     assert result["val_bytes"] == len(val_text.encode()) - len(enc.decode_single_token_bytes(int(vocab.gpt2_ids[first]))), \
         "every validation byte is scored but those of the first token, which has no context"
     assert f"{result['bits_per_byte']:.3f} bits per byte" in proc.stdout
+
+
+def test_the_rule_picks_the_sweeps_winners_at_idle_2_core_speed():
+    """With the idle 2-core figures the README's sweep used, 1 and 3-minute budgets choose the
+    sizes that did best there (d_model 96 and 128), and --steps runs default to the 3-minute one."""
+    from minilm.course import train
+
+    rates = train.IDLE_2_CORES_TOKENS_PER_S
+    for size in train.LADDER:  # the fitted line stays within 10% of what was measured
+        predicted = 1 / train.IDLE_2_CORES.train_s_per_token(train.flops_per_token(size, 12_806, 64))
+        assert abs(predicted / rates[size["d_model"]] - 1) < 0.1, size
+    startup_s = 8  # Python, torch, the data and the measurement, before planning
+    chosen = {minutes: train.plan_budget(minutes * 60 * train.SAFETY - startup_s, train.IDLE_2_CORES, 12_806, 64, 16,
+                                         34_425, 120).size["d_model"] for minutes in (1, 3)}
+    assert chosen == {1: 96, 3: 128}
+    assert train.DEFAULT_SIZE["d_model"] == chosen[3]

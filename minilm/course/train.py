@@ -465,9 +465,11 @@ LADDER = (
 )
 PROBE_SIZES = (0, 4)  # the ladder sizes timed on this machine: the line through them prices the others
 DEFAULT_SIZE = LADDER[2]  # with --steps and no sizes given: what --budget 3m chooses on an idle 2-core machine
-# The rule (see plan_budget), from the sweep in the README: at the step counts an idle 2-core machine
-# reaches in 1 and 3 minutes, the best size saw about 0.2–0.25 tokens per non-embedding parameter.
-TOKENS_PER_PARAMETER = 0.2
+# The rule (see plan_budget), from the sweep in the README: at the steps an idle 2-core machine
+# reaches in 1 and 3 minutes, the best size saw 0.14 (d_model 96, 1 min) and 0.25 (d_model 128,
+# 3 min) tokens per non-embedding parameter, the next larger size 0.07 and 0.10: a threshold
+# between 0.10 and 0.14 chooses both winners.
+TOKENS_PER_PARAMETER = 0.11
 # An idle 2-core machine (2 threads, the reference, vocabulary 12,806, batch 16 × 64), training
 # tokens/s by d_model: 64: 4,606, 96: 4,428, 128: 3,558, 192: 2,547, 256: 2,043, 384: 1,167; the line
 # 183 µs + 7.28 ps per FLOP fits them within 9%. Forward-only is assumed a third of a step.
@@ -667,14 +669,15 @@ def hardware_note(speed: Speed, vocab_size: int, context_length: int, batch_size
     """What this machine trains per second at each ladder size, and what 3, 10 and 30 minutes buy."""
     rates = ", ".join(f"{s['d_model']}: {world_size / speed.train_s_per_token(flops_per_token(s, vocab_size, context_length)):,.0f}"
                       for s in LADDER)
-    lines = [f"this machine, measured now (busy: slower), training tokens per second by d_model: {rates}"]
+    lines = [f"this machine now (slower while busy), training tokens per second by d_model: {rates}"]
     for minutes in (3, 10, 30):
         p = plan_budget(minutes * 60 * SAFETY, speed, vocab_size, context_length, batch_size, n_val, sample_tokens,
                         world_size)
         lines.append(f"  --budget {minutes}m would train d_model {p.size['d_model']}, {p.size['num_layers']} layers "
                      f"for ~{p.steps:,} steps ({p.steps * batch_size * context_length * world_size / 1e6:.1f}M tokens"
                      + (", compiled)" if p.compile else ")"))
-    lines.append("  on a GPU: --device cuda (on a Mac: --device mps; MPS results can differ from the CPU's)")
+    lines.append("  on a GPU: --device cuda (on a Mac: --device mps; MPS results can differ from the CPU's, "
+                 "so compare on one device)")
     return lines
 
 
