@@ -1,8 +1,8 @@
 """Benchmarks: the reference against PyTorch's built-ins, and the course's own tooling.
 
-    python -m benchmarks                      # everything (about 15 minutes on 2 cores)
+    python -m benchmarks                      # everything (about 20 minutes on 2 cores)
     python -m benchmarks --quick              # small sizes, one notebook: shows it all still works
-    python -m benchmarks --only training      # training | generation | tooling (repeatable)
+    python -m benchmarks --only training      # training | generation | tooling | quality (repeatable)
     python -m benchmarks --size seed          # training at one size: seed | d512 (repeatable)
     python -m benchmarks --json out.json      # where the results go (default benchmarks/results.json)
 
@@ -15,6 +15,10 @@
 2. Generation with and without the KV cache (minilm.generate, greedy), 64, 256 and 512 new tokens.
 3. Wall time of nbval over every notebook with the reference, and of grading one submission.
 4. Import time of minilm, and the time of `minilm status`.
+5. Time to quality: for the same wall-clock budget (3 minutes), one after the other on this
+   machine, the course's default training (`minilm train --budget 3m`, the reference) and a
+   character-level GPT of the classic small CPU recipe (benchmarks/charlm.py, PyTorch's own
+   modules), both scored in bits per byte on the same validation text.
 
 Timed things that are compared run interleaved, round after round, and their medians are
 compared, so a busy machine slows both alike. Nothing here is a pass/fail test: the targets
@@ -58,8 +62,8 @@ QUICK_SIZES = {  # the same code paths in seconds
     "seed": dict(vocab_size=1000, context_length=64, d_model=64, num_layers=2, num_heads=4, d_ff=192),
     "d512": dict(vocab_size=2000, context_length=64, d_model=128, num_layers=2, num_heads=4, d_ff=384),
 }
-TARGETS = dict(train_ratio=1.0, mfu=0.75, kv_speedup=5.0, nbval_s=120.0, grade_s=150.0,
-               check_s=3.0, test_s=10.0, status_s=5.0)
+TARGETS = dict(train_ratio=0.9, mfu=0.75, quality_bpb=2.0, quality_reduction=0.25, kv_speedup=5.0, nbval_s=120.0,
+               grade_s=150.0, check_s=3.0, test_s=10.0, status_s=5.0)
 # A student's feedback loop (issue 14), as first measured on 2 busy cores before the `minilm`
 # command: `minilm check ID`, `python -m pytest --task ID` (which also ran the
 # notebook) and `minilm status`, in seconds (low, high).
@@ -197,6 +201,40 @@ def bench_generation(cfg: dict, lengths: list[int], rounds: int, prompt_len: int
     return rows
 
 
+QUALITY_BUDGET, QUICK_QUALITY_BUDGET = "3m", "30s"
+
+
+def bench_quality(budget: str) -> dict:
+    """`minilm train --budget BUDGET` (the reference) and then the character-level baseline for the
+    same budget, each in a fresh process timed from outside too, scored on the same bytes."""
+    env = {**os.environ, "MINILM_IMPL": "solutions", "TQDM_DISABLE": "1"}
+    out: dict = {"budget": budget}
+    with tempfile.TemporaryDirectory(prefix="minilm-quality-") as tmp:
+        run = Path(tmp) / "course"
+        start = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-m", "minilm.course.train", "--budget", budget, "--out-dir", str(run)],
+                              env=env, capture_output=True, text=True)
+        outside_s = time.perf_counter() - start
+        if proc.returncode:
+            raise RuntimeError(f"benchmarks: minilm train --budget {budget} failed:\n{proc.stderr[-3000:]}")
+        out["course"] = dict(json.loads((run / "result.json").read_text()), process_s=outside_s,
+                             plan=[line for line in proc.stdout.splitlines() if line.startswith(("budget ", "plan:"))])
+        print(f"  quality: minilm train --budget {budget}: {out['course']['bits_per_byte']:.3f} bits per byte "
+              f"in {outside_s:.0f} s", flush=True)
+        char_json = Path(tmp) / "char.json"
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "benchmarks.charlm", "--budget", budget, "--data-dir", str(run / "data"),
+                        "--val-bytes", str(out["course"]["val_bytes"]),
+                        "--skip-bytes", str(out["course"]["val_skipped_bytes"]), "--json", str(char_json)],
+                       env=env, capture_output=True, text=True, check=True)
+        out["char"] = dict(json.loads(char_json.read_text()), process_s=time.perf_counter() - start)
+        print(f"  quality: character-level baseline: {out['char']['bits_per_byte']:.3f} bits per byte "
+              f"in {out['char']['process_s']:.0f} s", flush=True)
+    out["ratio"] = out["course"]["bits_per_byte"] / out["char"]["bits_per_byte"]
+    out["reduction"] = 1 - out["ratio"]
+    return out
+
+
 def wall(cmd: list[str], env: dict[str, str], repeat: int = 1) -> float:
     """Median wall seconds of a command, which must succeed (bench_grade's timer, repeated)."""
     return statistics.median(timed(cmd, env) for _ in range(repeat))
@@ -266,11 +304,22 @@ def targets(results: dict) -> list[dict]:
     for r in results.get("training", []):
         if "skipped" in r:
             continue
-        add(f"training {r['size']} {r['mode']}: reference ÷ built-ins", r["ratio"], f"≥ {TARGETS['train_ratio']:.1f}×",
-            r["ratio"] >= TARGETS["train_ratio"], f"{r['ratio']:.2f}×")
+        if r["mode"] == "compiled":  # eager is reported without a target: a from-scratch attention cannot
+            # match PyTorch's fused kernel in eager mode on a CPU (issue 17)
+            add(f"training {r['size']} compiled: reference ÷ built-ins", r["ratio"], f"≥ {TARGETS['train_ratio']:.1f}×",
+                r["ratio"] >= TARGETS["train_ratio"], f"{r['ratio']:.2f}×")
         if r["size"] == "d512":
             add(f"training d512 {r['mode']}: reference MFU", r["mfu_reference"], f"≥ {TARGETS['mfu']:.0%}",
                 r["mfu_reference"] >= TARGETS["mfu"], f"{r['mfu_reference']:.0%}")
+    quality = results.get("quality")
+    if quality:
+        course, char = quality["course"], quality["char"]
+        add(f"time to quality: minilm train --budget {quality['budget']}, bits per byte", course["bits_per_byte"],
+            f"≤ {TARGETS['quality_bpb']:.1f}", course["bits_per_byte"] <= TARGETS["quality_bpb"],
+            f"{course['bits_per_byte']:.3f}")
+        add(f"time to quality: fewer bits per byte than the char baseline ({quality['budget']})", quality["reduction"],
+            f"≥ {TARGETS['quality_reduction']:.0%}", quality["reduction"] >= TARGETS["quality_reduction"],
+            f"{quality['reduction']:.0%} ({course['bits_per_byte']:.3f} vs {char['bits_per_byte']:.3f})")
     for r in results.get("generation", []):
         if r["new_tokens"] == 512:
             add("KV-cache speed-up at 512 new tokens", r["speedup"], f"≥ {TARGETS['kv_speedup']:.0f}×",
@@ -344,6 +393,22 @@ def report(results: dict) -> str:
             parts += ["", "A student's feedback loop on finished code, wall time (previous: first measured on "
                           "2 busy cores, before the minilm command)",
                       table(["command", "now", "previous"], rows)]
+    if results.get("quality"):
+        q = results["quality"]
+        rows = []
+        for name, r in (("minilm train --budget " + q["budget"] + " (reference)", q["course"]),
+                        ("char-level GPT, classic CPU recipe (benchmarks/charlm.py)", q["char"])):
+            size = (f"d_model {r['size']['d_model']}, {r['size']['num_layers']} layers, vocab {r['vocab_size']:,}"
+                    if "size" in r else "d_model 128, 4 layers, bytes")
+            per_token = f"{r['nats_per_token']:.3f} nats/token" if "nats_per_token" in r else \
+                f"{r['nats_per_byte']:.3f} nats/byte"
+            rows.append([name, size, f"{r['parameters'] / 1e6:.2f}M", f"{r['steps']:,}", f"{r['threads']}",
+                         f"{r['wall_s']:.0f} s / {r['process_s']:.0f} s", per_token, f"{r['bits_per_byte']:.3f}"])
+        parts += ["", f"Time to quality: the same wall-clock budget ({q['budget']}), one after the other, scored on the "
+                      f"same {q['course']['val_bytes']:,} validation bytes",
+                  table(["run", "model", "params", "steps", "threads", "time (run / process)", "validation",
+                         "bits per byte"], rows),
+                  f"ratio: {q['ratio']:.3f} (the course's run needs {q['reduction']:.0%} fewer bits per byte)"]
     if results["targets"]:
         rows = [[t["what"], t["shown"], t["target"], "met" if t["met"] else "MISSED"] for t in results["targets"]]
         parts += ["", "Targets" + (" (quick sizes: indicative only)" if results["quick"] else ""),
@@ -354,14 +419,14 @@ def report(results: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes and one notebook: checks that it all runs")
-    parser.add_argument("--only", action="append", choices=("training", "generation", "tooling"),
+    parser.add_argument("--only", action="append", choices=("training", "generation", "tooling", "quality"),
                         help="run only this section (repeatable)")
     parser.add_argument("--size", action="append", choices=tuple(SIZES), help="training sizes (default: both)")
     parser.add_argument("--rounds", type=int, default=None, help="timed rounds per comparison")
     parser.add_argument("--no-compile", action="store_true", help="eager only (torch.compile takes a minute or more)")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results.json", help="write results here")
     args = parser.parse_args(argv)
-    sections = args.only or ["training", "generation", "tooling"]
+    sections = args.only or ["training", "generation", "tooling", "quality"]
     cores = os.cpu_count() or 1
     results: dict = dict(quick=args.quick, machine=dict(
         cpu_count=cores, threads=torch.get_num_threads(), torch=torch.__version__, python=platform.python_version(),
@@ -380,6 +445,8 @@ def main(argv: list[str] | None = None) -> int:
                                                  warmup=not args.quick)
     if "tooling" in sections:
         results["tooling"] = bench_tooling(args.quick, min(cores, 2))
+    if "quality" in sections:
+        results["quality"] = bench_quality(QUICK_QUALITY_BUDGET if args.quick else QUALITY_BUDGET)
     results["targets"] = targets(results)
     print("\n" + report(results))
     args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -68,6 +68,14 @@ def test_quick_training_rows(quick):
         rate = r["matmul_gflops"] * 1e9
         assert math.isclose(r["mfu_reference"], 6 * expected * r["reference_tokens_per_s"] / rate)
         assert math.isclose(r["mfu_builtins"], 6 * expected * r["builtins_tokens_per_s"] / rate)
+    # The throughput target is on compiled steps only (≥ 0.9× the built-ins); eager has none.
+    by_what = {row["what"]: row for row in results["targets"]}
+    for r in rows:
+        name = f"training {r['size']} {r['mode']}: reference ÷ built-ins"
+        if r["mode"] == "eager" or "skipped" in r:
+            assert name not in by_what
+        else:
+            assert by_what[name]["met"] == (r["ratio"] >= 0.9) and by_what[name]["target"] == "≥ 0.9×"
     assert "Training step" in stdout and "Targets" in stdout
 
 
@@ -102,3 +110,28 @@ def test_quick_tooling_and_targets(quick):
     assert "A student's feedback loop" in stdout and f"minilm check {fb['tasks'][0]}" in stdout
     for row in results["targets"]:
         assert ("met" if row["met"] else "MISSED") in stdout
+
+
+@pytest.mark.slow  # the quick run: minutes
+def test_quick_time_to_quality(quick):
+    """Both runs had the same budget and are scored on the same validation bytes; every figure
+    follows from the sums written beside it."""
+    results, stdout = quick
+    q = results["quality"]
+    course, char = q["course"], q["char"]
+    assert q["budget"] == "30s" and course["budget_s"] == char["budget_s"] == 30
+    assert course["val_bytes"] == char["val_bytes"] > 0, "both are scored on the same bytes"
+    for r in (course, char):
+        assert r["steps"] > 0 and r["wall_s"] > 0 and r["process_s"] >= r["wall_s"]
+        assert math.isclose(r["bits_per_byte"], r["val_nats"] / math.log(2) / r["val_bytes"])
+    assert math.isclose(course["nats_per_token"], course["val_nats"] / course["val_tokens"])
+    assert math.isclose(char["nats_per_byte"], char["val_nats"] / char["val_bytes"])
+    assert char["recipe"]["num_layers"] == 4 and char["recipe"]["d_model"] == 128 and char["recipe"]["batch_size"] == 12
+    assert math.isclose(q["ratio"], course["bits_per_byte"] / char["bits_per_byte"])
+    assert math.isclose(q["reduction"], 1 - q["ratio"])
+    by_what = {row["what"]: row for row in results["targets"]}
+    assert by_what["time to quality: minilm train --budget 30s, bits per byte"]["met"] == \
+        (course["bits_per_byte"] <= 2.0)
+    assert by_what["time to quality: fewer bits per byte than the char baseline (30s)"]["met"] == \
+        (q["reduction"] >= 0.25)
+    assert "Time to quality" in stdout and f"{course['bits_per_byte']:.3f}" in stdout

@@ -358,6 +358,28 @@ def train_small_model(cfg: TrainConfig = TrainConfig(), data: ShakespeareData | 
     return model.eval(), history
 
 
+def bits_per_byte(model, data: ShakespeareData, context_length: int) -> dict:
+    """Notebook 10's model scored on all of the validation split, as `minilm train` scores: nats
+    per token and bits per byte (total nats ÷ ln 2 ÷ the UTF-8 bytes of the predicted tokens), and
+    the same for the unigram baseline (the validation ids' own frequencies) on the same tokens.
+    A RARE token's loss counts and so do the bytes of the GPT-2 token it stands for."""
+    enc = corpus.tokenizer()
+    _, val_path = shakespeare_dataset()
+    gpt2_val = np.asarray(corpus.load_tokens(val_path), dtype=np.int64)  # the ids data.val was mapped from
+    lengths = np.array([len(enc.decode_single_token_bytes(int(i))) for i in gpt2_val], dtype=np.int64)
+    nats, n = train_command.evaluate_sums(model, data.val, context_length)
+    targets = np.asarray(data.val[1 : n + 1], dtype=np.int64)
+    n_bytes = int(lengths[1 : n + 1].sum())
+    counts = np.bincount(np.asarray(data.val, dtype=np.int64), minlength=data.vocab_size)
+    baseline_nats = float(-(np.log(counts[targets]) - math.log(counts.sum())).sum())
+    rare = targets == data.rare
+    return dict(tokens=n, bytes=n_bytes, nats=nats, nats_per_token=nats / n,
+                bits_per_byte=train_command.bits_per_byte(nats, n_bytes),
+                baseline_nats_per_token=baseline_nats / n,
+                baseline_bits_per_byte=train_command.bits_per_byte(baseline_nats, n_bytes),
+                rare_tokens=float(rare.mean()), rare_bytes=float(lengths[1 : n + 1][rare].sum() / n_bytes))
+
+
 def plot_losses(history: dict[str, list], baseline: float, vocab_size: int | None = None,
                 resumed_at: int | None = None) -> Figure:
     """Training loss (every step, and a centred moving average) and validation loss against the step,
