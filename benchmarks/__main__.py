@@ -408,7 +408,8 @@ def report(results: dict) -> str:
                       f"same {q['course']['val_bytes']:,} validation bytes",
                   table(["run", "model", "params", "steps", "threads", "time (run / process)", "validation",
                          "bits per byte"], rows),
-                  f"ratio: {q['ratio']:.3f} (the course's run needs {q['reduction']:.0%} fewer bits per byte)"]
+                  f"ratio: {q['ratio']:.3f} (the course's run: {q['reduction']:.0%} fewer bits per byte than the "
+                  f"baseline's)"]
     if results["targets"]:
         rows = [[t["what"], t["shown"], t["target"], "met" if t["met"] else "MISSED"] for t in results["targets"]]
         parts += ["", "Targets" + (" (quick sizes: indicative only)" if results["quick"] else ""),

@@ -168,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = max(1, min(32, (len(val_ids) - 1) // t))
     with torch.no_grad():
         probe = torch.from_numpy(val_ids[: rows * t].astype(np.int64)).view(rows, -1)[:, :t]
-        forward_s = timed(lambda: model(probe))
+        model(probe)  # warm-up: the first forward pass is the slowest
+        forward_s = min(timed(lambda: model(probe)) for _ in range(2))
     reserve_s = 1.3 * forward_s * math.ceil(args.val_bytes / t / rows) + 1.0
     loop_start = time.perf_counter()
     deadline = clock_start + budget_s * SAFETY - reserve_s

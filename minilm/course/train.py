@@ -1,8 +1,9 @@
 """Train a small Transformer language model on Tiny Shakespeare (or any UTF-8 text file).
 
-    minilm train                                  # the defaults: a few minutes on a laptop CPU
-    minilm train --steps 2000 --d-model 256       # see --help for every option
-    minilm train --resume                         # continue the run in --out-dir after an interruption
+    minilm train                                  # --budget 3m: measures this machine, sizes the model, ends on time
+    minilm train --budget 10m                     # any wall-clock budget (90s, 1h, 1m30s; at least 30s)
+    minilm train --steps 2000 --d-model 256       # a fixed number of steps instead; --help for every option
+    minilm train --steps 2000 --resume            # continue the run in --out-dir after an interruption
     torchrun --nproc_per_node 2 -m minilm.course.train             # data-parallel (DDP) on 2 processes
 
 It trains with YOUR exercise code: minilm.TransformerLM, get_batch, cross_entropy,
@@ -33,7 +34,7 @@ import minilm
 from minilm.course import corpus
 
 CONFIG_FILE, CHECKPOINT_FILE, VOCAB_FILE = "config.json", "checkpoint.pt", "vocab.npy"
-RESULT_FILE = "result.json"  # the final figures, for scripts (benchmarks/quality.py)
+RESULT_FILE = "result.json"  # the final figures, for scripts (the benchmarks' time-to-quality race)
 # Options that fix the model's shape (the data fixes the vocabulary): --resume refuses other values.
 MODEL_KEYS = ("data", "full_vocab", "d_model", "num_layers", "num_heads", "d_ff", "context_length", "rope_theta")
 
@@ -231,6 +232,14 @@ class Dist:
         t = torch.tensor([value], dtype=torch.float64)
         self.dist.all_reduce(t)
         return t.item() / self.world_size
+
+    def from_main(self, value: float) -> float:
+        """Rank 0's value of a float on every rank (plans made from it then agree)."""
+        if not self.enabled:
+            return value
+        t = torch.tensor([value], dtype=torch.float64)
+        self.dist.broadcast(t, src=0)
+        return t.item()
 
     def sum(self, t: torch.Tensor) -> torch.Tensor:
         if self.enabled:
@@ -725,7 +734,7 @@ def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
             speed = measure_speed(vocab.size, args.context_length, args.batch_size, train_tokens, device, dist,
                                   limit_s=0.04 * args.budget_s)
             fixed = None if args.size_chosen_by_budget else {k: getattr(args, k) for k in DEFAULT_SIZE}
-            left_s = args.budget_s * SAFETY - (time.perf_counter() - clock_start)
+            left_s = dist.from_main(args.budget_s * SAFETY - (time.perf_counter() - clock_start))
             plan = plan_budget(left_s, speed, vocab.size, args.context_length, args.batch_size, len(val_tokens),
                                args.sample_tokens, dist.world_size, fixed, args.compile)
             for key, value in plan.size.items():
@@ -868,6 +877,7 @@ def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
             others_s = plan.reserve_s - len(val_tokens) * per_token  # the sample and the end
             # Half of the ±10% tolerance: a last step past the deadline is no reason to cut the evaluation.
             left_s = clock_start + args.budget_s * (SAFETY + 0.05) - time.perf_counter() - others_s
+            left_s = dist.from_main(left_s)
             if left_s < len(val_tokens) * per_token:
                 final_tokens = max(args.context_length, int(left_s / per_token))
         val_nats, n_val = evaluate_sums(model, val_tokens, args.context_length, args.batch_size, final_tokens, dist,
