@@ -145,7 +145,7 @@ import torch.nn.functional as _F
 _F.linear = lambda x, w, b=None: _torch.zeros(*x.shape[:-1], w.shape[0])
 _F.rms_norm = lambda x, *a, **k: _torch.zeros_like(x)
 try:
-    import minilm.course.oracles as _o
+    import minilm.oracles as _o
     _o.rms_norm = lambda x, *a, **k: _torch.zeros_like(x)
 except Exception:
     pass
@@ -533,7 +533,7 @@ def test_feedback_is_the_graders_own_words(batch):
     assert "from scratch: Task 1.1: your linear calls torch.nn.functional.linear (minilm/linear.py:" in aliases, aliases
     assert "from scratch: Task 3.1: your rms_norm calls getattr with a computed name (minilm/rmsnorm.py:" in aliases
     late = feedback("grading_time_and_oracles")
-    assert "calls os.environ.get (minilm/linear.py:" in late and "imports minilm.course.oracles (minilm/rmsnorm.py:" in late
+    assert "calls os.environ.get (minilm/linear.py:" in late and "imports minilm.oracles (minilm/rmsnorm.py:" in late
     assert not any(line.startswith(reports.UNSANDBOXED) for line in feedback("reference").splitlines())
 
 
