@@ -36,9 +36,13 @@ from minilm.course import corpus
 CONFIG_FILE, CHECKPOINT_FILE, VOCAB_FILE = "config.json", "checkpoint.pt", "vocab.npy"
 RESULT_FILE = "result.json"  # the final figures, for scripts (the benchmarks' time-to-quality race)
 # Options that fix the model's shape (the data fixes the vocabulary): --resume refuses other values.
-MODEL_KEYS = ("data", "full_vocab", "d_model", "num_layers", "num_heads", "d_ff", "context_length", "rope_theta")
+MODEL_KEYS = ("data", "full_vocab", "vocab_size", "d_model", "num_layers", "num_heads", "d_ff", "context_length", "rope_theta")
 
 DEFAULT_BUDGET = "3m"
+# The default vocabulary: the first 2,048 tokens of the training split's, in GPT-2's merge order.
+# On 2 cores a 3-minute run reached 2.20 bits per byte with 2,048 tokens, 2.21 with 1,024, 2.23 with
+# 4,096 and about 2.3 with all 12,806 (the README's sweep): a smaller output layer buys more steps.
+DEFAULT_VOCAB_SIZE = 2048
 MIN_BUDGET_S = 30.0
 
 
@@ -68,11 +72,14 @@ def build_parser(prog: str = "minilm train") -> argparse.ArgumentParser:
                    help="'tinyshakespeare' (downloaded once; MINILM_TINYSHAKESPEARE=path uses a local copy) "
                         "or the path of a UTF-8 .txt file")
     g.add_argument("--val-fraction", type=float, default=0.1, help="the last fraction of the tokens, held out")
+    g.add_argument("--vocab-size", type=int, default=DEFAULT_VOCAB_SIZE,
+                   help="the model's vocabulary, built from the training split alone: the first N of its GPT-2 "
+                        "tokens in GPT-2's merge order (the 256 bytes first, then the earliest merges; every "
+                        "piece a token is merged from comes before it); 0 keeps all of them (12,806 for Tiny "
+                        "Shakespeare). Text is encoded with GPT-2's BPE limited to these tokens: what they lack "
+                        "is spelled in smaller pieces, never dropped")
     g.add_argument("--full-vocab", action="store_true",
-                   help="use all 50,257 GPT-2 ids; by default the model's vocabulary is built from the training "
-                        "split alone: its GPT-2 tokens, the pieces BPE merges them from and the 256 bytes (about "
-                        "12.8k for Tiny Shakespeare: a 4x smaller output layer); text outside it is spelled in "
-                        "smaller pieces, never dropped")
+                   help="use all 50,257 GPT-2 ids instead (ignores --vocab-size)")
     g = p.add_argument_group("model (default: the size --budget chooses; with --steps, "
                              + ", ".join(f"{k} {v}" for k, v in DEFAULT_SIZE.items()) + ")")
     g.add_argument("--context-length", type=int, default=64)
@@ -187,6 +194,9 @@ def validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         parser.error("need --weight-decay >= 0, --clip > 0 and --rope-theta > 0")
     if not (0 <= args.beta1 < 1 and 0 <= args.beta2 < 1):
         parser.error(f"--beta1 and --beta2 must lie in [0, 1), got {args.beta1} and {args.beta2}")
+    if not args.full_vocab and args.vocab_size != 0 and args.vocab_size < 256:
+        parser.error(f"--vocab-size must be 0 (all of the training split's tokens) or at least 256 (the single "
+                     f"bytes, so that any text can be spelled), got {args.vocab_size}")
     if not 0 < args.val_fraction < 1:
         parser.error(f"--val-fraction must lie in (0, 1), got {args.val_fraction}")
     if args.data != "tinyshakespeare" and not Path(args.data).is_file():
@@ -352,11 +362,12 @@ def prepare(args, dist: Dist) -> tuple[np.ndarray, np.ndarray, Path]:
 class Vocabulary:
     """The model's token ids ↔ GPT-2 ids, and the tokenizer that turns text into model ids.
 
-    With --full-vocab: GPT-2 itself, all 50,257 ids. By default: only what the training split
-    needs, built from the training split alone: the GPT-2 tokens that occur in it, the smaller
-    GPT-2 tokens each of them is merged from, and the 256 single bytes, numbered 0 … n − 1 in
-    GPT-2 order. On Tiny Shakespeare that is about 11.6k tokens: the output layer, its softmax
-    and the embedding shrink 4x, which is most of the compute of a small model on a CPU.
+    With --full-vocab: GPT-2 itself, all 50,257 ids. Otherwise it is built from the training split
+    alone: the GPT-2 tokens that occur in it, the smaller GPT-2 tokens each of them is merged from,
+    and the 256 single bytes, numbered 0 … n − 1 in GPT-2 order (12,806 on Tiny Shakespeare), and
+    by default only the first --vocab-size of them (2,048): a BPE that stopped merging earlier.
+    The output layer, its softmax and the embedding shrink with it, and on a CPU they are most of
+    a small model's compute.
 
     Its tokenizer is GPT-2's BPE limited to these tokens (same merges, same order). It splits the
     training text exactly as GPT-2 does, and spells a word the training split never had with
@@ -383,15 +394,18 @@ class Vocabulary:
                                               special_tokens=special)
 
     @classmethod
-    def from_training(cls, train_tokens: np.ndarray, enc) -> Vocabulary:
-        """The vocabulary of the training split's GPT-2 ids (see the class)."""
+    def from_training(cls, train_tokens: np.ndarray, enc, limit: int = 0) -> Vocabulary:
+        """The vocabulary of the training split's GPT-2 ids (see the class); with a limit, its first
+        `limit` tokens in GPT-2's merge order. A token's pieces have lower GPT-2 ids than the token, so
+        any such prefix still holds every piece of every token in it: a BPE that stopped merging early."""
         ranks = {enc.decode_single_token_bytes(i): i for i in range(enc.n_vocab) if i != enc.eot_token}
         ids = set(range(256)) if enc.eot_token > 255 else set()  # GPT-2's ids 0–255 are the single bytes
         for g in np.unique(np.asarray(train_tokens, dtype=np.int64)).tolist():
             ids.add(g)
             if g != enc.eot_token:
                 ids.update(ranks[part] for part in bpe_parts(enc.decode_single_token_bytes(g), ranks))
-        return cls(np.array(sorted(ids), dtype=np.int64), enc)
+        ids = sorted(ids)
+        return cls(np.array(ids[:limit] if limit else ids, dtype=np.int64), enc)
 
     def to_model(self, tokens: np.ndarray) -> np.ndarray:
         """GPT-2 ids of the training split → model ids."""
@@ -474,15 +488,16 @@ LADDER = (
 )
 PROBE_SIZES = (0, 4)  # the ladder sizes timed on this machine: the line through them prices the others
 DEFAULT_SIZE = LADDER[2]  # with --steps and no sizes given: what --budget 3m chooses on an idle 2-core machine
-# The rule (see plan_budget), from the sweep in the README: at the steps an idle 2-core machine
-# reaches in 1 and 3 minutes, the best size saw 0.14 (d_model 96, 1 min) and 0.25 (d_model 128,
-# 3 min) tokens per non-embedding parameter, the next larger size 0.07 and 0.10: a threshold
-# between 0.10 and 0.14 chooses both winners.
-TOKENS_PER_PARAMETER = 0.11
-# An idle 2-core machine (2 threads, the reference, vocabulary 12,806, batch 16 × 64), training
-# tokens/s by d_model: 64: 4,606, 96: 4,428, 128: 3,558, 192: 2,547, 256: 2,043, 384: 1,167; the line
-# 183 µs + 7.28 ps per FLOP fits them within 9%. Forward-only is assumed a third of a step.
-IDLE_2_CORES_TOKENS_PER_S = {64: 4606, 96: 4428, 128: 3558, 192: 2547, 256: 2043, 384: 1167}
+# The rule (see plan_budget), from the sweep in the README (vocabulary 2,048). At the steps one core
+# reaches in 3 minutes the best size, d_model 128, saw 1.26 tokens per non-embedding parameter and
+# the next larger one 0.27; at the steps two idle cores reach, d_model 128 again (2.17) against
+# d_model 192 (0.48). A threshold between 0.48 and 1.26 chooses both; 0.8 is near the middle. At
+# 1 minute d_model 96 (1.36) and 128 (0.38) tied within 0.01 bits per byte.
+TOKENS_PER_PARAMETER = 0.8
+# An idle 2-core machine (2 threads, the reference, vocabulary 2,048, batch 16 × 64), training
+# tokens/s by d_model: 64: 18,685, 96: 18,642, 128: 11,867, 192: 6,296, 256: 4,342, 384: 1,915; the
+# line 39 µs + 7.71 ps per FLOP fits them within 12%. Forward-only is assumed a third of a step.
+IDLE_2_CORES_TOKENS_PER_S = {64: 18685, 96: 18642, 128: 11867, 192: 6296, 256: 4342, 384: 1915}
 # torch.compile of a training step, measured on 2 busy cores with the reference: 39 s to compile,
 # then 1.57× faster steps at d_model 128 (41 s, 1.85× at d_model 256). Assumed: COMPILE_S and
 # COMPILE_SPEEDUP, with room for a slower machine and a cold cache. Compiling pays off when
@@ -527,7 +542,7 @@ class Speed:
         return self.forward_overhead + self.forward_per_flop * flops
 
 
-IDLE_2_CORES = Speed(183e-6, 7.28e-12, 183e-6 / 3, 7.28e-12 / 3)
+IDLE_2_CORES = Speed(39.4e-6, 7.71e-12, 39.4e-6 / 3, 7.71e-12 / 3)
 
 
 def _fit(points: list[list[float]]) -> tuple[float, float]:
@@ -708,12 +723,14 @@ def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
         train_tokens, val_tokens, _ = prepare(args, dist)
         enc = corpus.tokenizer()
         device = torch.device(args.device)
-        n_val_gpt2 = len(val_tokens)
-        vocab = Vocabulary(None, enc) if args.full_vocab else Vocabulary.from_training(train_tokens, enc)
-        if not args.full_vocab:  # renumbered copies in memory (Tiny Shakespeare: under 1 MB)
-            # The training split keeps GPT-2's tokens; the validation text is re-encoded, so a
-            # word the training split lacks is spelled in smaller pieces, never dropped.
-            train_tokens = vocab.to_model(train_tokens)
+        n_train_gpt2, n_val_gpt2 = len(train_tokens), len(val_tokens)
+        vocab = (Vocabulary(None, enc) if args.full_vocab
+                 else Vocabulary.from_training(train_tokens, enc, args.vocab_size))
+        if not args.full_vocab:  # re-encoded copies in memory (Tiny Shakespeare: under 1 MB)
+            # Both splits' text is re-encoded with the vocabulary's own BPE: with all of the training
+            # split's tokens the training split comes out as GPT-2 split it, and a word the training
+            # split lacks is spelled in smaller pieces, never dropped.
+            train_tokens = vocab.encode(enc.decode(np.asarray(train_tokens, dtype=np.int64).tolist()))
             val_tokens = vocab.encode(enc.decode(np.asarray(val_tokens, dtype=np.int64).tolist()))
             if dist.main:  # beside the checkpoint: the model's id i is GPT-2 id vocab.npy[i]
                 np.save(out_dir / VOCAB_FILE, vocab.gpt2_ids)
@@ -772,12 +789,13 @@ def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
                 print(f"data: {len(train_tokens):,} training and {len(val_tokens):,} validation tokens (GPT-2 BPE); "
                       f"vocabulary: all {enc.n_vocab:,} GPT-2 tokens (--full-vocab)")
             else:
-                print(f"data: {len(train_tokens):,} training tokens (GPT-2 BPE); vocabulary: {vocab.size:,} of GPT-2's "
-                      f"{enc.n_vocab:,} tokens, from the training split alone (its tokens, the pieces they are "
-                      f"merged from, the 256 bytes)")
-                print(f"validation: {n_val_gpt2:,} GPT-2 tokens, re-encoded with that vocabulary as "
-                      f"{len(val_tokens):,} tokens (words the training split lacks are spelled in smaller pieces; "
-                      f"no unknown token)")
+                which = (f"the first {vocab.size:,} in GPT-2's merge order (--vocab-size)" if args.vocab_size
+                         else "all of them")
+                print(f"vocabulary: {vocab.size:,} of GPT-2's {enc.n_vocab:,} tokens, from the training split alone: "
+                      f"of its tokens, the pieces they are merged from and the 256 bytes, {which}")
+                print(f"data: {n_train_gpt2:,} training and {n_val_gpt2:,} validation GPT-2 tokens, re-encoded with "
+                      f"that vocabulary as {len(train_tokens):,} and {len(val_tokens):,} tokens (what it lacks is "
+                      f"spelled in smaller pieces; no unknown token)")
             if plan is not None:
                 print(f"budget {format_duration(args.budget_s)} for the whole run: measured this machine in "
                       f"{speed.measured_s:.1f} s (fastest with {torch.get_num_threads()} of {os.cpu_count()} "
@@ -854,6 +872,9 @@ def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
             bar.set_postfix(loss=f"{loss_value:.3f}", lr=f"{lr:.2e}", gnorm=f"{float(grad_norm):.2f}", refresh=False)
             it += 1
             step = it
+            if plan is not None and it % 10 == 0 and gone.item() > 0.05:
+                # The clock decides the step count: the bar's total follows the pace so far.
+                bar.total = max(it + 1, round(start + (it - start) / gone.item()))
             if step % args.eval_interval == 0 and (plan is not None or step < args.steps):
                 nats, n = evaluate_sums(model, val_tokens, args.context_length, args.batch_size, args.eval_tokens,
                                         dist, device)
