@@ -303,6 +303,58 @@ CORPUS = {
         from .linear import Linear, linear
         from .linear import _shortcut  # flag: 4.1 4.2 4.3
     """),
+    "modules-reexported-by-libraries": ("classic.py", """
+        import collections
+        import contextlib
+        import dataclasses
+        import torch
+        import typing
+        from torch import sys as system  # flag: 13.1 13.2 13.3 13.4 13.5 13.6
+        from torch.serialization import load  # flag: 13.1 13.2 13.3 13.4 13.5 13.6
+
+        def gelu(x):
+            F = torch.sys.modules["torch.nn.functional"]  # flag: 13.3
+            return torch.builtins.getattr(F, "ge" + "lu")(x)  # flag: 13.3
+
+        def sinusoidal_positions(seq_len, d_model):
+            a = typing.sys.modules, collections._sys, contextlib.os.environ  # flag: 13.2
+            b = dataclasses.builtins.exec, torch.fx.proxy.enum.bltns.eval  # flag: 13.2
+            c = (torch,)[0].sys, [torch][0].importlib  # flag: 13.2
+            return torch.UntypedStorage.from_file("x"), torch.jit.load("y")  # flag: 13.2
+
+        def layer_norm(x, weight, bias, eps=1e-5):
+            frame = (i for i in x).gi_frame  # flag: 13.1
+            return frame.f_back.f_globals  # flag: 13.1
+    """),
+    "builtins-under-other-names": ("classic.py", """
+        import torch
+
+        def layer_norm(x, weight, bias, eps=1e-5):
+            return torch.native_layer_norm(x, (x.shape[-1],), weight, bias, eps)[0]  # flag: 13.1
+
+        class LayerNorm(torch.nn.Module):
+            def forward(self, x):
+                y = torch.nn.InstanceNorm1d(1)(x[:, None])  # flag: 13.1
+                return torch.native_group_norm, torch.nn.LazyBatchNorm1d  # flag: 13.1
+
+        class ClassicBlock(torch.nn.Module):
+            def forward(self, x, F={"f": torch.nn.functional}):
+                return F["f"].native_layer_norm(x), self.linear_q(x), x.w.linear_q  # flag: 13.5
+    """),
+    "cross-entropy-under-other-names": ("training.py", """
+        import torch
+        from torch import nn
+
+        def cross_entropy(logits, targets):
+            eye = torch.eye(logits.shape[-1])
+            return torch.nn.functional.linear_cross_entropy(logits, eye, targets)  # flag: 10.1
+
+        def save_checkpoint(model, optimizer, iteration, out):
+            torch.serialization.save(model.state_dict(), out)
+
+        def load_checkpoint(src, model, optimizer):
+            return torch.serialization.load(src)
+    """),
     "private-torch-module": ("rope.py", """
         import torch
 

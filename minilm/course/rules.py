@@ -48,6 +48,9 @@ import ast
 import builtins
 import fnmatch
 import functools
+import importlib
+import re
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +59,8 @@ from minilm.course import tasks
 _BUILTIN_NAMES = frozenset(dir(builtins))
 _DYNAMIC = ("getattr", "setattr", "delattr", "hasattr")
 _MODULE = "module"  # the scope of module-level code: every task of the module
+# The libraries exercise modules may import, whose names the scan follows to the objects they denote.
+_LIBRARIES = frozenset(m.split(".")[0] for m in tasks.IMPORTABLE) - {"minilm", "__future__"}
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,17 @@ def _under(name: str, pattern: str) -> bool:
 
 def _refused(name: str) -> str | None:
     """The advice of the WAYS_AROUND entry that refuses the qualified `name`, if any."""
+    found = _refusal(name)
+    return found[1] if found else None
+
+
+def _refusal(name: str) -> tuple[str, str] | None:
+    """(entry, advice) of the WAYS_AROUND entry that refuses the qualified `name`, if any: by its
+    spelling, or (for a name under a library) by the object it denotes. Libraries re-export
+    modules and functions under other names (torch.sys is sys, dataclasses.builtins is builtins,
+    collections._sys is sys, torch.serialization.load is torch.load): any path that passes
+    through a refused module, or ends at a refused function, is refused like that module or
+    function. `?.attr` (an attribute of an object the scan cannot follow) is judged by its name."""
     if any(_under(name, a) for a in tasks.ALWAYS_ALLOWED):
         return None
     parts = name.split(".")
@@ -102,20 +118,129 @@ def _refused(name: str) -> str | None:
         for entry in names:
             if entry.startswith("."):
                 if parts[-1] == entry[1:] and len(parts) > 1:
-                    return advice
+                    return entry, advice
             elif entry.startswith("__") and entry.endswith("__"):
                 if entry in parts:
-                    return advice
+                    return entry, advice
             elif _under(name, entry):
-                return advice
+                return entry, advice
+    # A refused module's name as an attribute of anything (torch.sys, typing.io, x._os): a module
+    # reached through another module is the same module.
+    for part in parts[1:]:
+        module = _REFUSED_MODULES.get(part.lstrip("_"))
+        if module:
+            return module
+    return _refused_object(name)
+
+
+def _refused_modules() -> dict[str, tuple[str, str]]:
+    """Module names WAYS_AROUND refuses (sys, os, builtins, importlib, …) → (entry, advice): its
+    bare names that are not Python's built-in functions (exec, open, getattr, …)."""
+    out: dict[str, tuple[str, str]] = {}
+    for names, advice in tasks.WAYS_AROUND:
+        for entry in names:
+            if entry.isidentifier() and not entry.startswith("__") and entry not in _BUILTIN_NAMES:
+                out.setdefault(entry, (entry, advice))
+    return out
+
+
+_REFUSED_MODULES = _refused_modules()
+
+
+def _library_object(name: str):
+    """The object a dotted name under an importable library denotes (modules and classes are
+    followed; anything else ends the walk), with every object on the way; () if unknown. Only
+    the libraries of tasks.IMPORTABLE are imported, in the grader's own process: never the
+    submission."""
+    parts = name.split(".")
+    if parts[0] not in _LIBRARIES:
+        return ()
+    try:
+        obj = importlib.import_module(parts[0])
+    except Exception:  # noqa: BLE001 - a library that is not installed denotes nothing known
+        return ()
+    chain = [obj]
+    for part in parts[1:]:
+        if not (isinstance(obj, types.ModuleType) or isinstance(obj, type)):
+            break
+        try:
+            obj = getattr(obj, part)
+        except Exception:  # noqa: BLE001 - an unknown attribute: judged by its spelling alone
+            break
+        chain.append(obj)
+    return tuple(chain)
+
+
+@functools.lru_cache(maxsize=1)
+def _refused_objects() -> dict[int, tuple[str, str, object]]:
+    """id(object) → (entry, advice, object) for every WAYS_AROUND entry that names one object:
+    builtins.exec, the sys module, torch.load, …"""
+    out: dict[int, tuple[str, str, object]] = {}
+    for names, advice in tasks.WAYS_AROUND:
+        for entry in names:
+            if entry.startswith((".", "__")) or any(c in entry for c in "*?["):
+                continue
+            objs: list[object] = []
+            if "." not in entry and entry in _BUILTIN_NAMES:
+                objs.append(getattr(builtins, entry))
+            elif "." not in entry:
+                try:
+                    objs.append(importlib.import_module(entry))
+                except Exception:  # noqa: BLE001 - not installed: nothing can reach it
+                    pass
+            else:
+                root = entry.split(".")[0]
+                if root in _LIBRARIES:
+                    chain = _library_object(entry)
+                    if len(chain) == len(entry.split(".")):
+                        objs.append(chain[-1])
+            for obj in objs:
+                if not isinstance(obj, (int, float, str, bool, type(None))):
+                    out.setdefault(id(obj), (entry, advice, obj))
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _refused_object(name: str) -> tuple[str, str] | None:
+    refused = _refused_objects()
+    for obj in _library_object(name)[1:]:
+        hit = refused.get(id(obj))
+        if hit is not None and hit[2] is obj:
+            return hit[0], hit[1]
     return None
+
+
+def _tokens(name: str) -> tuple[str, ...]:
+    """The words of a name, lower-cased, whatever its style: native_layer_norm → (native, layer,
+    norm), LayerNorm → (layer, norm), BatchNorm1d → (batch, norm, 1, d), NLLLoss2d → (nll, loss,
+    2, d)."""
+    return tuple(w.lower() for piece in name.split("_")
+                 for w in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+", piece))
+
+
+def _contains_name(name: str, builtin: str) -> bool:
+    """`name` is the built-in `builtin`, or holds its words in a row: torch's variants of a
+    built-in carry its name (native_layer_norm, BatchNorm1d, linear_cross_entropy, NLLLoss2d)."""
+    if name == builtin:
+        return True
+    have, want = _tokens(name), _tokens(builtin)
+    return bool(want) and any(have[i:i + len(want)] == want for i in range(len(have) - len(want) + 1))
 
 
 def _family_matches(family: tasks.Builtins, name: str) -> bool:
     parts = name.split(".")
     if parts[0] != "torch" or any(_under(name, e) for e in family.except_):
         return False
-    return any(_under(name, p) for p in family.prefixes) or any(p in family.names for p in parts[1:])
+    return (any(_under(name, p) for p in family.prefixes)
+            or any(_contains_name(p, n) for p in parts[1:] for n in family.names))
+
+
+def _attr_matches(family: tasks.Builtins, attr: str) -> bool:
+    """An attribute of an object the scan cannot follow: a method form, a built-in's own name,
+    or a name holding a built-in's words when that name has more than one (.native_layer_norm,
+    .linear_cross_entropy; not .linear_q, which may be the student's own attribute)."""
+    return (attr in family.methods or attr in family.names
+            or any(len(_tokens(n)) > 1 and _contains_name(attr, n) for n in family.names))
 
 
 def _module_names(module: str) -> set[str]:
@@ -250,9 +375,9 @@ class _Module:
             return
         # The task's own advice first: it wins when a name is both (torch.ops.aten.softmax in 6.1).
         out.append(_Finding(getattr(node, "lineno", 1), verb, q, "family", q))
-        advice = _refused(q)
-        if advice:
-            self._way(out, node, verb, q, q, advice)
+        refusal = _refusal(q)
+        if refusal:
+            self._way(out, node, verb, q, refusal[0], refusal[1])
         parts = q.split(".")
         if parts[0] == "minilm" and not self._importable_minilm(parts):
             self._way(out, node, verb, q, q, tasks.IMPORT_ADVICE)
@@ -274,7 +399,7 @@ class _Module:
             # A built-in's own name on an object the scan cannot follow (a default argument, a
             # walrus, a loop variable, a dict entry holding torch.nn.functional …) counts as that
             # built-in: `.linear` or `.rms_norm` of anything is refused where the task builds it.
-            named = (any(attr in fam.names for fam in tasks.BUILTINS.values())
+            named = (any(_attr_matches(fam, attr) for fam in tasks.BUILTINS.values())
                      and not any(attr in fam.methods for fam in tasks.BUILTINS.values()))
             out.append(_Finding(getattr(node, "lineno", 1), "calls" if call else "uses",
                                 text if named else f"Tensor.{attr}", "method", attr))
@@ -298,9 +423,9 @@ class _Module:
                 continue
             if q in tasks.IMPORTABLE:
                 continue
-            advice = _refused(q)
-            if advice:
-                self._way(out, node, "imports", q, q, advice)
+            refusal = _refusal(q)
+            if refusal:
+                self._way(out, node, "imports", q, refusal[0], refusal[1])
             elif not any(_under(q, m) for m in tasks.IMPORTABLE):
                 self._way(out, node, "imports", q, q, tasks.IMPORT_ADVICE)
 
@@ -391,7 +516,7 @@ def _judge(task: tasks.Task, f: _Finding) -> tuple[str, str] | None:
         fam = tasks.BUILTINS[family]
         if f.kind == "family" and _family_matches(fam, f.name):
             return f.what, advice
-        if f.kind == "method" and (f.name in fam.methods or f.name in fam.names):
+        if f.kind == "method" and _attr_matches(fam, f.name):
             return f.what, advice
     return None
 
