@@ -24,7 +24,7 @@ CORPUS = {
         import torch
         from torch import nn
 
-        def linear(x, weight, F=torch.nn.functional):
+        def linear(x, weight, F=torch.nn.functional):  # flag: 1.1
             return F.linear(x, weight)  # flag: 1.1
 
         class Linear(nn.Module):
@@ -35,7 +35,7 @@ CORPUS = {
     "rmsnorm-through-a-dict-and-a-loop": ("rmsnorm.py", """
         import torch
 
-        D = {"f": torch.nn.functional}
+        D = {"f": torch.nn.functional}  # flag: 3.1 3.2
 
         def rms_norm(x, weight, eps=1e-5):
             for f in (D["f"],):
@@ -326,6 +326,20 @@ CORPUS = {
             frame = (i for i in x).gi_frame  # flag: 13.1
             return frame.f_back.f_globals  # flag: 13.1
     """),
+    "modules-as-values": ("classic.py", """
+        import torch
+        from . import linear as L
+        from .linear import Linear
+
+        F = G = torch.nn.functional
+        nn_, f_ = torch.nn, torch.nn.functional
+
+        def gelu(x, t=torch):  # flag: 13.3
+            a = (torch,)[0].fx.proxy.enum.bltns  # flag: 13.3
+            b = {"l": L}  # flag: 13.3
+            c = isinstance(x, torch.Tensor), Linear, torch.erf, L.Linear, G.dropout, f_.pad
+            return 0.5 * x * (1 + torch.erf(x / 2 ** 0.5))
+    """),
     "builtins-under-other-names": ("classic.py", """
         import torch
 
@@ -338,7 +352,7 @@ CORPUS = {
                 return torch.native_group_norm, torch.nn.LazyBatchNorm1d  # flag: 13.1
 
         class ClassicBlock(torch.nn.Module):
-            def forward(self, x, F={"f": torch.nn.functional}):
+            def forward(self, x, F={"f": torch.nn.functional}):  # flag: 13.5
                 return F["f"].native_layer_norm(x), self.linear_q(x), x.w.linear_q  # flag: 13.5
     """),
     "cross-entropy-under-other-names": ("training.py", """

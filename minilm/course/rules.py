@@ -171,6 +171,16 @@ def _library_object(name: str):
     return tuple(chain)
 
 
+@functools.lru_cache(maxsize=4096)
+def _denotes_module(name: str) -> bool:
+    """`name` is a module: an exercise module (minilm.linear), or one of a library (torch.nn)."""
+    parts = name.split(".")
+    if parts[0] == "minilm":
+        return len(parts) <= 2
+    chain = _library_object(name)
+    return len(chain) == len(parts) and isinstance(chain[-1], types.ModuleType)
+
+
 @functools.lru_cache(maxsize=1)
 def _refused_objects() -> dict[int, tuple[str, str, object]]:
     """id(object) → (entry, advice, object) for every WAYS_AROUND entry that names one object:
@@ -318,6 +328,10 @@ class _Module:
     @staticmethod
     def _alias_pairs(stmt: ast.stmt) -> list[tuple[str, ast.expr]]:
         """(name, value) for a top-level `name = value` (or a, b = x, y)."""
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) > 1:  # F = G = torch.nn.functional
+            if all(isinstance(t, ast.Name) for t in stmt.targets):
+                return [(t.id, stmt.value) for t in stmt.targets]
+            return []
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
             target, value = stmt.targets[0], stmt.value
         elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
@@ -367,8 +381,8 @@ class _Module:
     def _way(self, out, node, verb, what, name, advice):
         out.append(_Finding(getattr(node, "lineno", 1), verb, what, "way", name, advice))
 
-    def _name(self, out, node, q: str, call: bool, store: bool = False) -> None:
-        """Judge a use of the resolved name q."""
+    def _name(self, out, node, q: str, call: bool, store: bool = False, alias: bool = False) -> None:
+        """Judge a use of the resolved name q (`alias`: as the value of an alias binding)."""
         verb = "calls" if call else "uses"
         if store:
             self._way(out, node, "assigns to", q, q, tasks.PATCHING_ADVICE)
@@ -381,6 +395,10 @@ class _Module:
         parts = q.split(".")
         if parts[0] == "minilm" and not self._importable_minilm(parts):
             self._way(out, node, verb, q, q, tasks.IMPORT_ADVICE)
+        elif not (call or alias) and _denotes_module(q):
+            # A module held in a tuple, a dict, a default argument, a walrus …: what is reached
+            # through it (.fx.proxy.enum.bltns.exec) is out of the scan's sight.
+            self._way(out, node, "uses", f"the module {q} as a value", q, tasks.MODULE_VALUE_ADVICE)
 
     @staticmethod
     def _importable_minilm(parts: list[str]) -> bool:
@@ -429,9 +447,21 @@ class _Module:
             elif not any(_under(q, m) for m in tasks.IMPORTABLE):
                 self._way(out, node, "imports", q, q, tasks.IMPORT_ADVICE)
 
-    def _walk(self, node: ast.AST, out: list[_Finding], call: bool) -> None:
+    def _walk(self, node: ast.AST, out: list[_Finding], call: bool, alias: bool = False) -> None:
+        """Judge node; `alias`: node is the value of an alias binding (F = torch.nn.functional)."""
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             self._import(out, node)
+            return
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and self.is_alias_binding(node):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for child in targets:
+                self._walk(child, out, False)
+            if isinstance(node.value, (ast.Tuple, ast.List)) and not isinstance(node.value.ctx, ast.Store) and any(
+                    isinstance(t, (ast.Tuple, ast.List)) for t in targets):
+                for child in node.value.elts:
+                    self._walk(child, out, False, alias=True)
+            else:
+                self._walk(node.value, out, False, alias=True)
             return
         dynamic = self._dynamic(node)
         if dynamic:
@@ -441,7 +471,7 @@ class _Module:
                 q = self.resolve(args[0])
                 if q is not None:
                     self._name(out, node, f"{q}.{attr}", call=call and dynamic == "getattr",
-                               store=dynamic in ("setattr", "delattr"))
+                               store=dynamic in ("setattr", "delattr"), alias=alias)
                 else:
                     self._attr(out, node, attr, call, args[0])
                     self._walk(args[0], out, False)
@@ -461,7 +491,7 @@ class _Module:
         if isinstance(node, ast.Attribute):
             q = self.resolve(node)
             if q is not None:
-                self._name(out, node, q, call, store=isinstance(node.ctx, (ast.Store, ast.Del)))
+                self._name(out, node, q, call, store=isinstance(node.ctx, (ast.Store, ast.Del)), alias=alias)
                 return
             self._attr(out, node, node.attr, call, node.value)
             self._walk(node.value, out, False)
@@ -470,7 +500,7 @@ class _Module:
             if isinstance(node.ctx, ast.Load):
                 q = self.aliases.get(node.id)
                 if q is not None:
-                    self._name(out, node, q, call)
+                    self._name(out, node, q, call, alias=alias)
                 elif node.id not in self.top_defs and (node.id in _BUILTIN_NAMES or node.id.startswith("__")):
                     advice = _refused(node.id)
                     if advice:

@@ -135,6 +135,9 @@ ALWAYS_ALLOWED: tuple[str, ...] = ("os.PathLike",)
 # Assigning to (or deleting) another module's names, e.g. torch.nn.functional.softmax = …,
 # which would change what the checks compare against.
 PATCHING_ADVICE = "do not change other modules' names: define your own"
+# A module used as a value (in a tuple or dict, as a default argument or a call's argument):
+# what is then reached through it is out of the static check's sight.
+MODULE_VALUE_ADVICE = "use a module by its dotted names (torch.nn.functional.x) or an alias (F = torch.nn.functional)"
 # What an exercise module may import (a name allows everything under it), besides the other
 # exercise modules' task names (from .linear import Linear) and minilm.course.validate. `os` is
 # importable for os.PathLike only: every other use of it is refused above.
