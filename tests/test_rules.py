@@ -340,6 +340,31 @@ CORPUS = {
             c = isinstance(x, torch.Tensor), Linear, torch.erf, L.Linear, G.dropout, f_.pad
             return 0.5 * x * (1 + torch.erf(x / 2 ** 0.5))
     """),
+    "strings-run-as-code": ("classic.py", """
+        import functools
+        import typing
+        import torch
+        from jaxtyping import Float, Int
+        from torch import Tensor
+
+        Shape = Float
+
+        def _spec(f: "torch.nn.functional.gelu"):
+            pass
+
+        def gelu(x: Float[Tensor, "... d_model"]) -> Float[Tensor, "*batch #d _ 1"]:
+            isinstance(x, Float[Tensor, '*b exec("import builtins")'])  # flag: 13.3
+            isinstance(x, Shape[Tensor, "n+1"])  # flag: 13.3
+            spec = "n"
+            isinstance(x, Int[torch.Tensor, spec])  # flag: 13.3
+            f = (Float,)[0]  # flag: 13.3
+            return typing.get_type_hints(_spec)["f"](x)  # flag: 13.3
+
+        def sinusoidal_positions(seq_len, d_model):
+            g = torch.fx.Graph()  # flag: 13.2
+            torch.jit.CompilationUnit("def f(x): return x")  # flag: 13.2
+            return torch.utils.benchmark.Timer("1"), functools.singledispatch  # flag: 13.2
+    """),
     "builtins-under-other-names": ("classic.py", """
         import torch
 

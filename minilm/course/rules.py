@@ -59,6 +59,9 @@ from minilm.course import tasks
 _BUILTIN_NAMES = frozenset(dir(builtins))
 _DYNAMIC = ("getattr", "setattr", "delattr", "hasattr")
 _MODULE = "module"  # the scope of module-level code: every task of the module
+# A jaxtyping shape that jaxtyping does not evaluate: names (*batch, #n, _), numbers and ..., by spaces.
+_SHAPE_NAME = r"(?:\.\.\.|[*#?]{0,2}\w+)"
+_SHAPE = re.compile(rf"\s*(?:{_SHAPE_NAME}(?:\s+{_SHAPE_NAME})*)?\s*")  # one way to match: no backtracking blow-up
 # The libraries exercise modules may import, whose names the scan follows to the objects they denote.
 _LIBRARIES = frozenset(m.split(".")[0] for m in tasks.IMPORTABLE) - {"minilm", "__future__"}
 
@@ -395,6 +398,9 @@ class _Module:
         parts = q.split(".")
         if parts[0] == "minilm" and not self._importable_minilm(parts):
             self._way(out, node, verb, q, q, tasks.IMPORT_ADVICE)
+        elif not (call or alias) and parts[0] == "jaxtyping":
+            # a jaxtyping type held as a value can be given any shape later, out of the scan's sight
+            self._way(out, node, "uses", f"{q} as a value", q, tasks.SHAPE_ADVICE)
         elif not (call or alias) and _denotes_module(q):
             # A module held in a tuple, a dict, a default argument, a walrus …: what is reached
             # through it (.fx.proxy.enum.bltns.exec) is out of the scan's sight.
@@ -482,6 +488,21 @@ class _Module:
                 self._way(out, node, "calls", f"{dynamic} with a computed name", dynamic, _refused(dynamic) or "")
                 for child in [*args, *node.keywords]:
                     self._walk(child, out, False)
+                return
+        if isinstance(node, ast.Subscript):
+            q = self.resolve(node.value)
+            if q is not None and q.split(".")[0] == "jaxtyping":
+                self._name(out, node.value, q, call=False, alias=True)  # Float[…]: the type, not a value
+                parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+                for part in parts:
+                    if _const_str(part) and _SHAPE.fullmatch(part.value):
+                        continue
+                    if not _const_str(part) and self.resolve(part) is not None:
+                        self._walk(part, out, False, alias=True)  # Tensor, torch.Tensor: a type
+                        continue
+                    self._way(out, part, "has", f"the jaxtyping shape {_short(part)}", "jaxtyping",
+                              tasks.SHAPE_ADVICE)
+                    self._walk(part, out, False)
                 return
         if isinstance(node, ast.Call):
             self._walk(node.func, out, True)

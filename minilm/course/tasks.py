@@ -106,7 +106,12 @@ BUILTINS: dict[str, Builtins] = {
 # getattr, setattr and delattr are refused only with a computed name: getattr(torch, "exp")
 # is read as torch.exp and judged like it.
 WAYS_AROUND: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("exec", "eval", "compile", "__import__", "importlib", "runpy", "code", "codeop", "marshal", "types"),
+    (("exec", "eval", "compile", "__import__", "importlib", "runpy", "code", "codeop", "marshal", "types",
+      # APIs that evaluate a string as Python (annotations, TorchScript, FX's call_method, benchmark statements)
+      "typing.get_type_hints", "typing.ForwardRef", "typing.evaluate_forward_ref", "typing_extensions.get_type_hints",
+      "typing_extensions.ForwardRef", "typing_extensions.get_annotations", "typing_extensions.evaluate_forward_ref",
+      "functools.singledispatch", "functools.singledispatchmethod", "jaxtyping.jaxtyped", "jaxtyping.install_import_hook",
+      "jaxtyping.import_hook", "torch.jit", "torch.fx", "torch.utils.benchmark", "torch.cuda.jiterator", "numpy.f2py"),
      "write the code itself: nothing that runs or loads code by name"),
     (("getattr", "setattr", "delattr", "vars", "globals", "locals", "__builtins__", "builtins", "operator",
       "__dict__", "__class__", "__bases__", "__base__", "__mro__", "__subclasses__", "__globals__", "__code__",
@@ -135,6 +140,8 @@ ALWAYS_ALLOWED: tuple[str, ...] = ("os.PathLike",)
 # Assigning to (or deleting) another module's names, e.g. torch.nn.functional.softmax = …,
 # which would change what the checks compare against.
 PATCHING_ADVICE = "do not change other modules' names: define your own"
+# jaxtyping evaluates a shape that is not names and numbers ("n+1", 'exec("…")') as Python code.
+SHAPE_ADVICE = 'write jaxtyping shapes as names, numbers and ... ("batch seq d_model"), in Float[Tensor, "…"] itself'
 # A module used as a value (in a tuple or dict, as a default argument or a call's argument):
 # what is then reached through it is out of the static check's sight.
 MODULE_VALUE_ADVICE = "use a module by its dotted names (torch.nn.functional.x) or an alias (F = torch.nn.functional)"
