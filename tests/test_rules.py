@@ -365,6 +365,24 @@ CORPUS = {
             torch.jit.CompilationUnit("def f(x): return x")  # flag: 13.2
             return torch.utils.benchmark.Timer("1"), functools.singledispatch  # flag: 13.2
     """),
+    "checkpoints-loaded-with-a-full-unpickler": ("training.py", """
+        import functools
+        import torch
+
+        def save_checkpoint(model, optimizer, iteration, out):
+            torch.save({"model": model.state_dict(), "iteration": iteration}, out)
+
+        def load_checkpoint(src, model, optimizer):
+            load = torch.load
+            a = torch.load(src)
+            b = torch.load(src, "cpu", weights_only=True, mmap=False)
+            c = torch.load(src, weights_only=False)  # flag: 10.5
+            d = load(src, map_location="cpu", weights_only=None)  # flag: 10.5
+            e = torch.load(src, None, torch)  # flag: 10.5
+            f = functools.partial(torch.load, weights_only=False)  # flag: 10.5
+            g = torch.serialization.add_safe_globals([object])  # flag: 10.5
+            return torch.load(src, **{"weights_only": False})  # flag: 10.5
+    """),
     "builtins-under-other-names": ("classic.py", """
         import torch
 
@@ -389,10 +407,10 @@ CORPUS = {
             return torch.nn.functional.linear_cross_entropy(logits, eye, targets)  # flag: 10.1
 
         def save_checkpoint(model, optimizer, iteration, out):
-            torch.serialization.save(model.state_dict(), out)
+            torch.serialization.save(model.state_dict(), out)  # flag: 10.5
 
         def load_checkpoint(src, model, optimizer):
-            return torch.serialization.load(src)
+            return torch.serialization.load(src)  # flag: 10.5
     """),
     "private-torch-module": ("rope.py", """
         import torch

@@ -184,6 +184,30 @@ def _denotes_module(name: str) -> bool:
     return len(chain) == len(parts) and isinstance(chain[-1], types.ModuleType)
 
 
+@functools.lru_cache(maxsize=4096)
+def _is_torch_load(name: str | None) -> bool:
+    """`name` denotes torch.load (torch.load, or an alias of it)."""
+    if name is None or name.split(".")[0] != "torch":
+        return False
+    chain = _library_object(name)
+    import torch
+
+    return len(chain) == len(name.split(".")) and chain[-1] is torch.load
+
+
+def _safe_load(call: ast.Call) -> bool:
+    """torch.load(f[, map_location][, weights_only=True][, map_location=…, mmap=…]): the restricted
+    unpickler, which only rebuilds tensors and plain containers."""
+    if len(call.args) > 2 or any(isinstance(a, ast.Starred) for a in call.args):
+        return False  # the third positional argument is pickle_module
+    for kw in call.keywords:
+        if kw.arg is None or kw.arg == "pickle_module" or kw.arg.startswith("pickle_"):
+            return False  # **kwargs, or the pickle module itself or its arguments
+        if kw.arg == "weights_only" and not (isinstance(kw.value, ast.Constant) and kw.value.value is True):
+            return False
+    return True
+
+
 @functools.lru_cache(maxsize=1)
 def _refused_objects() -> dict[int, tuple[str, str, object]]:
     """id(object) → (entry, advice, object) for every WAYS_AROUND entry that names one object:
@@ -398,6 +422,8 @@ class _Module:
         parts = q.split(".")
         if parts[0] == "minilm" and not self._importable_minilm(parts):
             self._way(out, node, verb, q, q, tasks.IMPORT_ADVICE)
+        elif not (call or alias) and _is_torch_load(q):
+            self._way(out, node, verb, f"{q} as a value", "unsafe torch.load", tasks.LOAD_ADVICE)
         elif not (call or alias) and parts[0] == "jaxtyping":
             # a jaxtyping type held as a value can be given any shape later, out of the scan's sight
             self._way(out, node, "uses", f"{q} as a value", q, tasks.SHAPE_ADVICE)
@@ -505,6 +531,8 @@ class _Module:
                     self._walk(part, out, False)
                 return
         if isinstance(node, ast.Call):
+            if _is_torch_load(self.resolve(node.func)) and not _safe_load(node):
+                self._way(out, node, "calls", "torch.load with a full unpickler", "unsafe torch.load", tasks.LOAD_ADVICE)
             self._walk(node.func, out, True)
             for child in [*node.args, *node.keywords]:
                 self._walk(child, out, False)

@@ -129,7 +129,8 @@ WAYS_AROUND: tuple[tuple[tuple[str, ...], str], ...] = (
       "torch.save", "torch.load", "torch.from_file", "torch.hub", "numpy.load", "numpy.save", "numpy.savez",
       "numpy.savez_compressed", "numpy.fromfile", "numpy.memmap", "numpy.loadtxt", "numpy.savetxt",
       "numpy.genfromtxt", "numpy.fromregex", "numpy.DataSource", "numpy.lib.format", "numpy.lib.npyio", ".tofile",
-      ".fromfile", ".from_file", "torch.jit.load", "torch.jit.save", "torch.export.load", "torch.export.save"),
+      ".fromfile", ".from_file", "torch.jit.load", "torch.jit.save", "torch.export.load", "torch.export.save",
+      "torch.serialization"),
      "exercise modules do not read or write files or the network (only Task 10.5 saves and loads, with torch.save and torch.load)"),
     (("torch.ops", "torch._[!_]*", "torch.*._[!_]*", "numpy._[!_]*", "numpy.*._[!_]*", "torch.library", "torch.overrides",
       "torch.utils.cpp_extension", "torch.classes", "torch.package", "numpy.ctypeslib"),
@@ -140,6 +141,10 @@ ALWAYS_ALLOWED: tuple[str, ...] = ("os.PathLike",)
 # Assigning to (or deleting) another module's names, e.g. torch.nn.functional.softmax = …,
 # which would change what the checks compare against.
 PATCHING_ADVICE = "do not change other modules' names: define your own"
+# torch.load with weights_only=False (or a pickle_module) unpickles anything, so a file object a
+# student's code builds from a bytes literal runs any code through Task 10.5's load_checkpoint,
+# and any task can call that.
+LOAD_ADVICE = "call torch.load(src) or torch.load(src, weights_only=True), by name: a full unpickler runs any code a file holds"
 # jaxtyping evaluates a shape that is not names and numbers ("n+1", 'exec("…")') as Python code.
 SHAPE_ADVICE = 'write jaxtyping shapes as names, numbers and ... ("batch seq d_model"), in Float[Tensor, "…"] itself'
 # A module used as a value (in a tuple or dict, as a default argument or a call's argument):
