@@ -383,6 +383,23 @@ CORPUS = {
             g = torch.serialization.add_safe_globals([object])  # flag: 10.5
             return torch.load(src, **{"weights_only": False})  # flag: 10.5
     """),
+    "libraries-through-the-provided-validate": ("classic.py", """
+        import os
+        from minilm.course import validate
+        from minilm.course.validate import torch as T
+        from minilm.course.validate import check_last_dim
+
+        def gelu(x):
+            check_last_dim(x, x.shape[-1], "gelu", "d")
+            return validate.torch.nn.functional.gelu(x)  # flag: 13.3
+
+        def layer_norm(x, w, b, eps=1e-5):
+            y = T.erf(x) + validate.torch.rsqrt(x) + T.Tensor.mean(x)
+            return T.nn.functional.layer_norm(x, x.shape[-1:], w, b, eps)  # flag: 13.1
+
+        def sinusoidal_positions(seq_len, d_model):
+            return os.path.join("a", "b"), validate.torch.sys  # flag: 13.2
+    """),
     "builtins-under-other-names": ("classic.py", """
         import torch
 

@@ -156,14 +156,17 @@ def _library_object(name: str):
     the libraries of tasks.IMPORTABLE are imported, in the grader's own process: never the
     submission."""
     parts = name.split(".")
-    if parts[0] not in _LIBRARIES:
+    start = 1
+    if parts[:3] == ["minilm", "course", "validate"]:  # provided, importable: the grader's own copy
+        start = 3
+    elif parts[0] not in _LIBRARIES:
         return ()
     try:
-        obj = importlib.import_module(parts[0])
+        obj = importlib.import_module(".".join(parts[:start]))
     except Exception:  # noqa: BLE001 - a library that is not installed denotes nothing known
         return ()
-    chain = [obj]
-    for part in parts[1:]:
+    chain = [obj] * start
+    for part in parts[start:]:
         if not (isinstance(obj, types.ModuleType) or isinstance(obj, type)):
             break
         try:
@@ -172,6 +175,22 @@ def _library_object(name: str):
             break
         chain.append(obj)
     return tuple(chain)
+
+
+@functools.lru_cache(maxsize=4096)
+def _canonical(name: str) -> str:
+    """`name` from the last module it passes through, by that module's own name:
+    minilm.course.validate.torch.nn.functional.gelu → torch.nn.functional.gelu, torch.sys.modules →
+    sys.modules. Unchanged when nothing in it is known."""
+    parts = name.split(".")
+    chain = _library_object(name)
+    for i in range(len(chain) - 1, -1, -1):
+        if isinstance(chain[i], types.ModuleType):
+            own = getattr(chain[i], "__name__", None)
+            if isinstance(own, str) and own:
+                return ".".join([own, *parts[i + 1:]])
+            break
+    return name
 
 
 @functools.lru_cache(maxsize=4096)
@@ -415,8 +434,12 @@ class _Module:
             self._way(out, node, "assigns to", q, q, tasks.PATCHING_ADVICE)
             return
         # The task's own advice first: it wins when a name is both (torch.ops.aten.softmax in 6.1).
-        out.append(_Finding(getattr(node, "lineno", 1), verb, q, "family", q))
-        refusal = _refusal(q)
+        # Judged as written and as the module it passes through is named (validate.torch.nn.functional.gelu
+        # is torch.nn.functional.gelu; os.path.join stays refused as os.path though it is posixpath.join).
+        real = _canonical(q)
+        for name in dict.fromkeys((q, real)):
+            out.append(_Finding(getattr(node, "lineno", 1), verb, q, "family", name))
+        refusal = _refusal(q) or _refusal(real)
         if refusal:
             self._way(out, node, verb, q, refusal[0], refusal[1])
         parts = q.split(".")
