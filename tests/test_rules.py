@@ -400,6 +400,17 @@ CORPUS = {
         def sinusoidal_positions(seq_len, d_model):
             return os.path.join("a", "b"), validate.torch.sys  # flag: 13.2
     """),
+    "builtins-through-another-modules-class": ("classic.py", """
+        from .linear import Linear
+        from .swiglu import SwiGLU, silu
+
+        def gelu(x):
+            return Linear.F.gelu(x)  # flag: 13.3
+
+        def layer_norm(x, w, b, eps=1e-5):
+            y = silu(x) + Linear(2, 3).weight.sum() + SwiGLU.forward
+            return SwiGLU.T.sys.modules  # flag: 13.1
+    """),
     "builtins-under-other-names": ("classic.py", """
         import torch
 

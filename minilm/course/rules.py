@@ -443,6 +443,11 @@ class _Module:
         if refusal:
             self._way(out, node, verb, q, refusal[0], refusal[1])
         parts = q.split(".")
+        if parts[0] == "minilm" and len(parts) > 3 and parts[:3] != ["minilm", "course", "validate"]:
+            # An attribute of another exercise module's task (Linear.F.gelu): that module's code is
+            # the student's, never imported here, so each attribute is judged by its name alone.
+            for attr in parts[3:]:
+                self._attr(out, node, attr, call and attr == parts[-1], None)
         if parts[0] == "minilm" and not self._importable_minilm(parts):
             self._way(out, node, verb, q, q, tasks.IMPORT_ADVICE)
         elif not (call or alias) and _is_torch_load(q):
