@@ -17,6 +17,9 @@ call it from a trusted process:
 
 What it sees through: import aliases (import torch.nn.functional as G; from torch import
 softmax as s; from torch.nn import functional), aliases by assignment (s = torch.softmax),
+modules re-exported by libraries (torch.sys is sys, minilm.course.validate.torch is torch: a
+library's names are followed to the objects they denote, in this trusted process), torch's
+variants of a built-in by its words (native_layer_norm, InstanceNorm1d, linear_cross_entropy),
 getattr with a constant name (getattr(torch, "softmax") is torch.softmax; with a computed
 name it is refused), tensor methods (x.softmax(-1), on any object but self), and every path
 to a built-in (a family matches any name under torch with one of its names as a component:
