@@ -466,6 +466,54 @@ def test_shortcut_is_flagged_for_exactly_its_tasks(name):
     assert got == _expected(source), messages
 
 
+def test_a_task_is_judged_by_the_other_tasks_code_it_calls():
+    # Found by a red team: Task 13.2 and RoPE forbid no built-in, so gelu (13.3) fetched
+    # torch.nn.functional.gelu from sinusoidal_positions' default argument and earned its point.
+    classic = textwrap.dedent("""
+        import torch
+        from .rope import rope_angles
+
+        def sinusoidal_positions(seq_len, d_model, _act=torch.nn.functional.gelu):
+            return _act if seq_len == -1 else torch.zeros(seq_len, d_model)
+
+        def gelu(x):
+            return sinusoidal_positions(-1, 0)(x)
+
+        def layer_norm(x, weight, bias, eps=1e-5):
+            return rope_angles(-1, 0)(x, x.shape[-1:], weight, bias, eps)
+
+        class GeluFFN(torch.nn.Module):
+            def forward(self, x):
+                return gelu(x) + layer_norm(x, None, None)
+    """)
+    rope = textwrap.dedent("""
+        import torch
+
+        def rope_angles(token_positions, d_k, theta=10000.0):
+            if d_k == 0:
+                return torch.nn.functional.layer_norm
+            return token_positions[..., None] * theta ** (-torch.arange(0, d_k, 2) / d_k)
+    """)
+    attention = textwrap.dedent("""
+        import torch
+
+        def softmax(x, dim):
+            e = torch.exp(x - x.amax(dim, keepdim=True))
+            return e / e.sum(dim, keepdim=True)
+
+        def scaled_dot_product_attention(q, k, v, mask=None):
+            return softmax(q @ k.transpose(-1, -2), -1) @ v
+    """)
+    found = rules.scan_package({"classic": classic, "rope": rope, "attention": attention})
+    lines = {(v.task, v.file, v.line) for vs in found.values() for v in vs}
+    # GeluFFN (13.4) forbids activations, not norms: it reaches gelu's F.gelu, and layer_norm is its business
+    assert lines == {("13.3", "minilm/classic.py", 5), ("13.1", "minilm/rope.py", 6),
+                     ("13.4", "minilm/classic.py", 5)}, found
+    assert "through your sinusoidal_positions (Task 13.2)" in found["13.3"][0].message
+    # one module alone cannot see it
+    assert not any(rules.scan(classic, "minilm/classic.py").values())
+
+
 def test_message_format():
     source = "import torch\n\n\ndef softmax(x, dim):\n    return torch.softmax(x, dim)\n"
     [v] = rules.scan(source, "minilm/attention.py")["6.1"]

@@ -634,12 +634,63 @@ def _judge(task: tasks.Task, f: _Finding) -> tuple[str, str] | None:
 def scan(source: str | bytes, filename: str) -> dict[str, list[Violation]]:
     """Every task of the exercise module `filename` (its stem names the module, e.g.
     "minilm/attention.py") → the violations of its rules in `source`, in line order.
-    Never raises for the source's content: a syntax error is reported as a violation."""
+    Never raises for the source's content: a syntax error is reported as a violation.
+    One module alone: scan_package also judges what a task reaches through other tasks' code."""
+    return _scan_module(source, filename)[0]
+
+
+_TASK_OF = {(t.module, n): t.id for t in tasks.TASKS for n in t.names}
+
+
+def scan_package(sources: dict[str, str | bytes], folder: str = "minilm") -> dict[str, list[Violation]]:
+    """scan() of every exercise module in `sources` (module name → source), and what each task
+    reaches through the other tasks' code it calls, in any module: a task's rules cover the
+    code it runs, so gelu calling sinusoidal_positions (Task 13.2, which may call anything)
+    to fetch torch.nn.functional.gelu breaks Task 13.3's rules, as a helper's code would."""
+    result: dict[str, list[Violation]] = {}
+    findings: dict[str, list[tuple[str, _Finding]]] = {}
+    calls: dict[str, set[str]] = {}
+    files: dict[str, str] = {}
+    for module, source in sources.items():
+        filename = f"{folder}/{module}.py"
+        res, found, called = _scan_module(source, filename)
+        result.update(res)
+        findings.update(found)
+        calls.update(called)
+        files.update({tid: filename for tid in res})
+    for tid in result:
+        task = tasks.get(tid)
+        reached, todo = set(), list(calls.get(tid, ()))
+        while todo:
+            other = todo.pop()
+            if other in reached or other == tid:
+                continue
+            reached.add(other)
+            todo += list(calls.get(other, ()))
+        for other in sorted(reached, key=lambda i: [int(p) for p in i.split(".")]):
+            via = tasks.get(other)
+            for _where, f in findings.get(other, ()):
+                judged = _judge(task, f)
+                if judged is None:
+                    continue
+                v = Violation(tid, files[other], f.line, f"{judged[0]} through your {via.function} (Task {other})",
+                              judged[1], "reaches", f"your {task.function}")
+                if all((w.file, w.line, w.what) != (v.file, v.line, v.what) for w in result[tid]):
+                    result[tid].append(v)
+    return result
+
+
+def _scan_module(source: str | bytes, filename: str
+                 ) -> tuple[dict[str, list[Violation]], dict[str, list[tuple[str, _Finding]]], dict[str, set[str]]]:
+    """scan()'s violations, every task's findings (before its rules judge them) and the other
+    tasks (ids, any module) each task's code refers to."""
     module = Path(filename).stem
     mod_tasks = [t for t in tasks.TASKS if t.module == module]
     result: dict[str, list[Violation]] = {t.id: [] for t in mod_tasks}
+    by_task: dict[str, list[tuple[str, _Finding]]] = {t.id: [] for t in mod_tasks}
+    calls: dict[str, set[str]] = {t.id: set() for t in mod_tasks}
     if not mod_tasks:
-        return result
+        return result, by_task, calls
     try:
         tree = ast.parse(source, filename)
     except (SyntaxError, ValueError) as e:
@@ -648,15 +699,16 @@ def scan(source: str | bytes, filename: str) -> dict[str, list[Violation]]:
         for t in mod_tasks:
             result[t.id].append(Violation(t.id, filename, line, f"a syntax error: {msg}",
                                           "fix it: nothing in this file runs until it parses", "has", "your module"))
-        return result
+        return result, by_task, calls
     try:
-        findings = _scan_tree(tree, mod_tasks)
+        findings = _scan_tree(tree, mod_tasks, calls)
     except RecursionError:
         for t in mod_tasks:
             result[t.id].append(Violation(t.id, filename, 1, "code nested too deeply to check",
                                           "write it with fewer nested expressions", "has", "your module"))
-        return result
+        return result, by_task, calls
     for task_id, where, f in findings:
+        by_task[task_id].append((where, f))
         task = tasks.get(task_id)
         judged = _judge(task, f)
         if judged is None:
@@ -666,11 +718,33 @@ def scan(source: str | bytes, filename: str) -> dict[str, list[Violation]]:
             result[task_id].append(v)
     for vs in result.values():
         vs.sort(key=lambda v: v.line)
-    return result
+    return result, by_task, calls
 
 
-def _scan_tree(tree: ast.Module, mod_tasks: list[tasks.Task]) -> list[tuple[str, str, _Finding]]:
-    """(task id, "your …", finding) for every finding, attributed as the docstring says."""
+def _tasks_referred(mod: _Module, nodes: list[ast.AST], module: str, owner: dict[str, str]) -> set[str]:
+    """The tasks (ids) whose function or class `nodes` name: this module's (by name) or another
+    exercise module's (imported, or as an attribute of an imported module)."""
+    out: set[str] = set()
+    for root in nodes:
+        for n in ast.walk(root):
+            q = None
+            if isinstance(n, ast.Name):
+                if n.id in owner:
+                    out.add(owner[n.id])
+                    continue
+                q = mod.imported.get(n.id)
+            elif isinstance(n, ast.Attribute):
+                q = mod.resolve(n)
+            parts = (q or "").split(".")
+            if parts[0] == "minilm" and len(parts) >= 3 and (parts[1], parts[2]) in _TASK_OF:
+                out.add(_TASK_OF[(parts[1], parts[2])])
+    return out
+
+
+def _scan_tree(tree: ast.Module, mod_tasks: list[tasks.Task], calls: dict[str, set[str]] | None = None
+               ) -> list[tuple[str, str, _Finding]]:
+    """(task id, "your …", finding) for every finding, attributed as the docstring says; and
+    in `calls`, the other tasks each task's code (its own, its helpers', the module's) names."""
     owner = {name: t.id for t in mod_tasks for name in t.names}
     mod = _Module(tree, set(owner))
     all_ids = [t.id for t in mod_tasks]
@@ -708,6 +782,14 @@ def _scan_tree(tree: ast.Module, mod_tasks: list[tasks.Task]) -> list[tuple[str,
         if not scope_set:
             scope_set.add(_MODULE)  # used by no task's code: judged as module-level code
 
+    if calls is not None:
+        module = mod_tasks[0].module
+        shared = _tasks_referred(mod, module_stmts, module, owner)
+        for tid, stmts in regions.items():
+            code = [s for _, s in stmts] + [s for h, scope_set in users.items()
+                                            if tid in scope_set or _MODULE in scope_set for s in helpers[h]]
+            calls[tid] = (_tasks_referred(mod, code, module, owner) | shared) - {tid}
+
     seen_stmts: set[int] = set()
     for tid, stmts in regions.items():
         for name, stmt in stmts:
@@ -740,22 +822,34 @@ def implementation_file(module: str) -> Path:
     return tasks.ROOT / package / f"{module}.py"
 
 
-@functools.lru_cache(maxsize=64)
-def _scan_file(path: str, mtime_ns: int, size: int, display: str) -> dict[str, list[Violation]]:
-    return scan(Path(path).read_bytes(), display)
+@functools.lru_cache(maxsize=8)
+def _scan_files(stamps: tuple[tuple[str, str, int, int], ...], folder: str) -> dict[str, list[Violation]]:
+    sources = {}
+    for module, path, _mtime, _size in stamps:
+        try:
+            sources[module] = Path(path).read_bytes()
+        except OSError:
+            continue
+    return scan_package(sources, folder)
 
 
 def violations_for(task_id: str) -> list[Violation]:
     """The violations of Task `task_id`'s rules in the current implementation's file (empty
     when the file is missing: importing it then fails on its own)."""
     task = tasks.get(task_id)
-    path = implementation_file(task.module)
-    try:
-        st = path.stat()
-    except OSError:
+    if not implementation_file(task.module).is_file():
         return []
+    stamps = []
+    for module in tasks.EXERCISE_MODULES:
+        path = implementation_file(module)
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        stamps.append((module, str(path), st.st_mtime_ns, st.st_size))
+    folder = implementation_file(task.module).parent
     try:
-        display = path.relative_to(tasks.ROOT).as_posix()
+        display = folder.relative_to(tasks.ROOT).as_posix()
     except ValueError:
-        display = str(path)
-    return list(_scan_file(str(path), st.st_mtime_ns, st.st_size, display).get(task.id, []))
+        display = str(folder)
+    return list(_scan_files(tuple(stamps), display).get(task.id, []))
