@@ -514,6 +514,32 @@ def test_a_task_is_judged_by_the_other_tasks_code_it_calls():
     assert not any(rules.scan(classic, "minilm/classic.py").values())
 
 
+def test_a_task_is_judged_by_the_provided_code_it_uses_from_another_module():
+    # Found by a red team: ClassicConfig is provided but lives in the student's classic.py; a class
+    # attribute ce = F.cross_entropy there (13.x forbid no loss) gave Task 10.1 its points.
+    classic = textwrap.dedent("""
+        import torch
+        from dataclasses import dataclass
+
+        @dataclass(frozen=True)
+        class ClassicConfig:
+            d_model: int
+            ce = torch.nn.functional.cross_entropy
+    """)
+    training = textwrap.dedent("""
+        from .classic import ClassicConfig
+
+        def cross_entropy(logits, targets):
+            return ClassicConfig.ce(logits, targets)
+
+        def clip_grad_norm(parameters, max_norm):
+            return ClassicConfig(4).d_model
+    """)
+    found = rules.scan_package({"classic": classic, "training": training})
+    assert {(v.task, v.file, v.line) for vs in found.values() for v in vs} == {("10.1", "minilm/classic.py", 7)}, found
+    assert "through your ClassicConfig" in found["10.1"][0].message
+
+
 def test_message_format():
     source = "import torch\n\n\ndef softmax(x, dim):\n    return torch.softmax(x, dim)\n"
     [v] = rules.scan(source, "minilm/attention.py")["6.1"]

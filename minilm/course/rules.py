@@ -640,6 +640,10 @@ def scan(source: str | bytes, filename: str) -> dict[str, list[Violation]]:
 
 
 _TASK_OF = {(t.module, n): t.id for t in tasks.TASKS for n in t.names}
+# Provided names other modules may import (ClassicConfig): the student's file holds their code too,
+# so a task that uses one is judged by that code as well, under a pseudo id "module:name".
+_TASK_OF |= {(module, name): f"{module}:{name}" for name, module in tasks.EXPORTS.items()
+             if (module, name) not in _TASK_OF}
 
 
 def scan_package(sources: dict[str, str | bytes], folder: str = "minilm") -> dict[str, list[Violation]]:
@@ -657,8 +661,10 @@ def scan_package(sources: dict[str, str | bytes], folder: str = "minilm") -> dic
         result.update(res)
         findings.update(found)
         calls.update(called)
-        files.update({tid: filename for tid in res})
-    for tid in result:
+        files.update({tid: filename for tid in found})
+    for tid in list(result):
+        if ":" in tid:
+            continue
         task = tasks.get(tid)
         reached, todo = set(), list(calls.get(tid, ()))
         while todo:
@@ -667,17 +673,17 @@ def scan_package(sources: dict[str, str | bytes], folder: str = "minilm") -> dic
                 continue
             reached.add(other)
             todo += list(calls.get(other, ()))
-        for other in sorted(reached, key=lambda i: [int(p) for p in i.split(".")]):
-            via = tasks.get(other)
+        for other in sorted(reached):
+            via = f"your {other.split(':')[1]}" if ":" in other else f"your {tasks.get(other).function} (Task {other})"
             for _where, f in findings.get(other, ()):
                 judged = _judge(task, f)
                 if judged is None:
                     continue
-                v = Violation(tid, files[other], f.line, f"{judged[0]} through your {via.function} (Task {other})",
+                v = Violation(tid, files[other], f.line, f"{judged[0]} through {via}",
                               judged[1], "reaches", f"your {task.function}")
                 if all((w.file, w.line, w.what) != (v.file, v.line, v.what) for w in result[tid]):
                     result[tid].append(v)
-    return result
+    return {tid: vs for tid, vs in result.items() if ":" not in tid}
 
 
 def _scan_module(source: str | bytes, filename: str
@@ -708,7 +714,9 @@ def _scan_module(source: str | bytes, filename: str
                                           "write it with fewer nested expressions", "has", "your module"))
         return result, by_task, calls
     for task_id, where, f in findings:
-        by_task[task_id].append((where, f))
+        by_task.setdefault(task_id, []).append((where, f))
+        if ":" in task_id:
+            continue
         task = tasks.get(task_id)
         judged = _judge(task, f)
         if judged is None:
@@ -789,6 +797,20 @@ def _scan_tree(tree: ast.Module, mod_tasks: list[tasks.Task], calls: dict[str, s
             code = [s for _, s in stmts] + [s for h, scope_set in users.items()
                                             if tid in scope_set or _MODULE in scope_set for s in helpers[h]]
             calls[tid] = (_tasks_referred(mod, code, module, owner) | shared) - {tid}
+        for name in helpers:
+            pid = _TASK_OF.get((module, name), "")
+            if ":" not in pid:
+                continue
+            code, todo = [], [name]
+            while todo:  # the provided name's code and the helpers it uses
+                h = todo.pop()
+                if h in helpers and all(s is not helpers[h][0] for s in code):
+                    code += helpers[h]
+                    todo += list(_referenced(helpers[h]) & helpers.keys())
+            calls[pid] = _tasks_referred(mod, code, module, owner)
+            for stmt in code:
+                for f in mod.findings(stmt):
+                    out.append((pid, f"your {name}", f))
 
     seen_stmts: set[int] = set()
     for tid, stmts in regions.items():
