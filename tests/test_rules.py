@@ -536,7 +536,7 @@ def test_a_task_is_judged_by_the_provided_code_it_uses_from_another_module():
             return ClassicConfig(4).d_model
     """)
     found = rules.scan_package({"classic": classic, "training": training})
-    assert {(v.task, v.file, v.line) for vs in found.values() for v in vs} == {("10.1", "minilm/classic.py", 7)}, found
+    assert {(v.task, v.file, v.line) for vs in found.values() for v in vs} == {("10.1", "minilm/classic.py", 8)}, found
     assert "through your ClassicConfig" in found["10.1"][0].message
 
 
