@@ -512,6 +512,10 @@ def test_a_task_is_judged_by_the_other_tasks_code_it_calls():
     assert "through your sinusoidal_positions (Task 13.2)" in found["13.3"][0].message
     # one module alone cannot see it
     assert not any(rules.scan(classic, "minilm/classic.py").values())
+    # what the called task's own rules refuse costs that task alone, not every caller
+    shortcut = attention.replace("e = torch.exp(x - x.amax(dim, keepdim=True))", "return torch.softmax(x, dim)")
+    found = rules.scan_package({"attention": shortcut})
+    assert [v.task for vs in found.values() for v in vs] == ["6.1"], found
 
 
 def test_a_task_is_judged_by_the_provided_code_it_uses_from_another_module():

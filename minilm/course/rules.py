@@ -648,9 +648,11 @@ _TASK_OF |= {(module, name): f"{module}:{name}" for name, module in tasks.EXPORT
 
 def scan_package(sources: dict[str, str | bytes], folder: str = "minilm") -> dict[str, list[Violation]]:
     """scan() of every exercise module in `sources` (module name → source), and what each task
-    reaches through the other tasks' code it calls, in any module: a task's rules cover the
-    code it runs, so gelu calling sinusoidal_positions (Task 13.2, which may call anything)
-    to fetch torch.nn.functional.gelu breaks Task 13.3's rules, as a helper's code would."""
+    reaches through the other tasks' code it calls, in any module, that those tasks' own rules
+    allow but its rules refuse: gelu calling sinusoidal_positions (Task 13.2, which may call
+    anything) to fetch torch.nn.functional.gelu breaks Task 13.3's rules, as a helper's code
+    would. What the other task's rules refuse costs that task alone (Linear calling a linear
+    that calls F.linear costs Task 1.1, not 1.2)."""
     result: dict[str, list[Violation]] = {}
     findings: dict[str, list[tuple[str, _Finding]]] = {}
     calls: dict[str, set[str]] = {}
@@ -676,6 +678,8 @@ def scan_package(sources: dict[str, str | bytes], folder: str = "minilm") -> dic
         for other in sorted(reached):
             via = f"your {other.split(':')[1]}" if ":" in other else f"your {tasks.get(other).function} (Task {other})"
             for _where, f in findings.get(other, ()):
+                if ":" not in other and _judge(tasks.get(other), f) is not None:
+                    continue  # that task's own rules refuse it already: it costs that task, not every caller
                 judged = _judge(task, f)
                 if judged is None:
                     continue
