@@ -24,7 +24,7 @@ CORPUS = {
         import torch
         from torch import nn
 
-        def linear(x, weight, F=torch.nn.functional):
+        def linear(x, weight, F=torch.nn.functional):  # flag: 1.1
             return F.linear(x, weight)  # flag: 1.1
 
         class Linear(nn.Module):
@@ -35,7 +35,7 @@ CORPUS = {
     "rmsnorm-through-a-dict-and-a-loop": ("rmsnorm.py", """
         import torch
 
-        D = {"f": torch.nn.functional}
+        D = {"f": torch.nn.functional}  # flag: 3.1 3.2
 
         def rms_norm(x, weight, eps=1e-5):
             for f in (D["f"],):
@@ -303,6 +303,143 @@ CORPUS = {
         from .linear import Linear, linear
         from .linear import _shortcut  # flag: 4.1 4.2 4.3
     """),
+    "modules-reexported-by-libraries": ("classic.py", """
+        import collections
+        import contextlib
+        import dataclasses
+        import torch
+        import typing
+        from torch import sys as system  # flag: 13.1 13.2 13.3 13.4 13.5 13.6
+        from torch.serialization import load  # flag: 13.1 13.2 13.3 13.4 13.5 13.6
+
+        def gelu(x):
+            F = torch.sys.modules["torch.nn.functional"]  # flag: 13.3
+            return torch.builtins.getattr(F, "ge" + "lu")(x)  # flag: 13.3
+
+        def sinusoidal_positions(seq_len, d_model):
+            a = typing.sys.modules, collections._sys, contextlib.os.environ  # flag: 13.2
+            b = dataclasses.builtins.exec, torch.fx.proxy.enum.bltns.eval  # flag: 13.2
+            c = (torch,)[0].sys, [torch][0].importlib  # flag: 13.2
+            return torch.UntypedStorage.from_file("x"), torch.jit.load("y")  # flag: 13.2
+
+        def layer_norm(x, weight, bias, eps=1e-5):
+            frame = (i for i in x).gi_frame  # flag: 13.1
+            return frame.f_back.f_globals  # flag: 13.1
+    """),
+    "modules-as-values": ("classic.py", """
+        import torch
+        from . import linear as L
+        from .linear import Linear
+
+        F = G = torch.nn.functional
+        nn_, f_ = torch.nn, torch.nn.functional
+
+        def gelu(x, t=torch):  # flag: 13.3
+            a = (torch,)[0].fx.proxy.enum.bltns  # flag: 13.3
+            b = {"l": L}  # flag: 13.3
+            c = isinstance(x, torch.Tensor), Linear, torch.erf, L.Linear, G.dropout, f_.pad
+            return 0.5 * x * (1 + torch.erf(x / 2 ** 0.5))
+    """),
+    "strings-run-as-code": ("classic.py", """
+        import functools
+        import typing
+        import torch
+        from jaxtyping import Float, Int
+        from torch import Tensor
+
+        Shape = Float
+
+        def _spec(f: "torch.nn.functional.gelu"):
+            pass
+
+        def gelu(x: Float[Tensor, "... d_model"]) -> Float[Tensor, "*batch #d _ 1"]:
+            isinstance(x, Float[Tensor, '*b exec("import builtins")'])  # flag: 13.3
+            isinstance(x, Shape[Tensor, "n+1"])  # flag: 13.3
+            spec = "n"
+            isinstance(x, Int[torch.Tensor, spec])  # flag: 13.3
+            f = (Float,)[0]  # flag: 13.3
+            return typing.get_type_hints(_spec)["f"](x)  # flag: 13.3
+
+        def sinusoidal_positions(seq_len, d_model):
+            g = torch.fx.Graph()  # flag: 13.2
+            torch.jit.CompilationUnit("def f(x): return x")  # flag: 13.2
+            return torch.utils.benchmark.Timer("1"), functools.singledispatch  # flag: 13.2
+    """),
+    "checkpoints-loaded-with-a-full-unpickler": ("training.py", """
+        import functools
+        import torch
+
+        def save_checkpoint(model, optimizer, iteration, out):
+            torch.save({"model": model.state_dict(), "iteration": iteration}, out)
+
+        def load_checkpoint(src, model, optimizer):
+            load = torch.load
+            a = torch.load(src)
+            b = torch.load(src, "cpu", weights_only=True, mmap=False)
+            c = torch.load(src, weights_only=False)  # flag: 10.5
+            d = load(src, map_location="cpu", weights_only=None)  # flag: 10.5
+            e = torch.load(src, None, torch)  # flag: 10.5
+            f = functools.partial(torch.load, weights_only=False)  # flag: 10.5
+            g = torch.serialization.add_safe_globals([object])  # flag: 10.5
+            return torch.load(src, **{"weights_only": False})  # flag: 10.5
+    """),
+    "libraries-through-the-provided-validate": ("classic.py", """
+        import os
+        from minilm.course import validate
+        from minilm.course.validate import torch as T
+        from minilm.course.validate import check_last_dim
+
+        def gelu(x):
+            check_last_dim(x, x.shape[-1], "gelu", "d")
+            return validate.torch.nn.functional.gelu(x)  # flag: 13.3
+
+        def layer_norm(x, w, b, eps=1e-5):
+            y = T.erf(x) + validate.torch.rsqrt(x) + T.Tensor.mean(x)
+            return T.nn.functional.layer_norm(x, x.shape[-1:], w, b, eps)  # flag: 13.1
+
+        def sinusoidal_positions(seq_len, d_model):
+            return os.path.join("a", "b"), validate.torch.sys  # flag: 13.2
+    """),
+    "builtins-through-another-modules-class": ("classic.py", """
+        from .linear import Linear
+        from .swiglu import SwiGLU, silu
+
+        def gelu(x):
+            return Linear.F.gelu(x)  # flag: 13.3
+
+        def layer_norm(x, w, b, eps=1e-5):
+            y = silu(x) + Linear(2, 3).weight.sum() + SwiGLU.forward
+            return SwiGLU.T.sys.modules  # flag: 13.1
+    """),
+    "builtins-under-other-names": ("classic.py", """
+        import torch
+
+        def layer_norm(x, weight, bias, eps=1e-5):
+            return torch.native_layer_norm(x, (x.shape[-1],), weight, bias, eps)[0]  # flag: 13.1
+
+        class LayerNorm(torch.nn.Module):
+            def forward(self, x):
+                y = torch.nn.InstanceNorm1d(1)(x[:, None])  # flag: 13.1
+                return torch.native_group_norm, torch.nn.LazyBatchNorm1d  # flag: 13.1
+
+        class ClassicBlock(torch.nn.Module):
+            def forward(self, x, F={"f": torch.nn.functional}):  # flag: 13.5
+                return F["f"].native_layer_norm(x), self.linear_q(x), x.w.linear_q  # flag: 13.5
+    """),
+    "cross-entropy-under-other-names": ("training.py", """
+        import torch
+        from torch import nn
+
+        def cross_entropy(logits, targets):
+            eye = torch.eye(logits.shape[-1])
+            return torch.nn.functional.linear_cross_entropy(logits, eye, targets)  # flag: 10.1
+
+        def save_checkpoint(model, optimizer, iteration, out):
+            torch.serialization.save(model.state_dict(), out)  # flag: 10.5
+
+        def load_checkpoint(src, model, optimizer):
+            return torch.serialization.load(src)  # flag: 10.5
+    """),
     "private-torch-module": ("rope.py", """
         import torch
 
@@ -327,6 +464,84 @@ def test_shortcut_is_flagged_for_exactly_its_tasks(name):
     got = {(v.task, v.line) for vs in found.values() for v in vs}
     messages = "\n".join(v.message for vs in found.values() for v in vs)
     assert got == _expected(source), messages
+
+
+def test_a_task_is_judged_by_the_other_tasks_code_it_calls():
+    # Found by a red team: Task 13.2 and RoPE forbid no built-in, so gelu (13.3) fetched
+    # torch.nn.functional.gelu from sinusoidal_positions' default argument and earned its point.
+    classic = textwrap.dedent("""
+        import torch
+        from .rope import rope_angles
+
+        def sinusoidal_positions(seq_len, d_model, _act=torch.nn.functional.gelu):
+            return _act if seq_len == -1 else torch.zeros(seq_len, d_model)
+
+        def gelu(x):
+            return sinusoidal_positions(-1, 0)(x)
+
+        def layer_norm(x, weight, bias, eps=1e-5):
+            return rope_angles(-1, 0)(x, x.shape[-1:], weight, bias, eps)
+
+        class GeluFFN(torch.nn.Module):
+            def forward(self, x):
+                return gelu(x) + layer_norm(x, None, None)
+    """)
+    rope = textwrap.dedent("""
+        import torch
+
+        def rope_angles(token_positions, d_k, theta=10000.0):
+            if d_k == 0:
+                return torch.nn.functional.layer_norm
+            return token_positions[..., None] * theta ** (-torch.arange(0, d_k, 2) / d_k)
+    """)
+    attention = textwrap.dedent("""
+        import torch
+
+        def softmax(x, dim):
+            e = torch.exp(x - x.amax(dim, keepdim=True))
+            return e / e.sum(dim, keepdim=True)
+
+        def scaled_dot_product_attention(q, k, v, mask=None):
+            return softmax(q @ k.transpose(-1, -2), -1) @ v
+    """)
+    found = rules.scan_package({"classic": classic, "rope": rope, "attention": attention})
+    lines = {(v.task, v.file, v.line) for vs in found.values() for v in vs}
+    # GeluFFN (13.4) forbids activations, not norms: it reaches gelu's F.gelu, and layer_norm is its business
+    assert lines == {("13.3", "minilm/classic.py", 5), ("13.1", "minilm/rope.py", 6),
+                     ("13.4", "minilm/classic.py", 5)}, found
+    assert "through your sinusoidal_positions (Task 13.2)" in found["13.3"][0].message
+    # one module alone cannot see it
+    assert not any(rules.scan(classic, "minilm/classic.py").values())
+    # what the called task's own rules refuse costs that task alone, not every caller
+    shortcut = attention.replace("e = torch.exp(x - x.amax(dim, keepdim=True))", "return torch.softmax(x, dim)")
+    found = rules.scan_package({"attention": shortcut})
+    assert [v.task for vs in found.values() for v in vs] == ["6.1"], found
+
+
+def test_a_task_is_judged_by_the_provided_code_it_uses_from_another_module():
+    # Found by a red team: ClassicConfig is provided but lives in the student's classic.py; a class
+    # attribute ce = F.cross_entropy there (13.x forbid no loss) gave Task 10.1 its points.
+    classic = textwrap.dedent("""
+        import torch
+        from dataclasses import dataclass
+
+        @dataclass(frozen=True)
+        class ClassicConfig:
+            d_model: int
+            ce = torch.nn.functional.cross_entropy
+    """)
+    training = textwrap.dedent("""
+        from .classic import ClassicConfig
+
+        def cross_entropy(logits, targets):
+            return ClassicConfig.ce(logits, targets)
+
+        def clip_grad_norm(parameters, max_norm):
+            return ClassicConfig(4).d_model
+    """)
+    found = rules.scan_package({"classic": classic, "training": training})
+    assert {(v.task, v.file, v.line) for vs in found.values() for v in vs} == {("10.1", "minilm/classic.py", 8)}, found
+    assert "through your ClassicConfig" in found["10.1"][0].message
 
 
 def test_message_format():

@@ -106,13 +106,21 @@ BUILTINS: dict[str, Builtins] = {
 # getattr, setattr and delattr are refused only with a computed name: getattr(torch, "exp")
 # is read as torch.exp and judged like it.
 WAYS_AROUND: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("exec", "eval", "compile", "__import__", "importlib", "runpy", "code", "codeop", "marshal", "types"),
+    (("exec", "eval", "compile", "__import__", "importlib", "runpy", "code", "codeop", "marshal", "types",
+      # APIs that evaluate a string as Python (annotations, TorchScript, FX's call_method, benchmark statements)
+      "typing.get_type_hints", "typing.ForwardRef", "typing.evaluate_forward_ref", "typing_extensions.get_type_hints",
+      "typing_extensions.ForwardRef", "typing_extensions.get_annotations", "typing_extensions.evaluate_forward_ref",
+      "functools.singledispatch", "functools.singledispatchmethod", "jaxtyping.jaxtyped", "jaxtyping.install_import_hook",
+      "jaxtyping.import_hook", "torch.jit", "torch.fx", "torch.utils.benchmark", "torch.cuda.jiterator", "numpy.f2py"),
      "write the code itself: nothing that runs or loads code by name"),
     (("getattr", "setattr", "delattr", "vars", "globals", "locals", "__builtins__", "builtins", "operator",
       "__dict__", "__class__", "__bases__", "__base__", "__mro__", "__subclasses__", "__globals__", "__code__",
       "__closure__", "__func__", "__self__", "__wrapped__", "__defaults__", "__kwdefaults__", "__getattribute__",
       "__getattr__", "__setattr__", "__delattr__", "__loader__", "__spec__", "__reduce__", "__reduce_ex__",
-      "__torch_function__", "__torch_dispatch__"),
+      "__torch_function__", "__torch_dispatch__",
+      # frames and code objects hold a module's globals and builtins (exec, __import__), and the caller's
+      ".gi_frame", ".gi_code", ".cr_frame", ".cr_code", ".ag_frame", ".ag_code", ".f_globals", ".f_locals",
+      ".f_builtins", ".f_back", ".f_code", ".tb_frame", ".tb_next", ".co_code", ".co_consts"),
      "name what you use directly (getattr and setattr only with a constant name)"),
     (("os", "sys", "subprocess", "socket", "ctypes", "signal", "inspect", "gc", "threading", "multiprocessing",
       "shutil", "platform", "sysconfig", "site", "atexit", "faulthandler", "resource", "pdb", "breakpoint"),
@@ -120,7 +128,9 @@ WAYS_AROUND: tuple[tuple[tuple[str, ...], str], ...] = (
     (("open", "io", "pathlib", "tempfile", "pickle", "shelve", "glob", "fileinput", "urllib", "http", "requests",
       "torch.save", "torch.load", "torch.from_file", "torch.hub", "numpy.load", "numpy.save", "numpy.savez",
       "numpy.savez_compressed", "numpy.fromfile", "numpy.memmap", "numpy.loadtxt", "numpy.savetxt",
-      "numpy.genfromtxt", "numpy.fromregex", "numpy.DataSource", "numpy.lib.format", "numpy.lib.npyio", ".tofile"),
+      "numpy.genfromtxt", "numpy.fromregex", "numpy.DataSource", "numpy.lib.format", "numpy.lib.npyio", ".tofile",
+      ".fromfile", ".from_file", "torch.jit.load", "torch.jit.save", "torch.export.load", "torch.export.save",
+      "torch.serialization"),
      "exercise modules do not read or write files or the network (only Task 10.5 saves and loads, with torch.save and torch.load)"),
     (("torch.ops", "torch._[!_]*", "torch.*._[!_]*", "numpy._[!_]*", "numpy.*._[!_]*", "torch.library", "torch.overrides",
       "torch.utils.cpp_extension", "torch.classes", "torch.package", "numpy.ctypeslib"),
@@ -131,6 +141,15 @@ ALWAYS_ALLOWED: tuple[str, ...] = ("os.PathLike",)
 # Assigning to (or deleting) another module's names, e.g. torch.nn.functional.softmax = …,
 # which would change what the checks compare against.
 PATCHING_ADVICE = "do not change other modules' names: define your own"
+# torch.load with weights_only=False (or a pickle_module) unpickles anything, so a file object a
+# student's code builds from a bytes literal runs any code through Task 10.5's load_checkpoint,
+# and any task can call that.
+LOAD_ADVICE = "call torch.load(src) or torch.load(src, weights_only=True), by name: a full unpickler runs any code a file holds"
+# jaxtyping evaluates a shape that is not names and numbers ("n+1", 'exec("…")') as Python code.
+SHAPE_ADVICE = 'write jaxtyping shapes as names, numbers and ... ("batch seq d_model"), in Float[Tensor, "…"] itself'
+# A module used as a value (in a tuple or dict, as a default argument or a call's argument):
+# what is then reached through it is out of the static check's sight.
+MODULE_VALUE_ADVICE = "use a module by its dotted names (torch.nn.functional.x) or an alias (F = torch.nn.functional)"
 # What an exercise module may import (a name allows everything under it), besides the other
 # exercise modules' task names (from .linear import Linear) and minilm.course.validate. `os` is
 # importable for os.PathLike only: every other use of it is refused above.

@@ -577,6 +577,37 @@ def test_worker_outputs_cross_as_plain_data_only(tmp_path):
     assert judge.load_results(path, 1) is None  # never followed
 
 
+def test_the_worker_never_runs_a_full_unpickler(tmp_path, monkeypatch, capsys):
+    # Found by a red team: Task 10.5's load_checkpoint may call torch.load, and cross_entropy
+    # called it on a file object over a bytes literal with weights_only=False: the pickle ran
+    # exec, which bound F.cross_entropy to a bare name, and Task 10.1 earned its points.
+    import io
+    import pickle
+
+    from minilm.course.grading import worker
+
+    monkeypatch.delenv("TORCH_FORCE_WEIGHTS_ONLY_LOAD", raising=False)
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    plan = tmp_path / "plan.pt"
+    torch.save({"tasks": [], "cases": {}}, plan)
+    threads = torch.get_num_threads()
+    try:
+        assert worker.main([str(plan), str(tmp_path)]) == 0
+    finally:
+        torch.set_num_threads(threads)
+
+    class Evil:
+        def __reduce__(self):
+            return (print, ("pwned",))
+
+    buffer = io.BytesIO()
+    torch.save(Evil(), buffer)
+    buffer.seek(0)
+    with pytest.raises(pickle.UnpicklingError):
+        torch.load(buffer, weights_only=False)
+    assert "pwned" not in capsys.readouterr().out
+
+
 def test_every_task_has_a_probe_that_the_reference_passes_and_each_mistake_fails():
     from solutions import mistakes
     from solutions.probe_cases import CASES

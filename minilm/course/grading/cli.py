@@ -188,12 +188,11 @@ def _rules(sub: Submission) -> dict[str, list[str]]:
     except ImportError:
         return {}
     found: dict[str, list[str]] = {}
-    for module, data in sub.modules.items():
-        if module in sub.broken:
-            continue
-        for task_id, violations in rules.scan(data.decode("utf-8"), f"minilm/{module}.py").items():
-            # One line each, cut short: the rule quotes the submission's own code.
-            found.setdefault(task_id, []).extend(" ".join(v.message.split())[:200] for v in violations[:3])
+    # All modules at once: a task is also judged by the other tasks' code it calls, in any module.
+    sources = {module: data.decode("utf-8") for module, data in sub.modules.items() if module not in sub.broken}
+    for task_id, violations in rules.scan_package(sources).items():
+        # One line each, cut short: the rule quotes the submission's own code.
+        found.setdefault(task_id, []).extend(" ".join(v.message.split())[:200] for v in violations[:3])
     return found
 
 
