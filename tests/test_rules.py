@@ -426,6 +426,18 @@ CORPUS = {
             def forward(self, x, F={"f": torch.nn.functional}):  # flag: 13.5
                 return F["f"].native_layer_norm(x), self.linear_q(x), x.w.linear_q  # flag: 13.5
     """),
+    "linear-as-an-einops-layer": ("linear.py", """
+        import torch
+        from einops.layers.torch import EinMix
+
+        def linear(x, weight):
+            return torch.einsum("...i,oi->...o", x, weight)
+
+        class Linear(torch.nn.Module):
+            def __init__(self, in_features, out_features, device=None, dtype=None):
+                super().__init__()
+                self.mix = EinMix("b i -> b o", weight_shape="i o", i=in_features, o=out_features)  # flag: 1.2
+    """),
     "cross-entropy-under-other-names": ("training.py", """
         import torch
         from torch import nn

@@ -288,7 +288,7 @@ def _contains_name(name: str, builtin: str) -> bool:
 
 def _family_matches(family: tasks.Builtins, name: str) -> bool:
     parts = name.split(".")
-    if parts[0] != "torch" or any(_under(name, e) for e in family.except_):
+    if parts[0] not in ("torch", "einops") or any(_under(name, e) for e in family.except_):  # einops: EinMix
         return False
     return (any(_under(name, p) for p in family.prefixes)
             or any(_contains_name(p, n) for p in parts[1:] for n in family.names))

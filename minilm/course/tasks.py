@@ -70,7 +70,8 @@ _SOFTMAX = ("softmax", "log_softmax", "logsumexp", "softmin", "gumbel_softmax", 
             "Softmax2d")
 
 BUILTINS: dict[str, Builtins] = {
-    "linear": Builtins(names=("linear", "bilinear", "Linear", "LazyLinear", "Bilinear")),
+    # einops' EinMix is a linear layer written as an einsum pattern.
+    "linear": Builtins(names=("linear", "bilinear", "Linear", "LazyLinear", "Bilinear", "EinMix")),
     "embedding": Builtins(names=("embedding", "embedding_bag", "Embedding", "EmbeddingBag")),
     "norm": Builtins(names=("rms_norm", "layer_norm", "group_norm", "batch_norm", "instance_norm", "normalize",
                             "local_response_norm", "RMSNorm", "LayerNorm", "GroupNorm", "LocalResponseNorm")),
