@@ -110,6 +110,7 @@ def _refused(name: str) -> str | None:
     return found[1] if found else None
 
 
+@functools.lru_cache(maxsize=None)  # pure in the name; a scan asks again and again
 def _refusal(name: str) -> tuple[str, str] | None:
     """(entry, advice) of the WAYS_AROUND entry that refuses the qualified `name`, if any: by its
     spelling, or (for a name under a library) by the object it denotes. Libraries re-export
@@ -269,6 +270,7 @@ def _refused_object(name: str) -> tuple[str, str] | None:
     return None
 
 
+@functools.lru_cache(maxsize=None)  # pure in the name; a scan asks again and again
 def _tokens(name: str) -> tuple[str, ...]:
     """The words of a name, lower-cased, whatever its style: native_layer_norm → (native, layer,
     norm), LayerNorm → (layer, norm), BatchNorm1d → (batch, norm, 1, d), NLLLoss2d → (nll, loss,
@@ -277,6 +279,7 @@ def _tokens(name: str) -> tuple[str, ...]:
                  for w in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+", piece))
 
 
+@functools.lru_cache(maxsize=None)  # pure in the name; a scan asks again and again
 def _contains_name(name: str, builtin: str) -> bool:
     """`name` is the built-in `builtin`, or holds its words in a row: torch's variants of a
     built-in carry its name (native_layer_norm, BatchNorm1d, linear_cross_entropy, NLLLoss2d)."""
