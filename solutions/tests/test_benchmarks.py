@@ -76,6 +76,7 @@ def test_quick_training_rows(quick):
             assert name not in by_what
         else:
             assert by_what[name]["met"] == (r["ratio"] >= 0.9) and by_what[name]["target"] == "≥ 0.9×"
+    assert "training d512 eager: reference MFU" not in by_what, "eager MFU is reported without a target too"
     assert "Training step" in stdout and "Targets" in stdout
 
 
