@@ -143,3 +143,16 @@ def test_ci_runs_the_readme_test_command():
     # The very command: the README's block line, and a line of the script (through python -m, which
     # needs no console script on PATH), not a longer variant.
     assert f"\n{command}\n" in readme and f"\npython -m {command}\n" in ci
+
+
+def test_ci_installs_the_way_the_readme_says():
+    # In a fresh venv made from an interpreter of its own, with the README's install command
+    # (the setup command's first part, before it opens JupyterLab), not a variant of it.
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    setup = next(line for line in re.findall(r"```bash\n(.*?)```", readme, flags=re.S)[0].splitlines()
+                 if "pip install" in line)
+    install = setup.split(" && ")[0].strip()
+    assert install == 'python -m pip install -e ".[dev]"', setup
+    assert f"\n{install}\n" in ci
+    assert re.search(r'\n"\$base" -m venv "\$scratch/venv"\n', ci) and '. "$scratch/venv/bin/activate"' in ci
