@@ -5,7 +5,7 @@
 
 The release holds minilm/ (the stubs and the provided modules, the grader included),
 notebooks/ with the reference's stored outputs, the visible tests/, the root conftest.py,
-README.md, environment.yml, a pyproject.toml that no longer mentions `solutions`, a
+a README.md of its own (the student's two commands, loop, rules and tasks), environment.yml, a pyproject.toml that no longer mentions `solutions`, a
 .gitignore, and a GitHub Actions workflow (.github/workflows/grade.yml) generated from the task
 registry that runs the visible checks on every push.
 It never holds solutions/ or the grader's hidden inputs: before it returns, every file written is
@@ -277,6 +277,56 @@ def grade_workflow() -> str:
     return header + json.dumps(workflow, indent=2, ensure_ascii=False) + "\n"
 
 
+# The student's two commands: set up and open the course; test their own code.
+STUDENT_SETUP = 'python -m pip install -e ".[dev]" && python -m jupyter lab notebooks/00_welcome.ipynb'
+STUDENT_TEST = "minilm test all"
+
+
+def _section(readme: str, heading: str) -> str:
+    """One `## heading` section of the course README, up to the next `## ` heading."""
+    start = readme.index(f"\n## {heading}\n")
+    end = readme.find("\n## ", start + 1)
+    return readme[start + 1:end if end >= 0 else len(readme)].rstrip() + "\n"
+
+
+def student_readme() -> str:
+    """The student edition's README: what the course is, the student's two commands, their loop
+    and rules, and the tasks, taken from the course README's student sections; nothing an
+    instructor runs (no `solutions`, no grader), which the edition cannot run."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    intro = readme[:readme.index("\n## ")].rstrip() + "\n"
+    loop = _section(readme, "How you work (students)").replace("## How you work (students)", "## How you work")
+    tasks_table = _section(readme, "Tasks")
+    commands = f"""## Two commands
+
+Set up and open the course (Python ≥ 3.10, in a fresh virtual environment or conda env; on Linux,
+run `python -m pip install torch --index-url https://download.pytorch.org/whl/cpu` first for a
+small CPU-only PyTorch):
+
+```bash
+{STUDENT_SETUP}
+```
+
+Test your code: every task's tests and every notebook, run against your modules in `minilm/`.
+Until you have written every task it fails, and each failure names its task
+(`Task 3.1 is not implemented yet: write rms_norm in minilm/rmsnorm.py`):
+
+```bash
+{STUDENT_TEST}
+```
+
+`minilm --help` lists the other commands; the loop below uses `minilm status`, `minilm check` and
+`minilm test ID`.
+"""
+    footer = """## For instructors
+
+This is the student edition of the course, written from the instructor's repository, which holds
+the reference, the grader, the hidden inputs and the instructor's documentation. Grades are
+decided there, never in this repository.
+"""
+    return "\n".join([intro, commands, loop, tasks_table, footer])
+
+
 def write_release(out: Path, regenerate: bool = False) -> list[Path]:
     if regenerate:
         make_stubs.main([])
@@ -293,10 +343,11 @@ def write_release(out: Path, regenerate: bool = False) -> list[Path]:
     for f in sorted((ROOT / "notebooks").iterdir()):
         if f.is_file() and (f.suffix != ".ipynb" or re.match(r"\d\d_", f.name)):
             shutil.copy2(f, out / "notebooks" / f.name)
-    for name in ("conftest.py", "README.md", "environment.yml"):
+    for name in ("conftest.py", "environment.yml"):
         if not (ROOT / name).exists():
             raise ReleaseError(f"{name} is missing from the course root")
         shutil.copy2(ROOT / name, out / name)
+    (out / "README.md").write_text(student_readme(), encoding="utf-8")
     (out / "pyproject.toml").write_text(rewrite_pyproject((ROOT / "pyproject.toml").read_text(encoding="utf-8")),
                                         encoding="utf-8")
     ignore = (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines() if (ROOT / ".gitignore").exists() else []

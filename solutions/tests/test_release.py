@@ -172,6 +172,35 @@ def test_release_tests_fail_in_stub_mode_with_the_todo_lines(release):
     assert not wrong, "failures that are not a stub's message:\n" + "\n".join(f"{t}: {m}" for t, m in wrong)
 
 
+def test_student_readme_gives_the_students_own_two_commands(release):
+    text = (release / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
+    assert [b.strip() for b in blocks[:2]] == [rel.STUDENT_SETUP, rel.STUDENT_TEST], blocks[:2]
+    # Nothing only an instructor's repository can run.
+    for word in ("solutions", "--impl", "minilm grade", "minilm release", "minilm export", "minilm expected"):
+        assert word not in text, word
+    # Every command it shows is one of the edition's, and answers --help there.
+    shown = {line.split()[1] for b in blocks for line in b.splitlines() if line.startswith("minilm ")}
+    assert shown == {"test", "check", "status"}, shown
+    for command in shown:
+        r = subprocess.run([sys.executable, "-m", "minilm", command, "--help"], cwd=release, env=student_env(release),
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0 and "usage:" in r.stdout, r.stderr
+    for section in ("## Two commands", "## How you work", "**Build it yourself.**", "## Tasks"):
+        assert section in text, section
+
+
+@pytest.mark.slow  # the student's test command, in a subprocess, up to its first failure
+def test_students_test_command_fails_on_the_stubs_naming_their_tasks(release):
+    argv = rel.STUDENT_TEST.split()[1:]
+    r = subprocess.run([sys.executable, "-m", "minilm", *argv, "--", "-x"], cwd=release, env=student_env(release),
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode != 0, r.stdout[-3000:]
+    assert "ERROR" not in r.stdout and "error" not in r.stdout.splitlines()[-1], r.stdout[-3000:]
+    assert re.search(r"^Task \d+\.\d+ is not implemented yet: write \w+ in minilm/\w+\.py$", r.stdout, flags=re.M), \
+        r.stdout[-3000:]
+
+
 def test_the_grader_needs_the_reference_and_says_so(release, tmp_path):
     # Grades are decided against the reference, which the student edition does not have.
     r = subprocess.run([sys.executable, "-m", "minilm.grade", ".", "--tasks", "3.1", "--out", str(tmp_path / "grades")],
