@@ -153,7 +153,7 @@ def pytest_collectstart(collector):
 
 
 def _rename_cell(item):
-    from minilm.course.grading.notebooks import NBVAL_CELL, checked_tasks
+    from minilm.course.cells import NBVAL_CELL, checked_tasks
 
     cells = item.parent.nb.cells
     positions = [i for i, c in enumerate(cells) if c.cell_type == "code"]

@@ -254,7 +254,7 @@ def bench_tooling(quick: bool, cores: int) -> dict:
     print(f"  nbval of {len(notebooks)} notebooks: {out['nbval_s']:.1f} s", flush=True)
     with tempfile.TemporaryDirectory(prefix="minilm-bench-") as tmp:
         sub = reference_submission(Path(tmp))
-        out["grade_s"] = wall([sys.executable, "-m", "minilm.grade", str(sub), "--jobs", str(cores),
+        out["grade_s"] = wall([sys.executable, "-m", "solutions.grading", str(sub), "--jobs", str(cores),
                                "--out", str(Path(tmp) / "out"), "--notebooks", *[p.stem for p in notebooks],
                                *sandbox_args()], env)
         result = json.loads((Path(tmp) / "out" / "grades.json").read_text(encoding="utf-8"))["students"][0]

@@ -33,7 +33,7 @@ def implementation() -> str:
 
 implementation()  # fail at import, before any work, on a bad value
 
-# `python -m minilm`, `python -m minilm.train` and `python -m minilm.grade` keep working while
+# `python -m minilm` and `python -m minilm.train` keep working while
 # minilm/ itself holds only the student's files: those entry points live in minilm/course/entry.
 __path__.append(os.path.join(os.path.dirname(__file__), "course", "entry"))
 

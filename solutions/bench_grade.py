@@ -29,7 +29,7 @@ from minilm.course import tasks
 from minilm.course.nbenv import kernel_env
 
 ROOT = tasks.ROOT
-PROBES = ("from minilm.course import tasks; from minilm.course.grading import judge; "
+PROBES = ("from minilm.course import tasks; from solutions.grading import judge; "
           "[judge.expected(t, judge.make_cases(t, 1)[0]) for t in {ids!r}]")
 
 
@@ -45,7 +45,7 @@ def reference_submission(dest: Path) -> Path:
 
 def sandbox_args() -> list[str]:
     """Grade in the sandbox where one works here, else say so and grade without (timings only)."""
-    from minilm.course.grading import sandbox
+    from solutions.grading import sandbox
 
     try:
         sandbox.choose("auto")
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-grade-") as tmp:
         tmp = Path(tmp)
         sub = reference_submission(tmp)
-        grade = [sys.executable, "-m", "minilm.grade", str(sub), "--jobs", str(args.cores), "--out", str(tmp / "out"),
+        grade = [sys.executable, "-m", "solutions.grading", str(sub), "--jobs", str(args.cores), "--out", str(tmp / "out"),
                  "--notebooks", *sorted(stems), *sandbox_args()]
         plains, grades = [], []
         for i in range(args.repeat):

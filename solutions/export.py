@@ -8,7 +8,7 @@
   `run_autograder`, `autograder.py`, `MANIFEST.json` and `course/`: the course with the
   reference and the grader's hidden inputs (solutions/). The grader runs as it does here,
   with its own sandbox for the student's code inside Gradescope's container, and its result
-  becomes results.json (minilm/course/grading/gradescope.py says how, and what students see when).
+  becomes results.json (solutions/grading/gradescope.py says how, and what students see when).
   The zip is written whole or not at all, and read back against its manifest.
 - **classroom50**: a folder holding one `autograder.py` for Classroom 50
   (CLASSROOM/autograders/ASSIGNMENT/). It runs the visible checks (`minilm check`)
@@ -98,7 +98,7 @@ exec "$PYTHON" "$SOURCE/autograder.py" --root "$ROOT" "$@"
 
 AUTOGRADER_PY = '''#!/usr/bin/env python3
 """minilm's Gradescope autograder (run by run_autograder): check this bundle against its
-manifest, then grade the submission with the course's grader (minilm/course/grading/gradescope.py).
+manifest, then grade the submission with the course's grader (solutions/grading/gradescope.py).
 
 A bundle whose files differ from MANIFEST.json, or miss one, stops here with one line and no
 results.json: grading with a damaged grader would give wrong grades."""
@@ -141,7 +141,7 @@ def main():
     os.environ["PYTHONPATH"] = str(COURSE)
     os.environ.pop("MINILM_IMPL", None)
     os.chdir(COURSE)
-    os.execv(sys.executable, [sys.executable, "-m", "minilm.course.grading.gradescope", *sys.argv[1:]])
+    os.execv(sys.executable, [sys.executable, "-m", "solutions.grading.gradescope", *sys.argv[1:]])
 
 
 if __name__ == "__main__":

@@ -231,6 +231,7 @@ def rewrite_pyproject(text: str) -> str:
     """Drop `solutions` from the packages and test paths."""
     text = re.sub(r'include\s*=\s*\[[^\]]*\]', 'include = ["minilm*"]', text, count=1)
     text = re.sub(r'testpaths\s*=\s*\[[^\]]*\]', 'testpaths = ["tests", "notebooks"]', text, count=1)
+    text = re.sub(r'^"solutions[\w.]*"\s*=.*\n', "", text, flags=re.M)  # the instructor's package data
     data = tomllib.loads(text)
     left = [line for line in text.splitlines() if "solutions" in line]
     if left or data["tool"]["setuptools"]["packages"]["find"]["include"] != ["minilm*"]:

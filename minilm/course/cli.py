@@ -5,11 +5,10 @@
     minilm test 3.1                # run a task's tests (add --notebook to run its notebook too)
     minilm test all                # the whole suite (--impl solutions: against the reference)
     minilm train --budget 3m       # train a model (minilm/course/train.py)
-    minilm grade alice/ bob.zip    # grade submissions in a sandbox (instructors; minilm/course/grading/)
     minilm check all --markdown checks.md --json-out checks.json   # for CI: a table and the verdicts
 
-Where the `solutions` package is installed (instructors), also: minilm release, minilm notebooks,
-minilm stubs, minilm export and minilm expected.
+Where the `solutions` package is installed (instructors), also: minilm grade, minilm release,
+minilm notebooks, minilm stubs, minilm export and minilm expected.
 """
 
 from __future__ import annotations
@@ -116,10 +115,10 @@ def markdown(verdicts) -> str:
 # Subcommands whose own module parses the rest of the command line: name -> (module, help).
 DELEGATED = {
     "train": ("minilm.course.train", "train a model on Tiny Shakespeare or your own text"),
-    "grade": ("minilm.course.grading.cli", "grade submissions, each in a sandbox (instructors)"),
 }
 # Only where the reference is installed (the student edition does not ship `solutions`).
 INSTRUCTOR = {
+    "grade": ("solutions.grading.cli", "grade submissions, each in a sandbox"),
     "release": ("solutions.release", "write the student edition"),
     "notebooks": ("solutions.notebooks", "regenerate the notebooks' stored outputs from the reference"),
     "stubs": ("solutions.make_stubs", "regenerate minilm/'s stubs from solutions/"),
@@ -129,7 +128,9 @@ INSTRUCTOR = {
 
 
 def instructor_commands() -> dict[str, tuple[str, str]]:
-    return INSTRUCTOR if importlib.util.find_spec("solutions") is not None else {}
+    """The instructor's commands, where the reference sits beside this course (an instructor's
+    checkout or install); a student edition run beside an instructor's install has none."""
+    return INSTRUCTOR if (tasks.ROOT / "solutions" / "__init__.py").is_file() else {}
 
 
 def _task_ids(ids: list[str], allow_all: bool = True) -> list[str] | str:
@@ -204,6 +205,10 @@ def main(argv: list[str] | None = None) -> int:
     delegated = {**DELEGATED, **instructor_commands()}
     if argv and not argv[0].startswith("-"):
         known = ["status", "check", "test", *delegated]
+        if argv[0] in INSTRUCTOR and argv[0] not in delegated:
+            print(f"minilm {argv[0]}: an instructor's command; it needs the reference and the grader, which the "
+                  "student edition does not have. To see where you stand, run `minilm status`.", file=sys.stderr)
+            return 2
         if argv[0] not in known:
             print(f"minilm: unknown command {argv[0]!r}; the commands are: {', '.join(known)}", file=sys.stderr)
             return 2

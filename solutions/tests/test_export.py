@@ -1,4 +1,4 @@
-"""Where grades go (solutions/export.py, minilm/course/grading/gradescope.py, minilm/course/grading/lms.py):
+"""Where grades go (solutions/export.py, solutions/grading/gradescope.py, solutions/grading/lms.py):
 Gradescope's autograder bundle run as Gradescope runs it, Classroom 50's autograder run in a
 student edition, and the LMS gradebook, each with its bad inputs.
 
@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from minilm.course import tasks
-from minilm.course.grading import gradescope, lms, reports
+from solutions.grading import gradescope, lms, reports
 from solutions import export
 from solutions import release as rel
 from solutions.tests.test_grade import needs_bwrap, reference, replace_region, stub
@@ -206,7 +206,7 @@ def test_bundle_holds_the_course_and_its_hidden_inputs_and_checks_out(bundle):
     for name in export.EXECUTABLE:
         assert modes[name] & 0o111 and stat.S_ISREG(modes[name]), name
     for path in ("course/solutions/probe_cases.py", "course/solutions/mistakes.py", "course/solutions/linear.py",
-                 "course/minilm/course/grading/gradescope.py", "course/minilm/course/tasks.py", "course/notebooks/01_linear.ipynb",
+                 "course/solutions/grading/gradescope.py", "course/minilm/course/tasks.py", "course/notebooks/01_linear.ipynb",
                  "course/notebooks/sanitize.cfg", "course/pyproject.toml", "course/conftest.py"):
         assert path in names, path
     assert not [n for n in names if "/tests/" in n or "__pycache__" in n or n.endswith(".pyc")]
@@ -446,7 +446,7 @@ def run_grade(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
 
     env = {**os.environ, **kernel_env(), "PYTHONWARNINGS": "ignore", "PYTHONPATH": str(ROOT)}
     env.pop("MINILM_IMPL", None)
-    return subprocess.run([sys.executable, "-m", "minilm.grade", *args], cwd=ROOT, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "solutions.grading", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
 

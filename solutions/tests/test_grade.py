@@ -1,4 +1,4 @@
-"""The grader (minilm/course/grading/) against adversarial submissions: each gets exactly the points
+"""The grader (solutions/grading/) against adversarial submissions: each gets exactly the points
 its real work earns, in one batch graded with --jobs 2 in the bubblewrap sandbox.
 
 To keep the suite fast the batch is graded on two notebooks (01_linear and 03_rmsnorm: tasks
@@ -26,7 +26,8 @@ import pytest
 import torch
 
 from minilm.course import tasks
-from minilm.course.grading import judge, notebooks, reports, sandbox, submissions
+from minilm.course.cells import NBVAL_CELL, cell_position, check_cells, checked_tasks
+from solutions.grading import judge, notebooks, reports, sandbox, submissions
 from solutions import make_stubs
 
 ROOT = tasks.ROOT
@@ -107,7 +108,7 @@ def expected_line(task_id: str) -> str:
 def run_grade(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     env.pop("MINILM_IMPL", None)
-    return subprocess.run([sys.executable, "-m", "minilm.grade", *args], cwd=ROOT, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "solutions.grading", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
 
@@ -288,7 +289,7 @@ def poison_code() -> str:
     forged = "\nimport minilm.course.checks as _c\n_c.run = lambda t: _c.Verdict(t, 'pass', 'ok')\n"
     poison = f"""import glob as _glob
 for _p in [*_glob.glob({str(ROOT / "minilm" / "*.py")!r}), *_glob.glob({str(ROOT / "minilm" / "course" / "grading" / "*.py")!r}),
-           {str(ROOT / "conftest.py")!r}, *_glob.glob("/ws/minilm/*.py"), *_glob.glob("/ws/minilm/course/grading/*.py"),
+           {str(ROOT / "conftest.py")!r}, *_glob.glob("/ws/minilm/*.py"), *_glob.glob("/ws/minilm/course/sandboxed/*.py"),
            *_glob.glob("/tmp/minilm-grade-*/template/**/*.py", recursive=True)]:
     try:
         with open(_p, "a") as f:
@@ -584,7 +585,7 @@ def test_the_worker_never_runs_a_full_unpickler(tmp_path, monkeypatch, capsys):
     import io
     import pickle
 
-    from minilm.course.grading import worker
+    from minilm.course.sandboxed import worker
 
     monkeypatch.delenv("TORCH_FORCE_WEIGHTS_ONLY_LOAD", raising=False)
     monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
@@ -611,7 +612,10 @@ def test_the_worker_never_runs_a_full_unpickler(tmp_path, monkeypatch, capsys):
 def test_every_task_has_a_probe_that_the_reference_passes_and_each_mistake_fails():
     from solutions import mistakes
     from solutions.probe_cases import CASES
-    from minilm.course.grading import probes, worker
+    from minilm.course.grading import probes
+    from minilm.course.sandboxed import worker
+
+    assert judge.STUB == worker.STUB  # the results' one word of format that both sides spell
 
     assert set(probes.PROBES) == set(CASES) == set(tasks.BY_ID)
 
@@ -672,19 +676,19 @@ def test_submissions_are_read_without_following_links_or_unpacking(tmp_path):
 
 def test_check_cells_are_read_from_the_notebooks():
     for path in sorted((ROOT / "notebooks").glob(notebooks.NOTEBOOK_GLOB)):
-        cells = notebooks.check_cells(json.loads(path.read_text(encoding="utf-8")))
+        cells = check_cells(json.loads(path.read_text(encoding="utf-8")))
         checked = sorted({t for ids in cells.values() for t in ids})
         assert checked == sorted(t.id for t in tasks.for_notebook(path.name)), path.name
-    assert notebooks.checked_tasks('x = 1\ncheck("6.1", "6.2")\nminilm.checks.check("3.1")') == ["6.1", "6.2", "3.1"]
-    assert notebooks.checked_tasks('_ = minilm_cli(["check", "1.1"])') == []
+    assert checked_tasks('x = 1\ncheck("6.1", "6.2")\nminilm.checks.check("3.1")') == ["6.1", "6.2", "3.1"]
+    assert checked_tasks('_ = minilm_cli(["check", "1.1"])') == []
 
 
 def test_feedback_names_a_check_cell_where_students_find_it():
     """nbval's code-cell number becomes the cell's place among all cells, as JupyterLab and the
     test names count: notebook 03's check of 3.1 is the same cell either way."""
     nb = json.loads((ROOT / "notebooks" / "03_rmsnorm.ipynb").read_text(encoding="utf-8"))
-    (code_index, _), = [(i, ids) for i, ids in notebooks.check_cells(nb).items() if ids == ["3.1"]]
-    position = notebooks.cell_position(nb, code_index)
+    (code_index, _), = [(i, ids) for i, ids in check_cells(nb).items() if ids == ["3.1"]]
+    position = cell_position(nb, code_index)
     assert nb["cells"][position - 1]["cell_type"] == "code" and 'check("3.1")' in "".join(nb["cells"][position - 1]["source"])
     assert position > code_index + 1  # text cells come before it
     r = {"rules": [], "message": "x", "mistake": None, "cells": [
@@ -700,8 +704,8 @@ def test_nbval_report_is_read_by_nbvals_own_cell_number(tmp_path):
     case = '<testcase classname="notebooks.03_rmsnorm.ipynb" name="{}">{}</testcase>'
     prop = '<properties><property name="{}" value="{}"/></properties>'
     xml.write_text("<testsuites><testsuite>" + "".join([
-        case.format("cell 6 (check of Task 3.1)", prop.format(notebooks.NBVAL_CELL, 1)),
-        case.format("cell 12 (check of Task 3.2)", prop.format(notebooks.NBVAL_CELL, 4)
+        case.format("cell 6 (check of Task 3.1)", prop.format(NBVAL_CELL, 1)),
+        case.format("cell 12 (check of Task 3.2)", prop.format(NBVAL_CELL, 4)
                     + '<failure message="notebooks/03_rmsnorm.ipynb, cell 12: Cell outputs differ"/>'),
         case.format("Cell 2", ""),
         case.format("cell 13 (uses Task 3.2)", ""),  # no number nbval gave: not read
@@ -717,7 +721,7 @@ def test_without_a_sandbox_it_refuses_unless_told(monkeypatch, tmp_path):
         sandbox.choose("auto")
     env = {**os.environ, "PATH": str(tmp_path)}  # neither bwrap nor docker on PATH
     env.pop("MINILM_IMPL", None)
-    r = subprocess.run([sys.executable, "-m", "minilm.grade", str(tmp_path), "--out", str(tmp_path / "out")],
+    r = subprocess.run([sys.executable, "-m", "solutions.grading", str(tmp_path), "--out", str(tmp_path / "out")],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "--no-sandbox" in r.stderr and not (tmp_path / "out").exists(), r.stderr
 
@@ -801,7 +805,7 @@ def _imports_torch(python: str) -> bool:
 
 @needs_bwrap
 def test_preflight_names_a_sandbox_python_that_cannot_import_torch(tmp_path):
-    from minilm.course.grading import cli
+    from solutions.grading import cli
 
     base = _base_interpreter()
     if _imports_torch(base):
@@ -834,7 +838,7 @@ def test_grading_from_a_venv_made_from_an_interpreter_without_torch(tmp_path):
     sub = submission(tmp_path, "newcomer-sub", **{m: reference(m) for m in ("linear", "rmsnorm")})
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     env.pop("MINILM_IMPL", None)
-    r = subprocess.run([str(python), "-m", "minilm.grade", str(sub), "--notebooks", *NOTEBOOKS, "--jobs", "2",
+    r = subprocess.run([str(python), "-m", "solutions.grading", str(sub), "--notebooks", *NOTEBOOKS, "--jobs", "2",
                         "--out", str(tmp_path / "out")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     got = json.loads((tmp_path / "out" / "grades.json").read_text(encoding="utf-8"))["students"][0]

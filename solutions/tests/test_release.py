@@ -4,6 +4,7 @@ test suite that runs in stub mode as students see it."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -37,7 +38,7 @@ def student_env(release: Path) -> dict[str, str]:
 
 
 def test_release_has_the_student_files_and_nothing_secret(release):
-    for name in ("minilm/__init__.py", "minilm/course/tasks.py", "minilm/course/grading/cli.py", "notebooks/sanitize.cfg", "tests",
+    for name in ("minilm/__init__.py", "minilm/course/tasks.py", "minilm/course/sandboxed/worker.py", "notebooks/sanitize.cfg", "tests",
                  "conftest.py", "README.md", "environment.yml", "pyproject.toml", ".gitignore", rel.WORKFLOW):
         assert (release / name).exists(), name
     for module in tasks.EXERCISE_MODULES:
@@ -201,13 +202,39 @@ def test_students_test_command_fails_on_the_stubs_naming_their_tasks(release):
         r.stdout[-3000:]
 
 
-def test_the_grader_needs_the_reference_and_says_so(release, tmp_path):
-    # Grades are decided against the reference, which the student edition does not have.
-    r = subprocess.run([sys.executable, "-m", "minilm.grade", ".", "--tasks", "3.1", "--out", str(tmp_path / "grades")],
+def test_grading_is_the_instructors_and_says_so(release, tmp_path):
+    # Grades are decided by the instructor's grader, against the reference: neither is in the edition.
+    r = subprocess.run([sys.executable, "-m", "minilm", "grade", ".", "--tasks", "3.1", "--out", str(tmp_path / "grades")],
                        cwd=release, env=student_env(release), capture_output=True, text=True, timeout=600)
     assert r.returncode == 2, r.stdout + r.stderr
-    assert "needs the reference implementation" in r.stderr and "minilm status" in r.stderr
+    assert "an instructor's command" in r.stderr and "minilm status" in r.stderr
     assert not (tmp_path / "grades").exists()
+
+
+def test_the_edition_holds_no_trusted_grading_code(release):
+    # `ls minilm/course` shows what the student's checks, plots and commands need, and the
+    # sandbox's side (sandboxed/: the worker and the nbval plugin, which decide nothing).
+    shipped = {p.name for p in (release / "minilm" / "course").iterdir()}
+    assert "sandboxed" in shipped and not {"judge.py", "reports.py", "lms.py", "gradescope.py", "sandbox.py"} & shipped
+    trusted = tasks.ROOT / "solutions" / "grading"
+    # No function or class of the trusted grader is defined anywhere in the edition, under any file name.
+    def defined_in(paths):
+        return {node.name for path in paths for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+
+    # (Names the course's provided code also uses for its own functions, `main` or `run`, say nothing.)
+    names = defined_in(trusted.glob("*.py")) - defined_in((tasks.ROOT / "minilm").rglob("*.py"))
+    defined = {}
+    for path in release.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in names:
+                defined.setdefault(node.name, path.relative_to(release).as_posix())
+    assert not defined, f"the trusted grader's code is in the student edition: {defined}"
+    assert not [p for p in release.rglob("Dockerfile")]
+    # Nothing in the edition imports it (the command table only names it, for instructors).
+    for path in release.rglob("*.py"):
+        if path != release / "minilm" / "course" / "cli.py":
+            assert "solutions.grading" not in path.read_text(encoding="utf-8"), path
 
 
 def test_leak_check_names_provided_code_that_computes_a_task(release):

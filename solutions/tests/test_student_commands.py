@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from minilm.course import tasks
-from minilm.course.grading import notebooks
+from minilm.course.cells import check_cells, checked_tasks
+from solutions.grading import notebooks
 from solutions import make_stubs
 from solutions import release as rel
 from solutions.tests.test_release import student_env
@@ -82,7 +83,7 @@ def test_task_run_judges_its_own_cells_and_names_them(finished, tmp_path):
     nb_path = repo / "notebooks" / "03_rmsnorm.ipynb"
     nb = json.loads(nb_path.read_text(encoding="utf-8"))
     position = {t: 1 + next(i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code"
-                            and notebooks.checked_tasks("".join(c["source"])) == [t]) for t in ("3.1", "3.2")}
+                            and checked_tasks("".join(c["source"])) == [t]) for t in ("3.1", "3.2")}
 
     ok = run_in(repo, *_pytest("-v", "--task", "3.1"), timeout=900)
     assert ok.returncode == 0, ok.stdout[-4000:]
@@ -100,5 +101,5 @@ def test_task_run_judges_its_own_cells_and_names_them(finished, tmp_path):
     assert f"cell {position['3.1']} (check of Task 3.1): another task's cell, not judged under --task 3.2" in out
     assert not re.search(r"\bCell \d+\b", out), "nbval's own cell numbers (code cells from 0) are still shown"
     cells = notebooks.parse_junit(junit)
-    (check_32,) = [i for i, ids in notebooks.check_cells(nb).items() if ids == ["3.2"]]
+    (check_32,) = [i for i, ids in check_cells(nb).items() if ids == ["3.2"]]
     assert cells[("03_rmsnorm", check_32)].status == "differs", cells

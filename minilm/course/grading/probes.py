@@ -9,7 +9,7 @@ A probe, for one task:
 The cases themselves (plain data: tensors, numbers, str) are the instructor's
 (solutions/probe_cases.py): the notebook's inputs, and hidden ones drawn per submission.
 `collect` runs twice on the same cases: in the sandboxed worker with the student's code, and in
-the trusted grader with the reference. Only the second side compares (minilm/course/grading/judge.py),
+the trusted grader with the reference. Only the second side compares (solutions/grading/judge.py),
 so nothing in this file, which the worker can read and patch, decides a point.
 
 Outputs are flat dicts of str → tensor | int | float | bool | str | list of those, so they

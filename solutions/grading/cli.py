@@ -5,7 +5,7 @@
 
 A submission is a directory, a .zip or a git URL holding a `minilm` package (at the top or one
 folder down). Only its exercise modules are used. For each submission, in a sandbox of its own
-(see minilm/course/grading/sandbox.py) holding a fresh copy of the course's provided files and its
+(see solutions/grading/sandbox.py) holding a fresh copy of the course's provided files and its
 modules, and nothing else:
   1. the worker runs each task's code on the notebook's inputs and on hidden inputs drawn from
      a seed chosen now, and writes the outputs as plain tensors;
@@ -32,8 +32,9 @@ import time
 from pathlib import Path
 
 from minilm.course import tasks
-from minilm.course.grading import judge, lms, notebooks, reports, sandbox
-from minilm.course.grading.submissions import GradeError, Submission, SubmissionError, resolve, safe_name
+from minilm.course.cells import cell_position, check_cells
+from solutions.grading import judge, lms, notebooks, reports, sandbox
+from solutions.grading.submissions import GradeError, Submission, SubmissionError, resolve, safe_name
 
 PROG = "minilm grade"
 COURSE = tasks.ROOT
@@ -80,7 +81,7 @@ def make_plan(args, box: sandbox.Sandbox, scratch: Path) -> tuple[Plan, list[str
         raise GradeError(str(e)) from None
     cells = {}
     for stem, data in nbs.items():
-        by_cell = notebooks.check_cells(json.loads(data))
+        by_cell = check_cells(json.loads(data))
         cells[stem] = {i: [t for t in ids if t in wanted] for i, ids in by_cell.items() if set(ids) & set(wanted)}
     covered = {t for by_cell in cells.values() for ids in by_cell.values() for t in ids}
     unchecked = [t for t in wanted if t not in covered]
@@ -122,7 +123,7 @@ def build_workspace(plan: Plan, sub: Submission, ws: Path, cases: dict) -> None:
 
 
 # What every submission's run needs, imported once in an empty workspace before any is graded.
-PREFLIGHT = "import torch, einops, jaxtyping, numpy, nbval, minilm.course.validate, minilm.course.grading.worker"
+PREFLIGHT = "import torch, einops, jaxtyping, numpy, nbval, minilm.course.validate, minilm.course.sandboxed.worker"
 
 
 def preflight(box: sandbox.Sandbox, scratch: Path) -> None:
@@ -164,7 +165,7 @@ def grade_one(plan: Plan, sub: Submission, slot: int) -> dict:
     problems = []
     per_task = plan.cell_timeout
     inside_out = str(out) if box.unsandboxed else sandbox.OUT
-    worker = sandbox.run(box, ("-m", "minilm.course.grading.worker", f"{inside_ws}/cases.pt", inside_out, f"{per_task:g}"),
+    worker = sandbox.run(box, ("-m", "minilm.course.sandboxed.worker", f"{inside_ws}/cases.pt", inside_out, f"{per_task:g}"),
                          ws, out, box.env(extra, ws, out), slot,
                          timeout=min(plan.timeout, 60 + per_task * len(plan.task_ids)), log=home / "worker.log")
     if worker.returncode is None:
@@ -172,7 +173,7 @@ def grade_one(plan: Plan, sub: Submission, slot: int) -> dict:
     stems = list(plan.notebooks)
     xdist = ["-n", str(plan.workers), "--dist", "loadscope"] if plan.workers > 1 else ["-p", "no:xdist"]
     inside_nb_out = str(nb_out) if box.unsandboxed else sandbox.OUT
-    nbval = sandbox.run(box, ("-m", "pytest", "-p", "no:cacheprovider", "-p", "minilm.course.grading.notebooks", "-q",
+    nbval = sandbox.run(box, ("-m", "pytest", "-p", "no:cacheprovider", "-p", "minilm.course.sandboxed.nbval_plugin", "-q",
                               "--color=no", *[f"notebooks/{s}.ipynb" for s in stems],
                               f"--nbval-cell-timeout={plan.cell_timeout:g}", f"--junitxml={inside_nb_out}/nbval.xml",
                               *xdist),
@@ -195,7 +196,7 @@ def grade_one(plan: Plan, sub: Submission, slot: int) -> dict:
         ok = verdict.ok and not broken_rule and all(c.status == "passed" for c in mine)
         by_task[task_id] = {"points": task.points if ok else 0, "max": task.points, "message": verdict.message,
                             "mistake": verdict.mistake, "hidden_failed": verdict.hidden, "matched": verdict.ok, "rules": broken_rule,
-                            "cells": [dataclasses.asdict(c) | {"position": notebooks.cell_position(nb_json[c.notebook], c.number)}
+                            "cells": [dataclasses.asdict(c) | {"position": cell_position(nb_json[c.notebook], c.number)}
                                       for c in mine]}
     if not plan.hidden:
         problems.append("graded without hidden inputs (--no-hidden): notebook inputs only")

@@ -1,69 +1,26 @@
-"""The course's notebooks as the grader sees them: check cells, pristine copies, nbval's report.
+"""The course's notebooks as the grader sees them: pristine copies and nbval's report (trusted).
 
-Also the pytest plugin (`-p minilm.course.grading.notebooks`) that nbval runs load inside the sandbox:
-it only makes a cell whose kernel died fail at once instead of after the cell's time limit.
-"""
+The plugin that nbval runs load inside the sandbox is minilm/course/sandboxed/nbval_plugin.py."""
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import json
-import os
 import re
 import subprocess
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from minilm.course import tasks
+from minilm.course.cells import KERNEL_DIED, NBVAL_CELL, check_cells
 
 COURSE = tasks.ROOT
 NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"
-KERNEL_DIED = "The kernel died while running this cell"
 MAX_JUNIT_BYTES = 20 * 2**20
-NBVAL_CELL = "nbval_cell"  # the JUnit property holding nbval's code-cell number (see conftest.py)
 
 
 class NotebookError(Exception):
     pass
-
-
-def code_cells(nb: dict) -> list[str]:
-    """Sources of the code cells, numbered as nbval numbers them ("Cell 0" is the first code cell)."""
-    cells = [c for c in nb.get("cells", []) if c.get("cell_type") == "code"]
-    return ["".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in cells]
-
-
-def cell_position(nb: dict, code_index: int) -> int:
-    """Where nbval's code cell `code_index` stands in the notebook as JupyterLab shows it: 1-based,
-    counting every cell, text cells included (the root conftest names test items the same way)."""
-    positions = [i for i, c in enumerate(nb.get("cells", [])) if c.get("cell_type") == "code"]
-    return positions[code_index] + 1 if 0 <= code_index < len(positions) else code_index + 1
-
-
-def checked_tasks(source: str, calls: tuple[str, ...] = ("check",)) -> list[str]:
-    """Task ids a cell checks: the string arguments of its check(...) calls (or of the calls
-    named in `calls`: the root conftest also reads needs(...), a demo cell's tasks)."""
-    try:
-        tree = ast.parse("\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines()))
-    except SyntaxError:  # not Python (e.g. a cell magic): fall back to the plain pattern
-        pattern = rf"(?<![\w\"])(?:{'|'.join(calls)})\(([^)]*)\)"
-        return re.findall(r'"(\d+\.\d+)"', " ".join(re.findall(pattern, source)))
-    ids = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            f = node.func
-            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
-            if name in calls:
-                ids += [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
-    return ids
-
-
-def check_cells(nb: dict) -> dict[int, list[str]]:
-    """nbval cell number → the task ids it checks, for every check cell of a notebook."""
-    found = {i: checked_tasks(src) for i, src in enumerate(code_cells(nb))}
-    return {i: ids for i, ids in found.items() if ids}
 
 
 def _stored_text(cell: dict) -> str:
@@ -157,36 +114,3 @@ def parse_junit(path: Path) -> dict[tuple[str, int], Cell]:
             status = "passed"
         cells[key] = Cell(*key, status)
     return cells
-
-
-# ---------------------------------------------------------------- the plugin, inside the sandbox
-
-
-def _watch_kernel(kernel) -> None:
-    """nbval waits the whole cell timeout for a reply from a kernel that has died (os._exit, a
-    segfault): wait in slices instead and fail the cell as soon as the kernel is gone."""
-    if kernel is None or getattr(kernel, "_grade_watched", False):
-        return
-    from queue import Empty
-
-    original = kernel.get_message
-
-    def get_message(stream, timeout=None):
-        if stream != "shell" or timeout is None:
-            return original(stream, timeout=timeout)
-        end = time.monotonic() + timeout
-        while True:
-            try:
-                return original(stream, timeout=max(0.0, min(1.0, end - time.monotonic())))
-            except Empty:
-                if not kernel.is_alive():
-                    raise RuntimeError(KERNEL_DIED) from None
-                if time.monotonic() >= end:
-                    raise
-
-    kernel.get_message, kernel._grade_watched = get_message, True
-
-
-def pytest_runtest_call(item):
-    if item.path.suffix == ".ipynb" and os.environ.get("MINILM_RESULTS"):
-        _watch_kernel(getattr(item.parent, "kernel", None))

@@ -3,7 +3,7 @@
 The autograder bundle (`minilm export gradescope OUT.zip`) runs this through its
 `run_autograder`, after checking the bundle against its manifest:
 
-    python -m minilm.course.grading.gradescope --root /autograder [--submission DIR] [--results DIR] [-- GRADER ARGS…]
+    python -m solutions.grading.gradescope --root /autograder [--submission DIR] [--results DIR] [-- GRADER ARGS…]
 
 1. The submission (`<root>/submission`) is copied into a fresh workspace of its own; a folder
    with nothing in it is refused with one line.
@@ -39,9 +39,9 @@ import time
 from pathlib import Path
 
 from minilm.course import tasks
-from minilm.course.grading import reports
+from solutions.grading import reports
 
-PROG = "python -m minilm.course.grading.gradescope"
+PROG = "python -m solutions.grading.gradescope"
 VISIBLE, AFTER_PUBLISHED = "visible", "after_published"
 MAX_OUTPUT_CHARS = 4000
 
@@ -156,7 +156,7 @@ def run(root: Path, submission: Path, results: Path, grader_args: list[str]) -> 
         out = scratch / "out"
         env = {**os.environ, "PYTHONPATH": str(tasks.ROOT)}
         env.pop("MINILM_IMPL", None)
-        cmd = [sys.executable, "-m", "minilm.grade", str(sub), "--out", str(out), *grader_args]
+        cmd = [sys.executable, "-m", "solutions.grading", str(sub), "--out", str(out), *grader_args]
         print("autograder: " + " ".join(shlex.quote(c) for c in cmd), flush=True)
         proc = subprocess.run(cmd, cwd=tasks.ROOT, env=env, stderr=subprocess.PIPE, text=True)
         sys.stderr.write(proc.stderr)

@@ -1,6 +1,6 @@
 """The untrusted side of grading (provided): run the student's code on the grader's inputs.
 
-    python -m minilm.course.grading.worker CASES OUT
+    python -m minilm.course.sandboxed.worker CASES OUT
 
 Runs inside the sandbox with the student's exercise modules importable as `minilm`. CASES
 (written by the grader) holds each task's probe inputs; for every task this writes OUT/<task>.pt

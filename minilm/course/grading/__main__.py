@@ -1,5 +1,0 @@
-import sys
-
-from minilm.course.grading.cli import main
-
-sys.exit(main())

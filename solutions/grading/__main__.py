@@ -1,0 +1,5 @@
+import sys
+
+from solutions.grading.cli import main
+
+sys.exit(main())
