@@ -383,10 +383,11 @@ CORPUS = {
             g = torch.serialization.add_safe_globals([object])  # flag: 10.5
             return torch.load(src, **{"weights_only": False})  # flag: 10.5
     """),
+    # validate's own import of torch is not one of its checks: refused outright, even for torch.erf
     "libraries-through-the-provided-validate": ("classic.py", """
         import os
         from minilm.course import validate
-        from minilm.course.validate import torch as T
+        from minilm.course.validate import torch as T  # flag: 13.1 13.2 13.3 13.4 13.5 13.6
         from minilm.course.validate import check_last_dim
 
         def gelu(x):
@@ -394,7 +395,7 @@ CORPUS = {
             return validate.torch.nn.functional.gelu(x)  # flag: 13.3
 
         def layer_norm(x, w, b, eps=1e-5):
-            y = T.erf(x) + validate.torch.rsqrt(x) + T.Tensor.mean(x)
+            y = T.erf(x) + validate.torch.rsqrt(x) + T.Tensor.mean(x)  # flag: 13.1
             return T.nn.functional.layer_norm(x, x.shape[-1:], w, b, eps)  # flag: 13.1
 
         def sinusoidal_positions(seq_len, d_model):
@@ -552,7 +553,9 @@ def test_a_task_is_judged_by_the_provided_code_it_uses_from_another_module():
             return ClassicConfig(4).d_model
     """)
     found = rules.scan_package({"classic": classic, "training": training})
-    assert {(v.task, v.file, v.line) for vs in found.values() for v in vs} == {("10.1", "minilm/classic.py", 8)}, found
+    # ClassicBlock and ClassicLM (13.5, 13.6) forbid softmax-like code, cross_entropy included, and use ClassicConfig too
+    assert {(v.task, v.file, v.line) for vs in found.values() for v in vs} == {
+        ("10.1", "minilm/classic.py", 8), ("13.5", "minilm/classic.py", 8), ("13.6", "minilm/classic.py", 8)}, found
     assert "through your ClassicConfig" in found["10.1"][0].message
 
 
@@ -577,7 +580,7 @@ def test_syntax_error_is_reported_with_file_and_line():
 def test_every_forbidden_family_exists_and_task_names_are_unique():
     for t in tasks.TASKS:
         for family, advice in t.forbidden:
-            assert family in tasks.BUILTINS and advice, t.id
+            assert family in rules.FAMILIES and advice, t.id
     names = [(t.module, n) for t in tasks.TASKS for n in t.names]
     assert len(names) == len(set(names))
 
