@@ -79,6 +79,24 @@ CORPUS = {
             def helper(cls):
                 return cls.int_repr()  # flag: 12.2
     """),
+    "self-of-a-tensor-subclass": ("attention.py", """
+        import torch
+
+        class Scores(torch.Tensor):
+            def normalized(self):
+                return self.softmax(-1)  # flag: 6.2
+
+        class Plain(torch.nn.Module):
+            def forward(self, x):
+                return self.weight @ x
+
+        class Deeper(Plain):
+            def forward(self, x):
+                return self.softmax(x) + super().forward(x)
+
+        def scaled_dot_product_attention(q, k, v, mask=None):
+            return Scores(q).normalized() @ v
+    """),
     "einops-private-backends": ("attention.py", """
         import einops
         from einops._backends import TorchBackend  # flag: 6.1 6.2 6.3
@@ -1090,6 +1108,34 @@ def test_a_task_is_judged_by_the_provided_code_it_uses_from_another_module():
         ("10.1", "minilm/classic.py", 8), ("13.5", "minilm/classic.py", 8), ("13.6", "minilm/classic.py", 8)}, found
     assert "through your ClassicConfig" in found["10.1"][0].message
 
+
+def test_a_task_is_judged_by_the_code_that_defines_the_attributes_it_uses():
+    # An object handed in (kv_cache) is out of the scan's sight, but its attributes' names are not:
+    # KVCache (11.3 forbids nothing) keeps torch.softmax in self.f, and attention (6.3) calls it.
+    generation = textwrap.dedent("""
+        import torch
+
+        class KVCache:
+            def __init__(self):
+                self.f = torch.softmax
+
+            def update(self, k, v):
+                return k, v
+    """)
+    attention = textwrap.dedent("""
+        import torch
+
+        class MultiHeadSelfAttention(torch.nn.Module):
+            def forward(self, x, token_positions=None, kv_cache=None):
+                k, v = kv_cache.update(x, x)
+                return kv_cache.f(x @ k.transpose(-1, -2), -1) @ v
+    """)
+    # alone, f is a name nothing defines; with generation.py, KVCache defines it and 6.3 reaches its code
+    [alone] = rules.scan(attention, "minilm/attention.py")["6.3"]
+    assert (alone.line, alone.what.split(",")[0]) == (7, "kv_cache.f"), alone
+    found = rules.scan_package({"generation": generation, "attention": attention})
+    assert {(v.task, v.file, v.line) for vs in found.values() for v in vs} == {("6.3", "minilm/generation.py", 6)}, found
+    assert "through your KVCache (Task 11.3)" in found["6.3"][0].message
 
 def test_message_format():
     source = "import torch\n\n\ndef softmax(x, dim):\n    return torch.softmax(x, dim)\n"

@@ -215,6 +215,13 @@ class _Module:
         for name in task_names:
             self.aliases.pop(name, None)
         self.exempt: frozenset[str] = frozenset()  # the `self` of the method being walked
+        # Classes whose self is the student's alone: built on nn.Module, Optimizer or such classes
+        # (a subclass of torch.Tensor has the built-ins as methods: self.softmax).
+        classes, self.plain = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)], set()
+        for _ in range(len(classes)):
+            self.plain |= {c.name for c in classes if not c.keywords and all(
+                self.resolve(b) in ("torch.nn.Module", "torch.optim.Optimizer")
+                or (isinstance(b, ast.Name) and b.id in self.plain and b.id not in self.aliases) for b in c.bases)}
 
     @staticmethod
     def _from_module(node: ast.ImportFrom) -> str | None:
@@ -378,7 +385,7 @@ class _Module:
                 args = [*fn.args.posonlyargs, *fn.args.args] if isinstance(fn, (ast.FunctionDef,
                                                                                 ast.AsyncFunctionDef)) else []
                 static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in getattr(fn, "decorator_list", ()))
-                if args and not static and not _rebinds(fn, args[0].arg, args[0]):
+                if args and not static and node.name in self.plain and not _rebinds(fn, args[0].arg, args[0]):
                     fn._minilm_exempt = frozenset({args[0].arg})
                 elif args:
                     fn._minilm_exempt = frozenset()
