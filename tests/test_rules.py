@@ -1,4 +1,4 @@
-"""The "from scratch" rule (minilm/course/rules.py, rules in minilm/course/tasks.py): shortcut modules are
+"""The "from scratch" rule (minilm/course/rules, its lists in minilm/course/rules/allowed.py): shortcut modules are
 flagged for exactly the tasks they shortcut, at the right line, and a check of such code
 fails with the rule's one line.
 

@@ -1,5 +1,5 @@
 """The reference and the stubs generated from it follow every task's "from scratch" rule
-(minilm/course/rules.py), and the registry's task regions match the reference's solution markers."""
+(minilm/course/rules), and the registry's task regions match the reference's solution markers."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def test_reference_and_stub_are_flagged_for_nothing(module):
 @pytest.mark.parametrize("module", tasks.EXERCISE_MODULES)
 def test_task_names_cover_every_solution_region(module):
     """Each top-level function or class holding a task's solution is one of that task's names
-    (`function` or `also`), so rules.py judges that code by that task's rules."""
+    (`function` or `also`), so the rule judges that code by that task's rules."""
     lines = (make_stubs.SOLUTIONS_DIR / f"{module}.py").read_text(encoding="utf-8").splitlines()
     tops = [(n.lineno, n.end_lineno, n.name) for n in ast.parse("\n".join(lines)).body
             if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
