@@ -1,29 +1,24 @@
-"""The "from scratch" rule, checked statically (provided: not an exercise).
+"""The "from scratch" rule, checked statically (provided: not an exercise). It fails closed:
 
-Each task builds its piece from public tensor operations, and the rule fails closed: every
-library name a task's code uses must be on that task's list (allowed.py's ALLOWED, minus the
-families of built-ins the task builds or must reuse the student's own version of: Task 6.1 may
-use nothing softmax-like), and an attribute of an object the scan cannot follow (x.amax,
-p.grad.mul_) must be a public method of a tensor, a module or a plain value, or a name the
-course or the student's code defines, and in none of those families. Everything else is refused:
+- a library name a task's code uses must be on the task's list: ALLOWED in allowed.py, minus the
+  families of built-ins the task builds or must reuse the student's own of (6.1: nothing softmax-like);
+- an attribute of an object the scan cannot follow (x.amax, p.grad.mul_) must be a public method of a
+  tensor, a module or a plain value, or a name the course or the student's code defines, and in no family;
+- refused anywhere: private names and dunders, modules as values, Python built-ins off the list (exec,
+  open, vars …), computed getattr, assigning to a library's names, jaxtyping shapes that are code, the
+  student's classes handed to a library, torch.load or torch.save but as Task 10.5's plain calls.
+
+It never imports or runs the source. It follows import aliases, aliases by assignment (F =
+torch.nn.functional) and getattr with a constant name; a method's own `self` or `cls` (in a class built
+on nn.Module or Optimizer, never rebound) is the student's, judged where its attributes are set.
+Who pays: code in a task's function or class costs that task; a helper, the tasks whose code uses it
+(the module when none does); other module-level code, every task of the module (imports and aliases
+only where used). scan_package also judges a task by the other tasks' code it names and by the code
+defining the attributes it uses, with its own rules:
 
     scan(source, "minilm/attention.py")   # {"6.1": [Violation, …], "6.2": [], "6.3": []}
     violations_for("6.1")[0].message       # 'Task 6.1: your softmax calls torch.softmax
                                            #  (minilm/attention.py:31); build it from exp and sum'
-
-It reads the source and never imports or runs it. It follows import aliases, aliases by
-assignment (F = torch.nn.functional) and getattr with a constant name. A method's own `self`
-or `cls` (in a class built on nn.Module or Optimizer, never rebound) is the student's: its
-attributes are judged where they are set. Refused anywhere: private names and dunders, modules
-as values, Python built-ins off the list (exec, open, vars …), computed getattr, assigning to a
-library's names, jaxtyping shapes that are code, the student's classes handed to a library,
-and torch.load or torch.save other than as Task 10.5's plain calls.
-
-Who pays: code in a task's function or class (or a top-level statement binding its names)
-costs that task; a top-level helper costs the tasks whose code uses it (the whole module when
-none does); other module-level code costs every task of the module, imports and aliases only
-where used. scan_package also judges a task, by its own rules, by the other tasks' code it
-names and by the code that defines the attributes it uses.
 """
 
 from __future__ import annotations
@@ -80,10 +75,6 @@ class _Finding:
     known: bool = True  # a method: one the lists or the student's code define; a way: False if on no list
 
 
-def _unlisted(what: str, task_id: str) -> str:
-    return f"{what}, which is not on Task {task_id}'s list of allowed operations ({LIST_FILE})"
-
-
 @functools.lru_cache(maxsize=None)  # pure in the name; a scan asks again and again
 def _tokens(name: str) -> tuple[str, ...]:
     """A name's words, lower-cased, whatever its style: native_layer_norm, LayerNorm → (…, layer, norm)."""
@@ -98,16 +89,12 @@ def _contains_name(name: str, builtin: str) -> bool:
     return name == builtin or bool(want) and any(have[i:i + len(want)] == want for i in range(len(have)))
 
 
-def _under(name: str, prefix: str) -> bool:
-    return name == prefix or name.startswith(prefix + ".")
-
-
 def _family_matches(family: Family, name: str) -> bool:
     """The library name `name` is one of the family's built-ins, by any path or variant."""
-    parts = name.split(".")
-    if parts[0] not in ("torch", "einops") or any(_under(name, e) for e in family.except_):
+    parts, dotted = name.split("."), name + "."
+    if parts[0] not in ("torch", "einops") or any(dotted.startswith(e + ".") for e in family.except_):
         return False
-    return any(_under(name, p) for p in family.prefixes) or any(
+    return any(dotted.startswith(p + ".") for p in family.prefixes) or any(
         _contains_name(p, n) for p in parts[1:] for n in family.names)
 
 
@@ -406,13 +393,16 @@ class _Module:
 
 def _judge(task: tasks.Task, f: _Finding) -> tuple[str, str] | None:
     """(what, advice) when finding f breaks task's rules, else None."""
+    def _unlisted(what):
+        return f"{what}, which is not on Task {task.id}'s list of allowed operations ({LIST_FILE})"
+
     if f.kind == "way":
-        return (f.what if f.known else _unlisted(f.what, task.id)), f.advice
+        return (f.what if f.known else _unlisted(f.what)), f.advice
     listed = (f.name in allowed.ALLOWED or f.name in task.allowed) if f.kind == "name" else f.known
     for family, advice in task.forbidden:  # the family's own advice first, listed or not
         if (_family_matches if f.kind == "name" else _attr_matches)(FAMILIES[family], f.name):
-            return (f.what if listed else _unlisted(f.what, task.id)), advice
-    return None if listed else (_unlisted(f.what, task.id), allowed.LIST_ADVICE)
+            return (f.what if listed else _unlisted(f.what)), advice
+    return None if listed else (_unlisted(f.what), allowed.LIST_ADVICE)
 
 
 def scan(source: str | bytes, filename: str) -> dict[str, list[Violation]]:
