@@ -41,6 +41,7 @@ _MODULE = "module"  # the scope of module-level code: every task of the module
 # A jaxtyping shape that jaxtyping does not evaluate: names (*batch, #n, _), numbers and ..., by spaces.
 _SHAPE_NAME = r"(?:\.\.\.|[*#?]{0,2}\w+)"
 _SHAPE = re.compile(rf"\s*(?:{_SHAPE_NAME}(?:\s+{_SHAPE_NAME})*)?\s*")  # one way to match: no backtracking blow-up
+_KNOWN = allowed.METHODS | allowed.COURSE_NAMES | allowed.DUNDERS  # an unknown object's attributes
 _ANY_TASK_MAY_USE = allowed.ALLOWED | {n for t in tasks.TASKS for n in t.allowed}  # what an import may name
 
 
@@ -89,6 +90,7 @@ def _contains_name(name: str, builtin: str) -> bool:
     return name == builtin or bool(want) and any(have[i:i + len(want)] == want for i in range(len(have)))
 
 
+@functools.lru_cache(maxsize=None)
 def _family_matches(family: Family, name: str) -> bool:
     """The library name `name` is one of the family's built-ins, by any path or variant."""
     parts, dotted = name.split("."), name + "."
@@ -98,6 +100,7 @@ def _family_matches(family: Family, name: str) -> bool:
         _contains_name(p, n) for p in parts[1:] for n in family.names)
 
 
+@functools.lru_cache(maxsize=None)
 def _attr_matches(family: Family, attr: str) -> bool:
     """An attribute of an unknown object: a method form, a built-in's name, or a multi-word
     built-in's words (.native_layer_norm; not .linear_q, which may be the student's own)."""
@@ -142,9 +145,14 @@ def _rebinds(fn: ast.AST, name: str, own: ast.arg) -> bool:
 
 def _defined_attrs(nodes: list[ast.AST]) -> set[str]:
     """The attribute names code defines: stores to attributes, and the names class bodies bind."""
-    return {b for root in nodes for n in ast.walk(root) for b in (
+    return set().union(*(_defined_by(n) for n in nodes))
+
+
+@functools.lru_cache(maxsize=1024)  # by statement: a scan asks for each task's code
+def _defined_by(root: ast.AST) -> frozenset[str]:
+    return frozenset(b for n in ast.walk(root) for b in (
         [n.attr] if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) else
-        [b for s in n.body for b in _bound_names(s)] if isinstance(n, ast.ClassDef) else [])}
+        [b for s in n.body for b in _bound_names(s)] if isinstance(n, ast.ClassDef) else []))
 
 
 def _alias_pairs(stmt: ast.stmt) -> list[tuple[str, ast.expr]]:
@@ -278,7 +286,7 @@ class _Module:
         verb, text = "calls" if call else "uses", f"{base}.{attr}"
         if attr.startswith("_") and attr not in allowed.DUNDERS or attr in allowed.NEVER_ATTRIBUTES:
             return self._way(node, verb, text, allowed.PRIVATE_ADVICE, unlisted=True)
-        known = attr in allowed.METHODS | allowed.COURSE_NAMES | allowed.DUNDERS or attr in self.defined
+        known = attr in _KNOWN or attr in self.defined
         if any(attr in fam.methods for fam in FAMILIES.values()):
             text = f"Tensor.{attr}"  # a tensor method that is a built-in (x.softmax(-1))
         self.out.append(_Finding(getattr(node, "lineno", 1), verb, text, "method", attr, known=known))
