@@ -712,6 +712,15 @@ def test_a_task_is_judged_by_the_code_that_defines_the_attributes_it_uses():
     found = rules.scan_package({"generation": generation, "attention": attention})
     assert {(v.task, v.file, v.line) for vs in found.values() for v in vs} == {("6.3", "minilm/generation.py", 6)}, found
     assert "through your KVCache (Task 11.3)" in found["6.3"][0].message
+    # the same through self: KVCache sets the attention's own attribute, which its forward calls
+    generation = generation.replace("self.f = torch.softmax", "self.owner = None").replace(
+        "return k, v", "self.owner.g = torch.softmax\n        return k, v")
+    attention = attention.replace("kv_cache.f(", "self.g(")
+    found = rules.scan_package({"generation": generation, "attention": attention})
+    assert {(v.task, v.file, v.line) for vs in found.values() for v in vs} == {("6.3", "minilm/generation.py", 9)}, found
+    # and a tensor's own methods are not replaced on an object it was handed
+    [v] = rules.scan("def update(k):\n    k.transpose = lambda *a: k\n", "minilm/generation.py")["11.3"]
+    assert (v.line, v.verb) == (2, "assigns to"), v
 
 def test_message_format():
     source = "import torch\n\n\ndef softmax(x, dim):\n    return torch.softmax(x, dim)\n"

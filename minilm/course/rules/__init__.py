@@ -369,10 +369,14 @@ class _Module:
             if q is not None:
                 return self._name(node, q, call, store=isinstance(node.ctx, (ast.Store, ast.Del)), alias=alias)
             if not self._is_self(node.value):
+                if isinstance(node.ctx, ast.Store) and node.attr in allowed.METHODS - allowed.WRITABLE:
+                    self._way(node, "assigns to", _short(node), allowed.PATCHING_ADVICE)  # k.transpose = …
                 self._attr(node, node.attr, call, _short(node.value, 30))
                 return self._walk(node.value)
-            if node.attr.startswith("__") and node.attr not in allowed.DUNDERS:  # self's own: judged where set
+            if node.attr.startswith("__") and node.attr not in allowed.DUNDERS:
                 self._way(node, "uses", _short(node), allowed.PRIVATE_ADVICE, unlisted=True)
+            # self's own attribute: judged where it is set, and by scan_package where other code sets it
+            self.out.append(_Finding(node.lineno, "uses", _short(node), "self", node.attr))
             return
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             if node.id in self.aliases:
@@ -404,8 +408,8 @@ def _judge(task: tasks.Task, f: _Finding) -> tuple[str, str] | None:
     def _unlisted(what):
         return f"{what}, which is not on Task {task.id}'s list of allowed operations ({LIST_FILE})"
 
-    if f.kind == "way":
-        return (f.what if f.known else _unlisted(f.what)), f.advice
+    if f.kind in ("way", "self"):
+        return ((f.what if f.known else _unlisted(f.what)), f.advice) if f.kind == "way" else None
     listed = (f.name in allowed.ALLOWED or f.name in task.allowed) if f.kind == "name" else f.known
     for family, advice in task.forbidden:  # the family's own advice first, listed or not
         if (_family_matches if f.kind == "name" else _attr_matches)(FAMILIES[family], f.name):
@@ -456,7 +460,7 @@ def scan_package(sources: dict[str, str | bytes], folder: str = "minilm") -> dic
     names = {tid: set(ns) for s in scans.values() for tid, ns in s.names.items()}
     defines = {tid: ds for s in scans.values() for tid, ds in s.defines.items()}
     for tid, found in findings.items():  # an attribute of the student's own: the code that defines it
-        used = {f.name for f in found if f.kind == "method" and f.name not in allowed.METHODS}
+        used = {f.name for f in found if f.kind in ("method", "self") and f.name not in allowed.METHODS}
         names.setdefault(tid, set()).update(o for o, attrs in defines.items() if o != tid and used & attrs)
     for tid in result:
         task, reached, todo = tasks.get(tid), set(), list(names.get(tid, ()))

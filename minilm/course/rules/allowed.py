@@ -276,6 +276,10 @@ METHODS = frozenset("""
     xpu zero_ zero_grad zfill
 """.split()) - NEVER_ATTRIBUTES
 
+# The tensor and module attributes code may set on an object it did not make (p.grad = None); any
+# other method's name is refused as a target, as patching: k.transpose = … would change what a caller runs.
+WRITABLE = frozenset({"grad", "data", "requires_grad", "training"})
+
 # What the course's own modules define (the reference's attributes, methods and registered buffers,
 # and ClassicConfig's fields), so one exercise module may use another's objects: model.context_length.
 COURSE_NAMES = frozenset("""
