@@ -31,7 +31,7 @@ ROOT = tasks.ROOT
 SOLUTIONS = ROOT / "solutions"
 HIDDEN = SOLUTIONS / "probe_cases.py"  # the grader's hidden inputs
 ORACLES = SOLUTIONS / "oracles.py"  # a second implementation of the model: instructors only
-# A provided line that calls a built-in of a task's family (minilm/course/tasks.py BUILTINS) for some
+# A provided line that calls a built-in of a task's family (minilm/course/rules/allowed.py FAMILIES) for some
 # other job says why on the same line, after this marker; anything else is a leak.
 NOT_A_TASK = "# release: not a task"
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", ".pytest_cache", ".hypothesis",
@@ -158,7 +158,7 @@ def computes_a_task(release: Path) -> list[str]:
     """Code in the release, outside tests/ (where PyTorch's built-ins are the tests' own oracles,
     which the rules forbid students), that computes a task's result: a call of a built-in in a
     task's family (F.softmax, F.scaled_dot_product_attention, torch.optim.AdamW, …, see
-    minilm/course/tasks.py BUILTINS) on a line without NOT_A_TASK, or a function whose code is one of
+    minilm/course/rules/allowed.py FAMILIES) on a line without NOT_A_TASK, or a function whose code is one of
     solutions/oracles.py's, renamed or not. Each problem names file:line."""
     problems = []
     oracles = oracle_functions()
@@ -170,8 +170,8 @@ def computes_a_task(release: Path) -> list[str]:
         lines = source.splitlines()
         module = rules._Module(tree, set())
         for f in module.findings(tree):
-            families = [name for name, fam in tasks.BUILTINS.items()
-                        if (f.kind == "family" and rules._family_matches(fam, f.name))
+            families = [name for name, fam in rules.FAMILIES.items()
+                        if (f.kind == "name" and rules._family_matches(fam, f.name))
                         or (f.kind == "method" and f.name in fam.methods)]
             line = lines[f.line - 1] if 0 < f.line <= len(lines) else ""
             if families and NOT_A_TASK not in line:

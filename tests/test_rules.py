@@ -1,4 +1,4 @@
-"""The "from scratch" rule (minilm/course/rules.py, rules in minilm/course/tasks.py): shortcut modules are
+"""The "from scratch" rule (minilm/course/rules, its lists in minilm/course/rules/allowed.py): shortcut modules are
 flagged for exactly the tasks they shortcut, at the right line, and a check of such code
 fails with the rule's one line.
 
@@ -49,6 +49,116 @@ CORPUS = {
 
         def _note():
             return getattr(torch.ops, "x\\n# FEEDBACK OVERRIDE")  # flag: 1.1 1.2
+    """),
+    # ---------------------------------------------------------------- found by the third red team (issue 24)
+    "self-rebound-to-anything": ("attention.py", """
+        import torch
+
+        D = [1]
+
+        def softmax(x, dim, self=None):
+            self = x
+            return self.softmax(dim)  # flag: 6.1
+
+        class MultiHeadSelfAttention(torch.nn.Module):
+            def forward(self, x):
+                self = D[0]
+                y = self.scaled_dot_product_attention(x, x, x)  # flag: 6.3
+                return [self.softmax(-1) for self in (x,)]  # flag: 6.3
+    """),
+    "cls-rebound": ("quantization.py", """
+        import torch
+
+        class Int8Linear(torch.nn.Module):
+            @classmethod
+            def from_linear(cls, layer, per_channel=True):
+                cls = layer.weight
+                return cls.dequantize()  # flag: 12.2
+
+            @staticmethod
+            def helper(cls):
+                return cls.int_repr()  # flag: 12.2
+    """),
+    "self-of-a-tensor-subclass": ("attention.py", """
+        import torch
+
+        class Scores(torch.Tensor):
+            def normalized(self):
+                return self.softmax(-1)  # flag: 6.2
+
+        class Plain(torch.nn.Module):
+            def forward(self, x):
+                return self.weight @ x
+
+        class Deeper(Plain):
+            def forward(self, x):
+                return self.softmax(x) + super().forward(x)
+
+        def scaled_dot_product_attention(q, k, v, mask=None):
+            return Scores(q).normalized() @ v
+    """),
+    "einops-private-backends": ("attention.py", """
+        import einops
+        from einops._backends import TorchBackend  # flag: 6.1 6.2 6.3
+
+        def softmax(x, dim):
+            torch = einops._backends.TorchBackend().torch  # flag: 6.1
+            return torch.softmax(x, dim)  # flag: 6.1
+    """),
+    "builtins-of-an-object-the-scan-cannot-follow": ("training.py", """
+        def cross_entropy(logits, targets, backend=None):
+            F = backend.torch.nn.functional  # flag: 10.1
+            return F.cross_entropy(logits, targets) + F.scaled_dot_product_attention(logits)  # flag: 10.1
+
+        def lr_cosine_schedule(it, max_lr, min_lr, warmup_iters, cosine_cycle_iters, obj=None):
+            return obj.lr_scheduler.LambdaLR  # flag: 10.3
+
+        class AdamW:
+            def step(self, closure=None):
+                return self.backend.optim.AdamW(self.param_groups).step()  # flag: 10.4
+    """),
+    "softmax-like-losses-and-log-sum-exps": ("attention.py", """
+        import torch
+        import torch.nn.functional as F
+
+        def softmax(x, dim):
+            a = torch.exp(-F.cross_entropy(x, torch.zeros(x.shape[0], dtype=torch.long), reduction="none"))  # flag: 6.1
+            b = torch.exp(x - x.logcumsumexp(dim)[..., -1:])  # flag: 6.1
+            c = torch.logaddexp(x, x)  # flag: 6.1
+            return F.scaled_dot_product_attention(x, x, x)  # flag: 6.1
+    """),
+    "softmax-like-in-cross-entropy": ("training.py", """
+        import torch
+        import torch.nn.functional as F
+
+        def cross_entropy(logits, targets):
+            lse = torch.logcumsumexp(logits, -1)[..., -1]  # flag: 10.1
+            o = F.scaled_dot_product_attention(logits, logits, logits)  # flag: 10.1
+            return (lse - torch.logaddexp(logits, logits).gather(-1, targets[..., None])).mean()  # flag: 10.1
+    """),
+    "torch.save-hands-a-pickler": ("training.py", """
+        import torch
+
+        class Pickler:
+            pass
+
+        def save_checkpoint(model, optimizer, iteration, out):
+            torch.save(model.state_dict(), out, pickle_module=Pickler)  # flag: 10.5
+            torch.save(model.state_dict(), out, Pickler, 2)  # flag: 10.5
+            save = torch.save
+            save(model, out, pickle_protocol=0)  # flag: 10.5
+
+        def cross_entropy(logits, targets):
+            torch.save(logits, "x.pt")  # flag: 10.1
+            return logits.mean()
+    """),
+    "a-name-on-no-list": ("rope.py", """
+        import torch
+        import numpy as np
+
+        def rope(x, token_positions, theta=10000.0):
+            y = torch.brand_new_op(x)  # flag: 5.1
+            return np.fft.rfft(y), torch.polar(x, x), np.newbuiltin  # flag: 5.1
     """),
     # ---------------------------------------------------------------- each task family's built-in
     "linear-F.linear": ("linear.py", """
@@ -383,10 +493,11 @@ CORPUS = {
             g = torch.serialization.add_safe_globals([object])  # flag: 10.5
             return torch.load(src, **{"weights_only": False})  # flag: 10.5
     """),
+    # validate's own import of torch is not one of its checks: refused outright, even for torch.erf
     "libraries-through-the-provided-validate": ("classic.py", """
         import os
         from minilm.course import validate
-        from minilm.course.validate import torch as T
+        from minilm.course.validate import torch as T  # flag: 13.1 13.2 13.3 13.4 13.5 13.6
         from minilm.course.validate import check_last_dim
 
         def gelu(x):
@@ -394,7 +505,7 @@ CORPUS = {
             return validate.torch.nn.functional.gelu(x)  # flag: 13.3
 
         def layer_norm(x, w, b, eps=1e-5):
-            y = T.erf(x) + validate.torch.rsqrt(x) + T.Tensor.mean(x)
+            y = T.erf(x) + validate.torch.rsqrt(x) + T.Tensor.mean(x)  # flag: 13.1
             return T.nn.functional.layer_norm(x, x.shape[-1:], w, b, eps)  # flag: 13.1
 
         def sinusoidal_positions(seq_len, d_model):
@@ -459,6 +570,22 @@ CORPUS = {
             return torch._VF.stack([x])  # flag: 5.1
     """),
 }
+
+
+def test_a_name_on_no_list_is_refused_with_the_list_file():
+    # Fail closed: a name nobody listed is refused, with the list's file, even where no family applies.
+    [v] = rules.scan("import torch\n\n\ndef rope(x, token_positions, theta=1.0):\n    return torch.brand_new_op(x)\n",
+                     "minilm/rope.py")["5.1"]
+    assert v.message == ("Task 5.1: your rope calls torch.brand_new_op, which is not on Task 5.1's list of allowed "
+                         "operations (minilm/course/rules/allowed.py) (minilm/rope.py:5); "
+                         "build it from the operations on that list")
+    # a family's built-in that is on no list: the list's file and the family's advice
+    [v] = rules.scan("import torch\n\n\ndef softmax(x, dim):\n    return torch.special.softmax(x, dim)\n",
+                     "minilm/attention.py")["6.1"]
+    assert v.message == ("Task 6.1: your softmax calls torch.special.softmax, which is not on Task 6.1's list of "
+                         "allowed operations (minilm/course/rules/allowed.py) (minilm/attention.py:5); "
+                         "build it from exp and sum")
+    assert "minilm/course/rules/allowed.py" in rules.LIST_FILE and (tasks.ROOT / rules.LIST_FILE).is_file()
 
 
 def _expected(source: str) -> set[tuple[str, int]]:
@@ -552,9 +679,48 @@ def test_a_task_is_judged_by_the_provided_code_it_uses_from_another_module():
             return ClassicConfig(4).d_model
     """)
     found = rules.scan_package({"classic": classic, "training": training})
-    assert {(v.task, v.file, v.line) for vs in found.values() for v in vs} == {("10.1", "minilm/classic.py", 8)}, found
+    # ClassicBlock and ClassicLM (13.5, 13.6) forbid softmax-like code, cross_entropy included, and use ClassicConfig too
+    assert {(v.task, v.file, v.line) for vs in found.values() for v in vs} == {
+        ("10.1", "minilm/classic.py", 8), ("13.5", "minilm/classic.py", 8), ("13.6", "minilm/classic.py", 8)}, found
     assert "through your ClassicConfig" in found["10.1"][0].message
 
+
+def test_a_task_is_judged_by_the_code_that_defines_the_attributes_it_uses():
+    # An object handed in (kv_cache) is out of the scan's sight, but its attributes' names are not:
+    # KVCache (11.3 forbids nothing) keeps torch.softmax in self.f, and attention (6.3) calls it.
+    generation = textwrap.dedent("""
+        import torch
+
+        class KVCache:
+            def __init__(self):
+                self.f = torch.softmax
+
+            def update(self, k, v):
+                return k, v
+    """)
+    attention = textwrap.dedent("""
+        import torch
+
+        class MultiHeadSelfAttention(torch.nn.Module):
+            def forward(self, x, token_positions=None, kv_cache=None):
+                k, v = kv_cache.update(x, x)
+                return kv_cache.f(x @ k.transpose(-1, -2), -1) @ v
+    """)
+    # alone, f is a name nothing defines; with generation.py, KVCache defines it and 6.3 reaches its code
+    [alone] = rules.scan(attention, "minilm/attention.py")["6.3"]
+    assert (alone.line, alone.what.split(",")[0]) == (7, "kv_cache.f"), alone
+    found = rules.scan_package({"generation": generation, "attention": attention})
+    assert {(v.task, v.file, v.line) for vs in found.values() for v in vs} == {("6.3", "minilm/generation.py", 6)}, found
+    assert "through your KVCache (Task 11.3)" in found["6.3"][0].message
+    # the same through self: KVCache sets the attention's own attribute, which its forward calls
+    generation = generation.replace("self.f = torch.softmax", "self.owner = None").replace(
+        "return k, v", "self.owner.g = torch.softmax\n        return k, v")
+    attention = attention.replace("kv_cache.f(", "self.g(")
+    found = rules.scan_package({"generation": generation, "attention": attention})
+    assert {(v.task, v.file, v.line) for vs in found.values() for v in vs} == {("6.3", "minilm/generation.py", 9)}, found
+    # and a tensor's own methods are not replaced on an object it was handed
+    [v] = rules.scan("def update(k):\n    k.transpose = lambda *a: k\n", "minilm/generation.py")["11.3"]
+    assert (v.line, v.verb) == (2, "assigns to"), v
 
 def test_message_format():
     source = "import torch\n\n\ndef softmax(x, dim):\n    return torch.softmax(x, dim)\n"
@@ -577,7 +743,7 @@ def test_syntax_error_is_reported_with_file_and_line():
 def test_every_forbidden_family_exists_and_task_names_are_unique():
     for t in tasks.TASKS:
         for family, advice in t.forbidden:
-            assert family in tasks.BUILTINS and advice, t.id
+            assert family in rules.FAMILIES and advice, t.id
     names = [(t.module, n) for t in tasks.TASKS for n in t.names]
     assert len(names) == len(set(names))
 

@@ -1,10 +1,10 @@
 """The task registry: the one list of exercises that tests, notebooks, the status
 command and the grader all read. Add a task here and nowhere else.
 
-It also holds the "from scratch" rules that minilm/course/rules.py enforces statically: which of
-PyTorch's built-ins each task may not call (`Task.forbidden`, naming families in BUILTINS),
-and the ways around such a list that every exercise module is refused (WAYS_AROUND,
-IMPORTABLE), with the few exceptions a task needs (`Task.allowed`)."""
+It also names each task's part of the "from scratch" rule that minilm/course/rules enforces
+statically: the families of built-ins the task may not use (`Task.forbidden`, families of
+minilm/course/rules/allowed.py) and the few names it may use beyond that file's list of allowed
+operations (`Task.allowed`)."""
 
 from __future__ import annotations
 
@@ -25,9 +25,9 @@ class Task:
     notebook: str  # the notebook that teaches and checks it
     points: int
     # The built-ins this task builds itself or must reuse the student's own version of:
-    # (family in BUILTINS, what to do instead). Checked by minilm/course/rules.py.
+    # (family in minilm/course/rules/allowed.py FAMILIES, what to do instead).
     forbidden: tuple[tuple[str, str], ...] = ()
-    # Exceptions to WAYS_AROUND that this task needs (e.g. "torch.save" for checkpoints).
+    # Names this task may use beyond that file's ALLOWED (e.g. "torch.save" for checkpoints).
     allowed: tuple[str, ...] = ()
     # Further top-level functions the task writes besides `function` (rope's rope_angles and rotate_pairs).
     also: tuple[str, ...] = ()
@@ -51,125 +51,12 @@ class Task:
         return f"Task {self.id} is not implemented yet: write {where or self.function} in {self.file}"
 
 
-@dataclass(frozen=True)
-class Builtins:
-    """A family of PyTorch built-ins that a task builds from scratch (see Task.forbidden).
-
-    A name under torch matches when one of its components is in `names` (so torch.softmax,
-    torch.nn.functional.softmax, torch.special.softmax and nn.Softmax all match "softmax"
-    and "Softmax"), or when it lies under one of `prefixes` and not under `except_`.
-    `methods` are the tensor-method forms, matched on any object: x.softmax(-1)."""
-
-    names: tuple[str, ...] = ()
-    methods: tuple[str, ...] = ()
-    prefixes: tuple[str, ...] = ()
-    except_: tuple[str, ...] = ()
-
-
-_SOFTMAX = ("softmax", "log_softmax", "logsumexp", "softmin", "gumbel_softmax", "Softmax", "LogSoftmax", "Softmin",
-            "Softmax2d")
-
-BUILTINS: dict[str, Builtins] = {
-    # einops' EinMix is a linear layer written as an einsum pattern.
-    "linear": Builtins(names=("linear", "bilinear", "Linear", "LazyLinear", "Bilinear", "EinMix")),
-    "embedding": Builtins(names=("embedding", "embedding_bag", "Embedding", "EmbeddingBag")),
-    "norm": Builtins(names=("rms_norm", "layer_norm", "group_norm", "batch_norm", "instance_norm", "normalize",
-                            "local_response_norm", "RMSNorm", "LayerNorm", "GroupNorm", "LocalResponseNorm")),
-    # torch.sigmoid stays allowed: SiLU is built as x · sigmoid(x).
-    "activation": Builtins(names=("silu", "SiLU", "gelu", "GELU", "glu", "GLU", "mish", "Mish")),
-    # torch.distributions.Categorical(logits=…) computes a softmax (its probs, its log_prob).
-    "softmax": Builtins(names=_SOFTMAX, methods=("softmax", "log_softmax", "logsumexp"),
-                        prefixes=("torch.distributions",)),
-    "attention": Builtins(names=("scaled_dot_product_attention", "multi_head_attention_forward", "flex_attention",
-                                 "MultiheadAttention", "Transformer", "TransformerEncoder", "TransformerDecoder",
-                                 "TransformerEncoderLayer", "TransformerDecoderLayer"),
-                          prefixes=("torch.nn.attention",)),
-    "cross_entropy": Builtins(names=(*_SOFTMAX, "cross_entropy", "nll_loss", "CrossEntropyLoss", "NLLLoss"),
-                              methods=("softmax", "log_softmax", "logsumexp"), prefixes=("torch.distributions",)),
-    "clip": Builtins(names=("clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "clip_grads_with_norm_",
-                            "get_total_norm"), prefixes=("torch.nn.utils",)),
-    # The base class torch.optim.Optimizer is provided; every optimizer and scheduler is not.
-    "optim": Builtins(prefixes=("torch.optim",), except_=("torch.optim.Optimizer",)),
-    # PyTorch's own quantization: quantized tensors and their methods, and the torch.ao toolkit.
-    "quantize": Builtins(names=("quantize_per_tensor", "quantize_per_channel", "quantize_per_tensor_dynamic",
-                                "fake_quantize_per_tensor_affine", "fake_quantize_per_channel_affine",
-                                "dequantize", "int_repr", "quantize_dynamic"),
-                         methods=("dequantize", "int_repr", "q_scale", "q_per_channel_scales"),
-                         prefixes=("torch.ao", "torch.quantization", "torch.nn.quantized", "torch.nn.quantizable",
-                                   "torch.nn.intrinsic", "torch.nn.qat")),
-}
-
-# Ways around the per-task rules, refused anywhere in an exercise module (module-level code
-# costs every task of the module). Each entry: names, and the advice printed with a refusal.
-# A dotted or module name refuses everything under it (fnmatch patterns allowed: "torch._[!_]*"
-# is torch's private API); a bare name such as "exec" is Python's built-in function; a
-# __dunder__ is refused as an attribute of anything, ".tofile" as a method of anything.
-# getattr, setattr and delattr are refused only with a computed name: getattr(torch, "exp")
-# is read as torch.exp and judged like it.
-WAYS_AROUND: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("exec", "eval", "compile", "__import__", "importlib", "runpy", "code", "codeop", "marshal", "types",
-      # APIs that evaluate a string as Python (annotations, TorchScript, FX's call_method, benchmark statements)
-      "typing.get_type_hints", "typing.ForwardRef", "typing.evaluate_forward_ref", "typing_extensions.get_type_hints",
-      "typing_extensions.ForwardRef", "typing_extensions.get_annotations", "typing_extensions.evaluate_forward_ref",
-      "functools.singledispatch", "functools.singledispatchmethod", "jaxtyping.jaxtyped", "jaxtyping.install_import_hook",
-      "jaxtyping.import_hook", "torch.jit", "torch.fx", "torch.utils.benchmark", "torch.cuda.jiterator", "numpy.f2py"),
-     "write the code itself: nothing that runs or loads code by name"),
-    (("getattr", "setattr", "delattr", "vars", "globals", "locals", "__builtins__", "builtins", "operator",
-      "__dict__", "__class__", "__bases__", "__base__", "__mro__", "__subclasses__", "__globals__", "__code__",
-      "__closure__", "__func__", "__self__", "__wrapped__", "__defaults__", "__kwdefaults__", "__getattribute__",
-      "__getattr__", "__setattr__", "__delattr__", "__loader__", "__spec__", "__reduce__", "__reduce_ex__",
-      "__torch_function__", "__torch_dispatch__",
-      # frames and code objects hold a module's globals and builtins (exec, __import__), and the caller's
-      ".gi_frame", ".gi_code", ".cr_frame", ".cr_code", ".ag_frame", ".ag_code", ".f_globals", ".f_locals",
-      ".f_builtins", ".f_back", ".f_code", ".tb_frame", ".tb_next", ".co_code", ".co_consts"),
-     "name what you use directly (getattr and setattr only with a constant name)"),
-    (("os", "sys", "subprocess", "socket", "ctypes", "signal", "inspect", "gc", "threading", "multiprocessing",
-      "shutil", "platform", "sysconfig", "site", "atexit", "faulthandler", "resource", "pdb", "breakpoint"),
-     "the same code must run when you work and when it is graded: no environment, interpreter or system access"),
-    (("open", "io", "pathlib", "tempfile", "pickle", "shelve", "glob", "fileinput", "urllib", "http", "requests",
-      "torch.save", "torch.load", "torch.from_file", "torch.hub", "numpy.load", "numpy.save", "numpy.savez",
-      "numpy.savez_compressed", "numpy.fromfile", "numpy.memmap", "numpy.loadtxt", "numpy.savetxt",
-      "numpy.genfromtxt", "numpy.fromregex", "numpy.DataSource", "numpy.lib.format", "numpy.lib.npyio", ".tofile",
-      ".fromfile", ".from_file", "torch.jit.load", "torch.jit.save", "torch.export.load", "torch.export.save",
-      "torch.serialization"),
-     "exercise modules do not read or write files or the network (only Task 10.5 saves and loads, with torch.save and torch.load)"),
-    (("torch.ops", "torch._[!_]*", "torch.*._[!_]*", "numpy._[!_]*", "numpy.*._[!_]*", "torch.library", "torch.overrides",
-      "torch.utils.cpp_extension", "torch.classes", "torch.package", "numpy.ctypeslib"),
-     "use torch's public tensor operations"),
-)
-# Allowed wherever a WAYS_AROUND entry would refuse them: a type used in signatures.
-ALWAYS_ALLOWED: tuple[str, ...] = ("os.PathLike",)
-# Assigning to (or deleting) another module's names, e.g. torch.nn.functional.softmax = …,
-# which would change what the checks compare against.
-PATCHING_ADVICE = "do not change other modules' names: define your own"
-# torch.load with weights_only=False (or a pickle_module) unpickles anything, so a file object a
-# student's code builds from a bytes literal runs any code through Task 10.5's load_checkpoint,
-# and any task can call that.
-LOAD_ADVICE = "call torch.load(src) or torch.load(src, weights_only=True), by name: a full unpickler runs any code a file holds"
-# jaxtyping evaluates a shape that is not names and numbers ("n+1", 'exec("…")') as Python code.
-SHAPE_ADVICE = 'write jaxtyping shapes as names, numbers and ... ("batch seq d_model"), in Float[Tensor, "…"] itself'
-# A module used as a value (in a tuple or dict, as a default argument or a call's argument):
-# what is then reached through it is out of the static check's sight.
-MODULE_VALUE_ADVICE = "use a module by its dotted names (torch.nn.functional.x) or an alias (F = torch.nn.functional)"
-# What an exercise module may import (a name allows everything under it), besides the other
-# exercise modules' task names (from .linear import Linear) and minilm.course.validate. `os` is
-# importable for os.PathLike only: every other use of it is refused above.
-IMPORTABLE: tuple[str, ...] = (
-    "torch", "numpy", "einops", "jaxtyping", "math", "cmath", "random", "numbers", "typing", "typing_extensions",
-    "collections", "dataclasses", "functools", "itertools", "enum", "abc", "warnings", "copy", "contextlib",
-    "__future__", "os", "minilm.course.validate",
-    "regex",  # Task 9.2's pre-tokenizer: \p{L} and \p{N} (Unicode letters and digits), which `re` lacks
-)
-IMPORT_ADVICE = ("exercise modules import only torch, numpy, einops, jaxtyping, Python's math and typing helpers, "
-                 "regex, minilm.course.validate and the task names of the other exercise modules")
-
-
 def _t(id, title, function, module, notebook, points, *forbidden, allowed=(), also=()):
     return Task(id, title, function, f"minilm/{module}.py", f"notebooks/{notebook}.ipynb", points,
                 tuple(forbidden), tuple(allowed), tuple(also))
 
 
-# The "from scratch" rule of each task: a pair (family in BUILTINS, what to use instead). A task
+# The "from scratch" rule of each task: a pair (family in FAMILIES, what to use instead). A task
 # may not call the built-in it builds, nor, in later tasks, the built-ins of the pieces the
 # student built already (Task 6.3 uses your Linear, not nn.Linear). The sampling filter of Task
 # 11.1 may use torch.softmax: building softmax is Task 6.1's lesson, not 11.1's.

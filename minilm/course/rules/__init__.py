@@ -1,0 +1,604 @@
+"""The "from scratch" rule, checked statically (provided: not an exercise). It fails closed:
+
+- a library name a task's code uses must be on the task's list: ALLOWED in allowed.py, minus the
+  families of built-ins the task builds or must reuse the student's own of (6.1: nothing softmax-like);
+- an attribute of an object the scan cannot follow (x.amax, p.grad.mul_) must be a public method of a
+  tensor, a module or a plain value, or a name the course or the student's code defines, and in no family;
+- refused anywhere: private names and dunders, modules as values, Python built-ins off the list (exec,
+  open, vars …), computed getattr, assigning to a library's names, jaxtyping shapes that are code, the
+  student's classes handed to a library, torch.load or torch.save but as Task 10.5's plain calls.
+
+It never imports or runs the source. It follows import aliases, aliases by assignment (F =
+torch.nn.functional) and getattr with a constant name; a method's own `self` or `cls` (in a class built
+on nn.Module or Optimizer, never rebound) is the student's, judged where its attributes are set.
+Who pays: code in a task's function or class costs that task; a helper, the tasks whose code uses it
+(the module when none does); other module-level code, every task of the module (imports and aliases
+only where used). scan_package also judges a task by the other tasks' code it names and by the code
+defining the attributes it uses, with its own rules:
+
+    scan(source, "minilm/attention.py")   # {"6.1": [Violation, …], "6.2": [], "6.3": []}
+    violations_for("6.1")[0].message       # 'Task 6.1: your softmax calls torch.softmax
+                                           #  (minilm/attention.py:31); build it from exp and sum'
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import functools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from minilm.course import tasks
+from minilm.course.rules import allowed
+from minilm.course.rules.allowed import FAMILIES, Family
+
+LIST_FILE = "minilm/course/rules/allowed.py"
+_PYTHON_BUILTINS = frozenset(dir(builtins)) | {"__builtins__", "__file__", "__name__", "__class__"}
+_DYNAMIC = ("getattr", "setattr", "delattr", "hasattr")
+_MODULE = "module"  # the scope of module-level code: every task of the module
+# A jaxtyping shape that jaxtyping does not evaluate: names (*batch, #n, _), numbers and ..., by spaces.
+_SHAPE_NAME = r"(?:\.\.\.|[*#?]{0,2}\w+)"
+_SHAPE = re.compile(rf"\s*(?:{_SHAPE_NAME}(?:\s+{_SHAPE_NAME})*)?\s*")  # one way to match: no backtracking blow-up
+_KNOWN = allowed.METHODS | allowed.COURSE_NAMES | allowed.DUNDERS  # an unknown object's attributes
+_ANY_TASK_MAY_USE = allowed.ALLOWED | {n for t in tasks.TASKS for n in t.allowed}  # what an import may name
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One use of something a task may not use."""
+
+    task: str
+    file: str  # as given to scan, e.g. "minilm/attention.py"
+    line: int
+    what: str  # "torch.softmax", "Tensor.softmax", "exec, which is not on Task 6.1's list …"
+    advice: str  # "build it from exp and sum"
+    verb: str = "calls"  # calls | uses | imports | assigns to | has | hands | reaches
+    where: str = ""  # "your softmax", "your helper _f", "your module"
+
+    @property
+    def message(self) -> str:
+        return f"Task {self.task}: {self.where} {self.verb} {self.what} ({self.file}:{self.line}); {self.advice}"
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True)
+class _Finding:
+    line: int
+    verb: str
+    what: str
+    kind: str  # "way" (refused everywhere), "name" (a library name), "method" (an attribute of an unknown object)
+    name: str  # the qualified name, or the attribute
+    advice: str = ""  # a way's
+    known: bool = True  # a method: one the lists or the student's code define; a way: False if on no list
+
+
+@functools.lru_cache(maxsize=None)  # pure in the name; a scan asks again and again
+def _tokens(name: str) -> tuple[str, ...]:
+    """A name's words, lower-cased, whatever its style: native_layer_norm, LayerNorm → (…, layer, norm)."""
+    return tuple(w.lower() for piece in name.split("_") for w in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+", piece))
+
+
+@functools.lru_cache(maxsize=None)
+def _contains_name(name: str, builtin: str) -> bool:
+    """`name` is `builtin` or holds its words in a row: torch's variants carry the built-in's name
+    (native_layer_norm, BatchNorm1d, linear_cross_entropy, NLLLoss2d)."""
+    have, want = _tokens(name), _tokens(builtin)
+    return name == builtin or bool(want) and any(have[i:i + len(want)] == want for i in range(len(have)))
+
+
+@functools.lru_cache(maxsize=None)
+def _family_matches(family: Family, name: str) -> bool:
+    """The library name `name` is one of the family's built-ins, by any path or variant."""
+    parts, dotted = name.split("."), name + "."
+    if parts[0] not in ("torch", "einops") or any(dotted.startswith(e + ".") for e in family.except_):
+        return False
+    return any(dotted.startswith(p + ".") for p in family.prefixes) or any(
+        _contains_name(p, n) for p in parts[1:] for n in family.names)
+
+
+@functools.lru_cache(maxsize=None)
+def _attr_matches(family: Family, attr: str) -> bool:
+    """An attribute of an unknown object: a method form, a built-in's name, or a multi-word
+    built-in's words (.native_layer_norm; not .linear_q, which may be the student's own)."""
+    return (attr in family.methods or attr in family.names
+            or any(len(_tokens(n)) > 1 and _contains_name(attr, n) for n in family.names))
+
+
+@functools.lru_cache(maxsize=None)
+def _validate_names() -> frozenset[str]:
+    """The public functions of the provided minilm/course/validate.py (read, not imported)."""
+    tree = ast.parse((tasks.COURSE_DIR / "validate.py").read_text(encoding="utf-8"))
+    return frozenset(n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_"))
+
+
+def _importable_minilm(parts: list[str]) -> bool:
+    """minilm.course.validate and its checks, an exercise module, or one of its task names."""
+    if parts[:3] == ["minilm", "course", "validate"]:
+        return len(parts) == 3 or (len(parts) == 4 and parts[3] in _validate_names())
+    return len(parts) >= 2 and parts[1] in tasks.EXERCISE_MODULES and (
+        len(parts) == 2 or len(parts) == 3 and tasks.EXPORTS.get(parts[2]) == parts[1])
+
+
+def _bound_names(stmt: ast.stmt) -> list[str]:
+    """The names a top-level statement binds."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [stmt.name]
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        return [a.asname or a.name.split(".")[0] for a in stmt.names if a.name != "*"]
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [getattr(stmt, "target", None)]
+    return [n.id for t in targets if t is not None for n in ast.walk(t) if isinstance(n, ast.Name)]
+
+
+def _rebinds(fn: ast.AST, name: str, own: ast.arg) -> bool:
+    """Anything inside fn binds `name` again, besides its parameter `own`."""
+    return any((isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load))
+               or (isinstance(n, ast.arg) and n.arg == name and n is not own)
+               or (isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names)
+               or (isinstance(n, ast.alias) and (n.asname or n.name) == name)
+               or (isinstance(n, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar, ast.FunctionDef, ast.AsyncFunctionDef,
+                                  ast.ClassDef)) and n.name == name) for n in ast.walk(fn))
+
+
+def _defined_attrs(nodes: list[ast.AST]) -> set[str]:
+    """The attribute names code defines: stores to attributes, and the names class bodies bind."""
+    return set().union(*(_defined_by(n) for n in nodes))
+
+
+@functools.lru_cache(maxsize=1024)  # by statement: a scan asks for each task's code
+def _defined_by(root: ast.AST) -> frozenset[str]:
+    return frozenset(b for n in ast.walk(root) for b in (
+        [n.attr] if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) else
+        [b for s in n.body for b in _bound_names(s)] if isinstance(n, ast.ClassDef) else []))
+
+
+def _alias_pairs(stmt: ast.stmt) -> list[tuple[str, ast.expr]]:
+    """(name, value) for `name = value`, `F = G = value` or `a, b = x, y`."""
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) > 1:
+        return [(t.id, stmt.value) for t in stmt.targets] if all(isinstance(t, ast.Name) for t in stmt.targets) else []
+    target, value = (stmt.targets[0], stmt.value) if isinstance(stmt, ast.Assign) else (
+        (stmt.target, stmt.value) if isinstance(stmt, ast.AnnAssign) and stmt.value is not None else (None, None))
+    if isinstance(target, ast.Name):
+        return [(target.id, value)]
+    if (isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List))
+            and len(target.elts) == len(value.elts) and all(isinstance(t, ast.Name) for t in target.elts)):
+        return [(t.id, v) for t, v in zip(target.elts, value.elts)]
+    return []
+
+
+def _from_module(node: ast.ImportFrom) -> str | None:
+    """`from .linear import Linear` is a sibling exercise module's; beyond the package is None."""
+    return node.module if node.level == 0 else ("minilm" + (f".{node.module}" if node.module else "")
+                                                if node.level == 1 else None)
+
+
+def _plain_call(call: ast.Call, q: str) -> bool:
+    """torch.save(obj, f) or torch.load(f[, map_location][, weights_only=True][, mmap=…]): no pickle
+    module or protocol (the third positional argument), no **kwargs, torch.load's restricted unpickler."""
+    return len(call.args) <= 2 and not any(isinstance(a, ast.Starred) for a in call.args) and not any(
+        kw.arg is None or kw.arg.startswith("pickle_") or (q == "torch.load" and kw.arg == "weights_only" and not (
+            isinstance(kw.value, ast.Constant) and kw.value.value is True)) for kw in call.keywords)
+
+
+def _const(node: ast.AST, name: bool = False) -> bool:
+    """A constant string (`name`: one that is an identifier; any other string is no attribute name)."""
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and (not name or node.value.isidentifier())
+
+
+def _short(node: ast.AST, limit: int = 40) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class _Module:
+    """One parsed exercise module: its aliases, and what each part of it uses."""
+
+    def __init__(self, tree: ast.Module, task_names: set[str], defined: set[str] = frozenset()):
+        nodes = list(ast.walk(tree))
+        self.classes = {n.name for n in nodes if isinstance(n, ast.ClassDef)}
+        # Names the module binds by def, class, parameter or import: never Python's built-ins.
+        self.own = self.classes | {n.name for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        self.own |= {n.arg for n in nodes if isinstance(n, ast.arg)}
+        self.defined = _defined_attrs([tree]) | set(defined)  # attribute names the student's code defines
+        self.aliases: dict[str, str] = {}
+        for node in nodes:
+            if isinstance(node, ast.Import):
+                self.aliases |= {a.asname or a.name.split(".")[0]: a.name if a.asname else a.name.split(".")[0]
+                                 for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and _from_module(node):
+                self.aliases |= {a.asname or a.name: f"{_from_module(node)}.{a.name}" for a in node.names if a.name != "*"}
+        self.own |= set(self.aliases)
+        # `name = <a resolved name>` anywhere: one namespace, so F = torch.nn.functional; F.linear(…) is
+        # seen wherever it is written. Twice: an alias of an alias defined later.
+        pairs = [p for n in nodes if isinstance(n, (ast.Assign, ast.AnnAssign)) for p in _alias_pairs(n)]
+        for _ in range(2):
+            self.aliases |= {t: q for t, v in pairs if (q := self.resolve(v)) is not None}
+        self.imported = dict(self.aliases)  # what an import binds task names to
+        for name in task_names:  # never aliases: Task 6.2 calling softmax calls the student's softmax
+            self.aliases.pop(name, None)
+        # Classes whose self is the student's alone: built on nn.Module, Optimizer or such classes (a
+        # subclass of torch.Tensor has the built-ins as methods: self.softmax).
+        classes, self.plain = [n for n in nodes if isinstance(n, ast.ClassDef)], set()
+        for _ in classes:
+            self.plain |= {c.name for c in classes if not c.keywords and all(
+                self.resolve(b) in ("torch.nn.Module", "torch.optim.Optimizer")
+                or (isinstance(b, ast.Name) and b.id in self.plain and b.id not in self.aliases) for b in c.bases)}
+        self.exempt, self.out = frozenset(), []  # the `self` of the method being walked; the findings
+
+    def is_alias_binding(self, stmt: ast.stmt) -> bool:
+        """An import, or `name = <a resolved name>`: costs nothing by itself."""
+        pairs = _alias_pairs(stmt)
+        return isinstance(stmt, (ast.Import, ast.ImportFrom)) or bool(pairs) and all(
+            self.resolve(v) is not None for _, v in pairs)
+
+    def _dynamic(self, node: ast.AST) -> str | None:
+        """getattr/setattr/delattr/hasattr when it is Python's own (not shadowed)."""
+        f = node.func if isinstance(node, ast.Call) else None
+        return f.id if isinstance(f, ast.Name) and f.id in _DYNAMIC and f.id not in self.own else None
+
+    def resolve(self, node: ast.AST) -> str | None:
+        """The qualified name an expression denotes (torch.nn.functional.softmax), if known."""
+        if isinstance(node, ast.Name):
+            return self.aliases.get(node.id)
+        base, attr = (node.value, node.attr) if isinstance(node, ast.Attribute) else (
+            (node.args[0], node.args[1].value) if self._dynamic(node) == "getattr" and len(node.args) >= 2
+            and _const(node.args[1], name=True) else (None, None))
+        q = self.resolve(base) if base is not None else None
+        return f"{q}.{attr}" if q else None
+
+    def findings(self, node: ast.AST, ways_only: bool = False) -> list[_Finding]:
+        self.exempt, self.out = frozenset(), []
+        self._walk(node)
+        return [f for f in self.out if f.kind == "way"] if ways_only else self.out
+
+    def _way(self, node, verb, what, advice, unlisted=False):
+        self.out.append(_Finding(getattr(node, "lineno", 1), verb, what, "way", what, advice, not unlisted))
+
+    def _name(self, node, q: str, call: bool, store: bool = False, alias: bool = False) -> None:
+        """Judge a use of the resolved name q (`alias`: as the value of an alias binding)."""
+        verb, parts = "calls" if call else "uses", q.split(".")
+        if store:
+            return self._way(node, "assigns to", q, allowed.PATCHING_ADVICE)
+        if parts[0] == "minilm":  # the student's own code, and the provided validate module's checks
+            head = 4 if parts[1:3] == ["course", "validate"] else 3
+            if not _importable_minilm(parts[:head]):
+                return self._way(node, verb, q, allowed.IMPORT_ADVICE)
+            for i in range(head, len(parts)):  # the student's own objects: judged by each name
+                self._attr(node, parts[i], call and i == len(parts) - 1, ".".join(parts[:i]))
+        elif any(p.startswith("_") for p in parts):
+            return self._way(node, verb, q, allowed.PRIVATE_ADVICE)
+        elif q not in allowed.MODULES:
+            self.out.append(_Finding(getattr(node, "lineno", 1), verb, q, "name", q))
+        if not (call or alias) and (q in allowed.MODULES or parts[0] == "minilm" and (
+                len(parts) < 3 or parts[1:] == ["course", "validate"])):
+            # in a tuple, a dict, a default …: what is reached through it is out of the scan's sight
+            self._way(node, "uses", f"the module {q} as a value", allowed.MODULE_VALUE_ADVICE)
+        elif not (call or alias) and (q in ("torch.load", "torch.save") or parts[0] == "jaxtyping"):
+            # a pickler's call or a jaxtyping shape made later would be out of the scan's sight
+            self._way(node, "uses", f"{q} as a value", allowed.SHAPE_ADVICE if parts[0] == "jaxtyping"
+                      else allowed.LOAD_ADVICE)
+
+    def _attr(self, node: ast.AST, attr: str, call: bool, base: str) -> None:
+        """Judge `<an object the scan cannot follow>.attr` (`base`: how to show that object)."""
+        verb, text = "calls" if call else "uses", f"{base}.{attr}"
+        if attr.startswith("_") and attr not in allowed.DUNDERS or attr in allowed.NEVER_ATTRIBUTES:
+            return self._way(node, verb, text, allowed.PRIVATE_ADVICE, unlisted=True)
+        known = attr in _KNOWN or attr in self.defined
+        if any(attr in fam.methods for fam in FAMILIES.values()):
+            text = f"Tensor.{attr}"  # a tensor method that is a built-in (x.softmax(-1))
+        self.out.append(_Finding(getattr(node, "lineno", 1), verb, text, "method", attr, known=known))
+
+    def _import(self, node: ast.Import | ast.ImportFrom) -> None:
+        base = _from_module(node) if isinstance(node, ast.ImportFrom) else ""
+        if base is None:
+            return self._way(node, "imports", "." * node.level + (node.module or ""), allowed.IMPORT_ADVICE)
+        if any(a.name == "*" for a in node.names):
+            self._way(node, "imports", f"* from {base}", "import the names you use one by one")
+        for q in (f"{base}.{a.name}" if base else a.name for a in node.names if a.name != "*"):
+            parts = q.split(".")
+            if parts[0] == "minilm" and not _importable_minilm(parts) or parts[0] not in allowed.IMPORTABLE | {"minilm"}:
+                self._way(node, "imports", q, allowed.IMPORT_ADVICE)
+            elif parts[0] != "minilm" and q != "__future__.annotations":
+                if any(p.startswith("_") for p in parts):
+                    self._way(node, "imports", q, allowed.PRIVATE_ADVICE)
+                elif not (q in allowed.MODULES or base and q in _ANY_TASK_MAY_USE):
+                    self._way(node, "imports", q, allowed.LIST_ADVICE, unlisted=True)
+
+    def _walk(self, node: ast.AST, call: bool = False, alias: bool = False) -> None:
+        """Judge node; `alias`: node is the value of an alias binding (F = torch.nn.functional)."""
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            return self._import(node)
+        if isinstance(node, ast.ClassDef):  # its methods' first parameters: the real self and cls
+            for fn in (f for f in node.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))):
+                first = [*fn.args.posonlyargs, *fn.args.args][:1]
+                static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list)
+                fn.minilm_self = frozenset(a.arg for a in first if node.name in self.plain and not static
+                                           and not _rebinds(fn, a.arg, a))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            outer = self.exempt  # the signature and decorators belong to the enclosing code
+            self._walk_all(c for f, v in ast.iter_fields(node) if f != "body"
+                           for c in (v if isinstance(v, list) else [v]) if isinstance(c, ast.AST))
+            self.exempt = getattr(node, "minilm_self", outer)
+            self._walk_all(node.body if isinstance(node.body, list) else [node.body])
+            self.exempt = outer
+            return
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and self.is_alias_binding(node):
+            for child in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                self._walk(child)
+            unpacked = isinstance(node.value, (ast.Tuple, ast.List)) and any(
+                isinstance(t, (ast.Tuple, ast.List)) for t in getattr(node, "targets", ()))
+            for child in node.value.elts if unpacked else [node.value]:
+                self._walk(child, alias=True)
+            return
+        dynamic, args = self._dynamic(node), getattr(node, "args", [])
+        if dynamic and len(args) >= 2 and _const(args[1], name=True):
+            q = self.resolve(args[0])
+            if q is not None:
+                self._name(node, f"{q}.{args[1].value}", call and dynamic == "getattr",
+                           store=dynamic in ("setattr", "delattr"), alias=alias)
+            elif not self._is_self(args[0]):
+                self._attr(node, args[1].value, call, _short(args[0]))
+                self._walk(args[0])
+            return self._walk_all([*args[2:], *node.keywords])
+        if dynamic and dynamic != "hasattr":
+            self._way(node, "calls", f"{dynamic} with a computed name", allowed.DYNAMIC_ADVICE)
+            return self._walk_all([*args, *node.keywords])
+        if isinstance(node, ast.Subscript) and (self.resolve(node.value) or "").split(".")[0] == "jaxtyping":
+            self._name(node.value, self.resolve(node.value), call=False, alias=True)  # Float[…]: a type
+            for part in node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]:
+                if not _const(part) and self.resolve(part) is not None:
+                    self._walk(part, alias=True)  # Tensor, torch.Tensor: a type
+                elif not (_const(part) and _SHAPE.fullmatch(part.value)):
+                    self._way(part, "has", f"the jaxtyping shape {_short(part)}", allowed.SHAPE_ADVICE)
+                    self._walk(part)
+            return
+        if isinstance(node, ast.Call):
+            q = self.resolve(node.func)
+            if q in ("torch.load", "torch.save") and not _plain_call(node, q):
+                self._way(node, "calls", f"{q} with a pickler or options", allowed.LOAD_ADVICE)
+            for arg in [*node.args, *(k.value for k in node.keywords)] if q and q[:7] != "minilm." else []:
+                if self._is_class(arg):  # torch.save(obj, f, pickle_module=MyPickler)
+                    self._way(arg, "hands", f"the class {_short(arg)} to {q}", allowed.CLASS_ADVICE)
+            self._walk(node.func, call=True)
+            return self._walk_all([*node.args, *node.keywords])
+        if isinstance(node, ast.Attribute):
+            q = self.resolve(node)
+            if q is not None:
+                return self._name(node, q, call, store=isinstance(node.ctx, (ast.Store, ast.Del)), alias=alias)
+            if not self._is_self(node.value):
+                if isinstance(node.ctx, ast.Store) and node.attr in allowed.METHODS - allowed.WRITABLE:
+                    self._way(node, "assigns to", _short(node), allowed.PATCHING_ADVICE)  # k.transpose = …
+                self._attr(node, node.attr, call, _short(node.value, 30))
+                return self._walk(node.value)
+            if node.attr.startswith("__") and node.attr not in allowed.DUNDERS:
+                self._way(node, "uses", _short(node), allowed.PRIVATE_ADVICE, unlisted=True)
+            # self's own attribute: judged where it is set, and by scan_package where other code sets it
+            self.out.append(_Finding(node.lineno, "uses", _short(node), "self", node.attr))
+            return
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            if node.id in self.aliases:
+                self._name(node, self.aliases[node.id], call, alias=alias)
+            elif node.id in _PYTHON_BUILTINS and node.id not in self.own and node.id not in allowed.PYTHON_BUILTINS:
+                self._way(node, "calls" if call else "uses", node.id, allowed.DYNAMIC_ADVICE, unlisted=True)
+            return
+        self._walk_all(ast.iter_child_nodes(node))
+
+    def _walk_all(self, nodes) -> None:
+        for node in nodes:
+            self._walk(node)
+
+    def _is_self(self, node: ast.AST) -> bool:
+        """The method's own first parameter, never rebound, or super() inside such a method."""
+        return isinstance(node, ast.Name) and node.id in self.exempt or (
+            bool(self.exempt) and isinstance(node, ast.Call) and not node.args and isinstance(node.func, ast.Name)
+            and node.func.id == "super" and "super" not in self.own)
+
+    def _is_class(self, node: ast.AST) -> bool:
+        """A class of the student's code: one this module defines, or another exercise module's."""
+        q = self.resolve(node) or ""
+        return (isinstance(node, ast.Name) and node.id in self.classes and node.id not in self.aliases
+                or q.startswith("minilm.") and len(q.split(".")) == 3 and q.split(".")[2][:1].isupper())
+
+
+def _judge(task: tasks.Task, f: _Finding) -> tuple[str, str] | None:
+    """(what, advice) when finding f breaks task's rules, else None."""
+    def _unlisted(what):
+        return f"{what}, which is not on Task {task.id}'s list of allowed operations ({LIST_FILE})"
+
+    if f.kind in ("way", "self"):
+        return ((f.what if f.known else _unlisted(f.what)), f.advice) if f.kind == "way" else None
+    listed = (f.name in allowed.ALLOWED or f.name in task.allowed) if f.kind == "name" else f.known
+    for family, advice in task.forbidden:  # the family's own advice first, listed or not
+        if (_family_matches if f.kind == "name" else _attr_matches)(FAMILIES[family], f.name):
+            return (f.what if listed else _unlisted(f.what)), advice
+    return None if listed else (_unlisted(f.what), allowed.LIST_ADVICE)
+
+
+def scan(source: str | bytes, filename: str) -> dict[str, list[Violation]]:
+    """Every task of the exercise module `filename` (its stem names the module, e.g.
+    "minilm/attention.py") → the violations of its rules in `source`, in line order. Never raises
+    for the source's content: a syntax error is a violation. One module alone: see scan_package."""
+    return _scan_module(source, filename).violations
+
+
+# Provided names other modules may import (ClassicConfig) live in the student's file too: a task that
+# uses one is judged by that code as well, under a pseudo id "module:name".
+_TASK_OF = {(t.module, n): t.id for t in tasks.TASKS for n in t.names}
+_TASK_OF |= {(m, n): f"{m}:{n}" for n, m in tasks.EXPORTS.items() if (m, n) not in _TASK_OF}
+
+
+@dataclass
+class _Scan:
+    violations: dict[str, list[Violation]]  # task id → its violations
+    findings: dict[str, list[_Finding]]  # task id or pseudo id → its findings, before any rule judges them
+    names: dict[str, set[str]]  # … → the other tasks (ids, any module) its code names
+    defines: dict[str, set[str]]  # … → the attribute names its code defines
+
+
+def _parse(source, filename: str) -> ast.Module | Exception:
+    try:
+        return source if isinstance(source, ast.Module) else ast.parse(source, filename)
+    except (SyntaxError, ValueError) as e:
+        return e
+
+
+def scan_package(sources: dict[str, str | bytes], folder: str = "minilm") -> dict[str, list[Violation]]:
+    """scan() of every exercise module in `sources` (module name → source), and what each task
+    reaches, in any module, through the other tasks' code that those tasks' own rules allow but its
+    rules refuse: the tasks it names (gelu calling sinusoidal_positions, Task 13.2, for its F.gelu)
+    and the code defining the attributes it uses (kv_cache.f set by KVCache). What the other task's
+    rules refuse costs that task alone."""
+    trees = {m: _parse(s, f"{folder}/{m}.py") for m, s in sources.items()}
+    defined = _defined_attrs([t for t in trees.values() if isinstance(t, ast.Module)])
+    scans = {m: _scan_module(t, f"{folder}/{m}.py", defined) for m, t in trees.items()}
+    result = {tid: vs for s in scans.values() for tid, vs in s.violations.items()}
+    findings = {tid: fs for s in scans.values() for tid, fs in s.findings.items()}
+    files = {tid: f"{folder}/{m}.py" for m, s in scans.items() for tid in s.findings}
+    names = {tid: set(ns) for s in scans.values() for tid, ns in s.names.items()}
+    defines = {tid: ds for s in scans.values() for tid, ds in s.defines.items()}
+    for tid, found in findings.items():  # an attribute of the student's own: the code that defines it
+        used = {f.name for f in found if f.kind in ("method", "self") and f.name not in allowed.METHODS}
+        names.setdefault(tid, set()).update(o for o, attrs in defines.items() if o != tid and used & attrs)
+    for tid in result:
+        task, reached, todo = tasks.get(tid), set(), list(names.get(tid, ()))
+        while todo:
+            other = todo.pop()
+            if other not in reached and other != tid:
+                reached.add(other)
+                todo += names.get(other, ())
+        for other in sorted(reached, key=lambda o: (":" not in o, o)):  # provided code by its own name first
+            via = f"your {other.split(':')[1]}" if ":" in other else f"your {tasks.get(other).function} (Task {other})"
+            for f in findings.get(other, ()):
+                if ":" not in other and _judge(tasks.get(other), f) is not None:
+                    continue  # that task's own rules refuse it already: it costs that task, not every caller
+                judged = _judge(task, f)
+                what = judged and judged[0].replace(f.what, f"{f.what} through {via}", 1)
+                if judged and all((w.file, w.line, w.what) != (files[other], f.line, what) for w in result[tid]):
+                    result[tid].append(Violation(tid, files[other], f.line, what, judged[1], "reaches",
+                                                 f"your {task.function}"))
+    return result
+
+
+def _scan_module(source, filename: str, defined: set[str] = frozenset()) -> _Scan:
+    mod_tasks = [t for t in tasks.TASKS if t.module == Path(filename).stem]
+    scan = _Scan({t.id: [] for t in mod_tasks}, {t.id: [] for t in mod_tasks}, {}, {})
+    tree, problem = _parse(source, filename), None
+    if isinstance(tree, Exception):
+        problem = (getattr(tree, "lineno", None) or 1, f"a syntax error: {getattr(tree, 'msg', None) or tree}",
+                   "fix it: nothing in this file runs until it parses")
+    elif mod_tasks:
+        try:
+            found = _scan_tree(tree, mod_tasks, scan, defined)
+        except RecursionError:
+            problem = (1, "code nested too deeply to check", "write it with fewer nested expressions")
+    for t in mod_tasks if problem else []:
+        scan.violations[t.id].append(Violation(t.id, filename, problem[0], problem[1], problem[2], "has", "your module"))
+    for task_id, where, f in found if mod_tasks and not problem else []:
+        scan.findings.setdefault(task_id, []).append(f)
+        judged = None if ":" in task_id else _judge(tasks.get(task_id), f)
+        if judged and all((v.line, v.what) != (f.line, judged[0]) for v in scan.violations[task_id]):
+            scan.violations[task_id].append(Violation(task_id, filename, f.line, judged[0], judged[1], f.verb, where))
+    for vs in scan.violations.values():
+        vs.sort(key=lambda v: v.line)
+    return scan
+
+
+def _tasks_named(mod: _Module, nodes: list[ast.AST], owner: dict[str, str]) -> set[str]:
+    """The tasks (ids) whose function or class `nodes` name: this module's, or another exercise
+    module's (imported, or as an attribute of an imported module)."""
+    out = set()
+    for n in (n for root in nodes for n in ast.walk(root)):
+        q = mod.imported.get(n.id) if isinstance(n, ast.Name) else mod.resolve(n) if isinstance(n, ast.Attribute) else None
+        parts = (q or "").split(".")
+        if isinstance(n, ast.Name) and n.id in owner:
+            out.add(owner[n.id])
+        elif parts[0] == "minilm" and len(parts) >= 3 and (parts[1], parts[2]) in _TASK_OF:
+            out.add(_TASK_OF[(parts[1], parts[2])])
+    return out
+
+
+def _uses(nodes: list[ast.AST], helpers: dict[str, list[ast.stmt]]) -> set[str]:
+    """The helpers `nodes` use, directly or through other helpers."""
+    todo, seen = [n.id for root in nodes for n in ast.walk(root) if isinstance(n, ast.Name) and n.id in helpers], set()
+    while todo:
+        if (h := todo.pop()) not in seen:
+            seen.add(h)
+            todo += [n.id for s in helpers[h] for n in ast.walk(s) if isinstance(n, ast.Name) and n.id in helpers]
+    return seen
+
+
+def _scan_tree(tree: ast.Module, mod_tasks: list[tasks.Task], scan: _Scan, defined: set[str]
+               ) -> list[tuple[str, str, _Finding]]:
+    """(task id, "your …", finding) for every finding, attributed as the docstring says; in scan,
+    the other tasks each task's code names and the attributes it defines."""
+    owner = {name: t.id for t in mod_tasks for name in t.names}
+    mod, module, all_ids = _Module(tree, set(owner), defined), mod_tasks[0].module, [t.id for t in mod_tasks]
+    regions: dict[str, list[tuple[str, ast.stmt]]] = {t.id: [] for t in mod_tasks}  # task → (name, stmt)
+    helpers: dict[str, list[ast.stmt]] = {}
+    module_stmts: list[ast.stmt] = []
+    out: list[tuple[str, str, _Finding]] = []
+    for stmt in tree.body:
+        mine = [n for n in _bound_names(stmt) if n in owner]
+        for name in mine:
+            regions[owner[name]].append((name, stmt))
+        if not mine and isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            helpers.setdefault(stmt.name, []).append(stmt)
+        elif not mine and mod.is_alias_binding(stmt):
+            out += [(tid, "your module", f) for f in mod.findings(stmt, ways_only=True) for tid in all_ids]
+        elif not mine:
+            module_stmts.append(stmt)
+    # Which scopes (task ids, or _MODULE) use each helper; one no task's code uses is module-level code.
+    users = {h: set() for h in helpers}
+    for scope, stmts in [(tid, [s for _, s in r]) for tid, r in regions.items()] + [(_MODULE, module_stmts)]:
+        for h in _uses(stmts, helpers):
+            users[h].add(scope)
+    shared = _tasks_named(mod, module_stmts, owner)
+    for tid, stmts in regions.items():
+        code = [s for _, s in stmts] + [s for h, us in users.items() if tid in us or _MODULE in us or not us
+                                        for s in helpers[h]]
+        scan.names[tid], scan.defines[tid] = (_tasks_named(mod, code, owner) | shared) - {tid}, _defined_attrs(code)
+        for name, stmt in stmts:
+            out += [(tid, f"your {name}", f) for f in mod.findings(stmt)]
+            if isinstance(stmt, (ast.Import, ast.ImportFrom)) and name in mod.imported:
+                q = mod.imported[name]  # `from torch import softmax`: the task's name is the built-in itself
+                out.append((tid, f"your {name}", _Finding(stmt.lineno, "is", q, "name", q)))
+    for name in helpers:
+        if ":" in (pid := _TASK_OF.get((module, name), "")):  # provided code: its own and its helpers'
+            code = [s for h in {name} | _uses(helpers[name], helpers) for s in helpers[h]]
+            scan.names[pid], scan.defines[pid] = _tasks_named(mod, code, owner), _defined_attrs(code)
+            out += [(pid, f"your {name}", f) for stmt in code for f in mod.findings(stmt)]
+    for stmt in module_stmts:
+        out += [(tid, "your module", f) for f in mod.findings(stmt) for tid in all_ids]
+    for h, us in users.items():
+        ids = all_ids if _MODULE in us or not us else sorted(us)
+        out += [(tid, f"your helper {h}", f) for stmt in helpers[h] for f in mod.findings(stmt) for tid in ids]
+    return out
+
+
+def implementation_file(module: str) -> Path:
+    """The current implementation's file for exercise module `module`: the student's
+    minilm/<module>.py, or solutions/<module>.py under MINILM_IMPL=solutions."""
+    import minilm  # cheap: never imports torch or any exercise module
+
+    return tasks.ROOT / ("solutions" if minilm.implementation() == "solutions" else "minilm") / f"{module}.py"
+
+
+@functools.lru_cache(maxsize=8)
+def _scan_files(stamps: tuple[tuple[str, str, int, int], ...], folder: str) -> dict[str, list[Violation]]:
+    return scan_package({module: Path(path).read_bytes() for module, path, _mtime, _size in stamps}, folder)
+
+
+def violations_for(task_id: str) -> list[Violation]:
+    """The violations of Task `task_id`'s rules in the current implementation's files (empty when
+    its file is missing: importing it then fails on its own)."""
+    task = tasks.get(task_id)
+    paths = {m: implementation_file(m) for m in tasks.EXERCISE_MODULES}
+    if not paths[task.module].is_file():
+        return []
+    stamps = tuple((m, str(p), p.stat().st_mtime_ns, p.stat().st_size) for m, p in paths.items() if p.is_file())
+    folder = paths[task.module].parent
+    display = folder.relative_to(tasks.ROOT).as_posix() if folder.is_relative_to(tasks.ROOT) else str(folder)
+    return list(_scan_files(stamps, display).get(task.id, []))
