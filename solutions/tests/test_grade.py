@@ -386,6 +386,17 @@ def shortcuts() -> dict[str, dict[str, str]]:
             "grading_time_and_oracles": {"linear": at_grading, "rmsnorm": oracle}}
 
 
+def third_red_team() -> dict[str, str]:
+    """Found by the third red team (issue 24) with the student edition alone, each a working
+    shortcut that the old blacklist passed: `self` rebound to torch.nn.functional (1.1) and
+    einops' private backend handing back the torch module (3.1). The allowlist refuses both; the
+    honest Linear and RMSNorm that call them keep their points (a refused helper costs its own task)."""
+    linear = replace_region(reference("linear"), "1.1", "self = torch.nn.functional\nreturn self.linear(x, weight)")
+    rms = replace_region(reference("rmsnorm"), "3.1", "backend = einops._backends.get_backend(x)\n"
+                                                       "return backend.torch.nn.functional.rms_norm(x, x.shape[-1:], weight, eps)")
+    return {"linear": linear, "rmsnorm": prepend(rms, "import einops\n")}
+
+
 def build_batch(tmp: Path, out: Path, port: int) -> dict[str, tuple[Path, int]]:
     """name → (submission, the exact points it must get on 01_linear + 03_rmsnorm). Attacks share
     a submission where they sit in different modules, to keep the batch short."""
@@ -407,6 +418,7 @@ def build_batch(tmp: Path, out: Path, port: int) -> dict[str, tuple[Path, int]]:
     add("builtins_behind_aliases", P12 + P32, **cut["builtins_behind_aliases"])
     add("grading_time_and_oracles", P12, **cut["grading_time_and_oracles"])
     add("daemon_crash_network_memory", P32, **daemon_crash_network_memory(out, port))
+    add("third_red_team", P12 + P32, **third_red_team())
     batch["bad_files"] = (bad_files(tmp), P11 + P12)
     batch["bomb-main"] = (zip_bomb(tmp), P11 + P12)
     (tmp / "corrupt.zip").write_bytes(b"PK\x03\x04" + os.urandom(200))
@@ -467,8 +479,8 @@ def batch(tmp_path_factory):
 
 
 BATCH = ["poisons_reads_answers_exfiltrates", "reference", "partial", "forges_copies_sabotages", "always_equal_and_hangs",
-         "builtins_behind_aliases", "grading_time_and_oracles", "daemon_crash_network_memory", "bad_files", "bomb-main",
-         "corrupt", "friend"]
+         "builtins_behind_aliases", "grading_time_and_oracles", "daemon_crash_network_memory", "third_red_team",
+         "bad_files", "bomb-main", "corrupt", "friend"]
 
 
 @needs_bwrap
@@ -866,3 +878,29 @@ def test_the_sandbox_sees_the_runtime_but_not_the_course_or_the_reference(tmp_pa
                       box.env({}, ws, out), 0, timeout=120, log=log)
     assert run.returncode == 0, log.read_text()
     assert log.read_text().split() == ["[]", "False", "True"], log.read_text()
+
+
+def test_the_third_red_teams_shortcuts_cost_their_tasks_in_the_grader():
+    # Beside the batch's 1.1 and 3.1 (graded for real above), the classes the third red team used
+    # on 6.1, 6.2, 10.1, 10.2 and 10.4, through the grader's own reading of a submission's rules:
+    # a task with a rule broken earns 0 whatever its outputs (grade_one). The reference keeps all.
+    from solutions.grading import cli
+
+    attacks = {
+        "attention": replace_region(replace_region(reference("attention"), "6.1",
+            "F = torch.nn.functional\nreturn torch.exp(-F.cross_entropy(x.movedim(dim, -1).reshape(-1, x.shape[dim]), "
+            "torch.zeros(x.numel() // x.shape[dim], dtype=torch.long), reduction='none')).reshape(x.shape)"),
+            "6.2", "self = torch.nn.functional\nreturn self.scaled_dot_product_attention(q, k, v, attn_mask=mask)"),
+        "training": replace_region(replace_region(replace_region(reference("training"), "10.1",
+            "lse = torch.logcumsumexp(logits, -1)[..., -1]\n"
+            "return (lse - logits.gather(-1, targets[..., None])[..., 0]).mean()"),
+            "10.2", "backend = einops._backends.get_backend(parameters)\n"
+                    "return backend.torch.nn.utils.clip_grad_norm_(parameters, max_l2_norm)"),
+            "10.4", "self.inner = self.param_groups[0]['params'][0].optim.AdamW(self.param_groups)\nreturn self.inner.step()"),
+    }
+    attacks["training"] = prepend(attacks["training"], "import einops\n")
+    modules = {m: (attacks.get(m) or reference(m)).encode() for m in tasks.EXERCISE_MODULES}
+    broken = cli._rules(submissions.Submission("attacker", "here", modules, []))
+    assert {"6.1", "6.2", "10.1", "10.2", "10.4"} <= {t for t, found in broken.items() if found}, broken
+    honest = {m: reference(m).encode() for m in tasks.EXERCISE_MODULES}
+    assert not any(cli._rules(submissions.Submission("reference", "here", honest, [])).values())
