@@ -34,7 +34,7 @@ from pathlib import Path
 from minilm.course import tasks
 from minilm.course.cells import cell_position, check_cells
 from solutions.grading import judge, lms, notebooks, reports, sandbox
-from solutions.grading.submissions import GradeError, Submission, SubmissionError, resolve, safe_name
+from solutions.grading.submissions import GradeError, Submission, SubmissionError, given_name, resolve
 
 PROG = "minilm grade"
 COURSE = tasks.ROOT
@@ -248,6 +248,7 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--no-sandbox", action="store_true",
                    help="run submissions without a sandbox (only for code you trust; every report says UNSANDBOXED)")
     p.add_argument("--no-hidden", action="store_true", help="only the notebook's inputs, no hidden ones")
+    p.add_argument("--allow-ssh", action="store_true", help="also fetch git submissions over ssh (default: https only)")
     p.add_argument("--require-all", action="store_true", help="exit 1 unless every graded task earned its points")
     p.add_argument("--keep", action="store_true", help="keep the workspaces and logs (printed at the end)")
     p.add_argument("--lms", choices=lms.LMS, help="also write gradebook-<LMS>.csv for an LMS import (needs --roster)")
@@ -295,7 +296,6 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
 
 def _grade_all(args, box: sandbox.Sandbox, scratch: Path) -> int:
     plan, notes = make_plan(args, box, scratch)
-    preflight(box, scratch)
     try:  # a bad roster is one line before any grading, and nothing is written
         roster = lms.read_roster(args.roster) if args.lms else None
     except lms.RosterError as e:
@@ -308,20 +308,18 @@ def _grade_all(args, box: sandbox.Sandbox, scratch: Path) -> int:
         probe.unlink()
     except OSError as e:
         raise GradeError(f"--out {args.out}: cannot write there ({e.strerror or e})") from None
-    subs, failed, names = [], [], []
-    for i, arg in enumerate(args.submissions):
+    names = [given_name(arg) for arg in args.submissions]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:  # before any grading: which of two "bob"s is bob is the instructor's call, not the grader's
+        clash = "; ".join(f"{n}: {', '.join(a for a, m in zip(args.submissions, names) if m == n)}" for n in twice)
+        raise GradeError(f"two submissions have the same name ({clash}): rename one (a submission is named after "
+                         "the folder, file or repository given here)")
+    subs, failed = [], []
+    for i, (arg, name) in enumerate(zip(args.submissions, names)):
         try:
-            sub = resolve(arg, scratch / "fetch" / str(i))
+            sub = resolve(arg, scratch / "fetch" / str(i), allow_ssh=args.allow_ssh)
         except SubmissionError as e:
-            sub = None
-            name, why = safe_name(Path(arg.rstrip("/")).stem or arg), str(e)
-        if sub is not None:
-            name = safe_name(sub.name)
-        base, n = name, 1
-        while name in names:
-            n += 1
-            name = f"{base}-{n}"
-        names.append(name)
+            sub, why = None, str(e)
         if sub is None:
             failed.append((name, arg, why))
         else:
@@ -337,6 +335,7 @@ def _grade_all(args, box: sandbox.Sandbox, scratch: Path) -> int:
                 except OSError:
                     pass
             raise GradeError(str(e)) from None
+    preflight(box, scratch)
     jobs = max(1, args.jobs)
     concurrent_subs = max(1, min(len(subs), jobs))
     plan.workers = args.workers or max(1, jobs // concurrent_subs)

@@ -45,7 +45,18 @@ def course_stub(module: str) -> bytes:
 
 
 def _is_git_url(arg: str) -> bool:
-    return "://" in arg or arg.startswith("git@") or (arg.endswith(".git") and not Path(arg).exists())
+    return "://" in arg or arg.startswith("git@")
+
+
+def _git_protocol(url: str, allow_ssh: bool) -> str:
+    """The one protocol a submission's repository may be fetched with: https, or ssh when asked for."""
+    scheme = url.split("://", 1)[0].lower() if "://" in url else "ssh"
+    if scheme == "https" and re.fullmatch(r"https://[A-Za-z0-9.-]+(:\d+)?/[^\s]+", url):
+        return "https"
+    if scheme == "ssh" and allow_ssh and re.fullmatch(r"(ssh://[^\s/]+/|git@[A-Za-z0-9.-]+:)[^\s]+", url):
+        return "ssh"
+    raise SubmissionError(f"{url}: only https:// repository URLs are graded (ssh with --allow-ssh); "
+                          "a local path or file:// URL is not a submission")
 
 
 def safe_name(text: str) -> str:
@@ -161,27 +172,48 @@ def from_zip(path: Path, source: str) -> Submission:
     return _finish(pkg[0] if pkg else path.stem, source, found)
 
 
-def from_git(url: str, dest: Path, timeout: float = 300) -> Submission:
-    clone = dest / "clone"
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+def from_git(url: str, dest: Path, timeout: float = 300, allow_ssh: bool = False) -> Submission:
+    """A shallow clone over one protocol, with no hooks, submodules or user configuration. What git
+    prints comes from the server, so none of it reaches feedback: only the grader's own line does."""
+    protocol = _git_protocol(url, allow_ssh)
+    clone, home = dest / "clone", dest / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "GIT_TERMINAL_PROMPT": "0",
+           "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_ALLOW_PROTOCOL": protocol,
+           "GIT_SSH_COMMAND": "ssh -o BatchMode=yes"}
+    cmd = ["git", "-c", "protocol.allow=never", "-c", f"protocol.{protocol}.allow=always", "-c",
+           f"core.hooksPath={os.devnull}", "-c", "core.symlinks=false", "clone", "--depth", "1", "--quiet",
+           "--no-recurse-submodules", "--no-tags", "--", url, str(clone)]
     try:
-        r = subprocess.run(["git", "clone", "--depth", "1", "--quiet", "--no-recurse-submodules", url, str(clone)],
-                           capture_output=True, text=True, timeout=timeout, env=env)
+        r = subprocess.run(cmd, capture_output=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         raise SubmissionError(f"git clone {url} did not finish in {timeout:.0f} s") from None
     if r.returncode != 0:
-        raise SubmissionError(f"git clone {url} failed: {r.stderr.strip()[-300:]}")
-    sub = from_dir(clone, url)
-    if sub.name == clone.name:
-        sub.name = re.sub(r"\.git$", "", url.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1])
+        raise SubmissionError(f"git clone {url} failed (git's exit status {r.returncode}): check the URL and "
+                              "that the repository is readable without a password")
+    return from_dir(clone, url)
+
+
+def given_name(arg: str) -> str:
+    """A submission's name: the one the instructor gave it (the folder's or the file's name, a
+    repository's name), never one chosen inside it (a folder inside an archive is the student's)."""
+    if _is_git_url(arg):
+        return safe_name(re.sub(r"\.git$", "", arg.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]))
+    path = Path(arg.rstrip("/\\") or arg)
+    return safe_name(path.stem if path.suffix.lower() == ".zip" else path.name or str(path.resolve().name))
+
+
+def resolve(arg: str, scratch: Path, allow_ssh: bool = False) -> Submission:
+    """One submission's exercise modules, read into memory, under the name the instructor gave it."""
+    sub = _resolve(arg, scratch, allow_ssh)
+    sub.name = given_name(arg)
     return sub
 
 
-def resolve(arg: str, scratch: Path) -> Submission:
-    """One submission's exercise modules, read into memory."""
+def _resolve(arg: str, scratch: Path, allow_ssh: bool) -> Submission:
     if _is_git_url(arg):
         scratch.mkdir(parents=True, exist_ok=True)
-        return from_git(arg, scratch)
+        return from_git(arg, scratch, allow_ssh=allow_ssh)
     path = Path(arg)
     if path.is_dir():
         return from_dir(path, arg)

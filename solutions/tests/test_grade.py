@@ -419,8 +419,8 @@ def build_batch(tmp: Path, out: Path, port: int) -> dict[str, tuple[Path, int]]:
     add("grading_time_and_oracles", P12, **cut["grading_time_and_oracles"])
     add("daemon_crash_network_memory", P32, **daemon_crash_network_memory(out, port))
     add("third_red_team", P12 + P32, **third_red_team())
-    batch["bad_files"] = (bad_files(tmp), P11 + P12)
-    batch["bomb-main"] = (zip_bomb(tmp), P11 + P12)
+    batch["bad_files_outer"] = (bad_files(tmp), P11 + P12)
+    batch["bomb"] = (zip_bomb(tmp), P11 + P12)
     (tmp / "corrupt.zip").write_bytes(b"PK\x03\x04" + os.urandom(200))
     batch["corrupt"] = (tmp / "corrupt.zip", 0)
     add("friend", 0)  # pure stubs, graded last: the poisoned template would have carried it
@@ -480,7 +480,7 @@ def batch(tmp_path_factory):
 
 BATCH = ["poisons_reads_answers_exfiltrates", "reference", "partial", "forges_copies_sabotages", "always_equal_and_hangs",
          "builtins_behind_aliases", "grading_time_and_oracles", "daemon_crash_network_memory", "third_red_team",
-         "bad_files", "bomb-main", "corrupt", "friend"]
+         "bad_files_outer", "bomb", "corrupt", "friend"]
 
 
 @needs_bwrap
@@ -535,11 +535,11 @@ def test_feedback_is_the_graders_own_words(batch):
     # In the sandbox the reader and the copier found nothing to run: their own code is what was judged.
     assert reader["1.1"]["message"] == tasks.get("1.1").todo_message(), reader["1.1"]
     assert "matches the reference" not in results["forges_copies_sabotages"]["tasks"]["1.1"]["message"]
-    bad = feedback("bad_files")
+    bad = feedback("bad_files_outer")
     for line in ("minilm/rmsnorm.py:", "syntax error", "minilm/swiglu.py is not UTF-8", "minilm/attention.py is missing",
                  "minilm/embedding.py is a symlink", "minilm/rope.py is 1,073,741,824 bytes"):
         assert line in bad, (line, bad)
-    assert "minilm/rmsnorm.py unpacks to over" in feedback("bomb-main") or "over the" in feedback("bomb-main")
+    assert "minilm/rmsnorm.py unpacks to over" in feedback("bomb") or "over the" in feedback("bomb")
     assert "not a readable zip archive" in feedback("corrupt")
     assert "sandbox: bwrap" in batch["stdout"]
     aliases = feedback("builtins_behind_aliases")
@@ -674,7 +674,7 @@ def test_submissions_are_read_without_following_links_or_unpacking(tmp_path):
         for f in src.rglob("*.py"):
             z.write(f, "carol-main/" + f.relative_to(src).as_posix())
     sub = submissions.resolve(str(archive), tmp_path / "x")
-    assert sub.name == "carol-main" and not sub.notes
+    assert sub.name == "carol" and not sub.notes  # the file's name, not the folder inside it
     assert sub.modules["linear"].decode() == reference("linear")
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "notes.txt").write_text("hi")
@@ -904,3 +904,32 @@ def test_the_third_red_teams_shortcuts_cost_their_tasks_in_the_grader():
     assert {"6.1", "6.2", "10.1", "10.2", "10.4"} <= {t for t, found in broken.items() if found}, broken
     honest = {m: reference(m).encode() for m in tasks.EXERCISE_MODULES}
     assert not any(cli._rules(submissions.Submission("reference", "here", honest, [])).values())
+
+
+def test_a_submission_is_named_by_the_instructor_never_by_its_contents(tmp_path):
+    # carol.zip holding bob/minilm/… is carol; two inputs of one name stop the batch before grading.
+    src = submission(tmp_path / "src", "bob", linear=reference("linear"))
+    with zipfile.ZipFile(tmp_path / "carol.zip", "w") as z:
+        for f in src.rglob("*.py"):
+            z.write(f, "bob/" + f.relative_to(src).as_posix())
+    assert submissions.resolve(str(tmp_path / "carol.zip"), tmp_path / "x").name == "carol"
+    other = submission(tmp_path / "again", "bob")
+    r = run_grade(str(src), str(other), "--tasks", "1.1", "--no-sandbox", "--out", str(tmp_path / "out"))
+    assert r.returncode == 2 and "two submissions have the same name (bob: " in r.stderr, r.stderr
+    assert not (tmp_path / "out" / "grades.csv").exists()
+
+
+def test_git_submissions_are_https_only_and_gits_words_stay_out(tmp_path):
+    local = tmp_path / "classmate.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(local)], check=True)
+    for url in (f"file://{local}", "ssh://example.org/x.git", "git@example.org:x.git",
+                "https://example.org/x y --upload-pack=touch"):
+        with pytest.raises(submissions.SubmissionError, match="only https:// repository URLs are graded"):
+            submissions.resolve(url, tmp_path / "fetch")
+    for path in (str(tmp_path / "nothing.git"), "ext::sh -c touch% /tmp/x"):  # paths, never handed to git
+        with pytest.raises(submissions.SubmissionError, match="no such file or directory"):
+            submissions.resolve(path, tmp_path / "fetch")
+    # A server that answers with words of its own: none of them reach the submission's line.
+    with pytest.raises(submissions.SubmissionError) as e:
+        submissions.resolve("https://127.0.0.1:9/nothing.git", tmp_path / "fetch2")
+    assert "git's exit status" in str(e.value) and "fatal" not in str(e.value) and "127.0.0.1:9" in str(e.value)
