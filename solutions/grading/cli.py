@@ -181,6 +181,7 @@ def grade_one(plan: Plan, sub: Submission, slot: int) -> dict:
                         log=home / "nbval.log")
     if nbval.returncode is None:
         problems.append(f"the notebooks ran over the {plan.timeout:g}-second limit for one submission")
+    unlimited = sorted(set(worker.unlimited) | set(nbval.unlimited))
     # Every sandboxed process is dead now: read what they left, as data.
     cells = notebooks.parse_junit(nb_out / "nbval.xml")
     nb_json = {stem: json.loads(data) for stem, data in plan.notebooks.items()}
@@ -202,7 +203,8 @@ def grade_one(plan: Plan, sub: Submission, slot: int) -> dict:
         problems.append("graded without hidden inputs (--no-hidden): notebook inputs only")
     return {"student": sub.name, "source": sub.source, "total": sum(r["points"] for r in by_task.values()),
             "max": plan.max_points, "unsandboxed": box.unsandboxed, "tasks": by_task, "notes": sub.notes,
-            "problems": problems, "seconds": round(time.monotonic() - t0, 1)}
+            "problems": problems, "seconds": round(time.monotonic() - t0, 1), "sandbox": box.kind,
+            "limits_not_applied": unlimited}
 
 
 def _rules(sub: Submission) -> dict[str, list[str]]:
@@ -339,6 +341,7 @@ def _grade_all(args, box: sandbox.Sandbox, scratch: Path) -> int:
     jobs = max(1, args.jobs)
     concurrent_subs = max(1, min(len(subs), jobs))
     plan.workers = args.workers or max(1, jobs // concurrent_subs)
+    box.cpus = float(plan.workers)  # each submission's share of the cores: a CPU hog costs only its own time
     if box.unsandboxed:
         print("grade: UNSANDBOXED: submissions run with your own rights (--no-sandbox)", flush=True)
     for note in notes:
@@ -357,6 +360,10 @@ def _grade_all(args, box: sandbox.Sandbox, scratch: Path) -> int:
             results[r["student"]] = r
             print(f"  {r['student']}: {r['total']}/{r['max']} points ({r['seconds']:.0f} s)", flush=True)
     ordered = [results[n] for n in names]
+    unlimited = sorted({c for r in ordered for c in r.get("limits_not_applied", [])})
+    if unlimited:
+        print(f"grade: this machine applied no cgroup limit on {', '.join(unlimited)} (each process keeps its "
+              f"{args.memory_mb} MB address-space limit)", flush=True)
     reports.write(args.out, plan, ordered)
     print(f"grade: wrote {args.out / 'grades.csv'}, {args.out / 'grades.json'} and {args.out / 'feedback'}/")
     if roster is not None:

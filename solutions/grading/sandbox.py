@@ -123,6 +123,8 @@ class Sandbox:
     kind: str  # bwrap | docker | none
     data: dict[str, str] = field(default_factory=dict)  # env var → host file or folder, bound read-only under /data
     memory_mb: int = 4096
+    tmp_mb: int = 512  # the size of /tmp inside (bwrap), where the notebooks' temporary files go
+    cpus: float = 1.0  # CPU time per submission, in cores (a cgroup's quota under bwrap, --cpus with docker)
     python: str = field(default_factory=python)  # the interpreter run inside (bwrap, none)
 
     @property
@@ -147,9 +149,10 @@ class Sandbox:
         if self.kind == "none":
             return [self.python, *argv]
         if self.kind == "docker":
-            cmd = ["docker", "run", "--rm", "--network", "none", "--read-only", "--tmpfs", "/tmp",
+            cmd = ["docker", "run", "--rm", "--network", "none", "--read-only", "--tmpfs", f"/tmp:size={self.tmp_mb}m,mode=1777",
                    "--user", f"{UID_BASE + slot}:{UID_BASE + slot}", "--memory", f"{self.memory_mb}m",
-                   "--pids-limit", "512", "-v", f"{ws}:{WS}", "-v", f"{out}:{OUT}", "-w", WS]
+                   "--pids-limit", str(PIDS_MAX), "--cpus", f"{self.cpus:g}", "-v", f"{ws}:{WS}:ro", "-v", f"{out}:{OUT}",
+                   "-w", WS]
             for var, host in self.data.items():
                 cmd += ["-v", f"{os.path.realpath(host)}:{DATA}/{var}:ro"]
             for k, v in env.items():
@@ -170,7 +173,8 @@ class Sandbox:
             elif target.is_dir():
                 cmd += ["--ro-bind", str(target), f"/{link}"]
         # /tmp first: a venv under /tmp is bound over the private tmpfs, not hidden by it.
-        cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--perms", "0755", "--dir", DATA]
+        cmd += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(self.tmp_mb * 2**20), "--tmpfs", "/tmp",
+                "--perms", "0755", "--dir", DATA]
         made = set()
         for path in _runtime_paths():
             if path == "/usr" or path.startswith("/usr/"):
@@ -182,7 +186,9 @@ class Sandbox:
             cmd += ["--ro-bind", path, path]
         for path in trusted_paths():
             cmd += ["--tmpfs", path]
-        cmd += ["--bind", str(ws), WS, "--bind", str(out), OUT, "--chdir", WS]
+        # The workspace (the course's files and the submission's modules) is read-only: nothing one
+        # sandboxed process writes there reaches the next one (the worker's children, then nbval).
+        cmd += ["--ro-bind", str(ws), WS, "--bind", str(out), OUT, "--chdir", WS]
         for var, host in self.data.items():
             cmd += ["--ro-bind", os.path.realpath(host), f"{DATA}/{var}"]
         for k, v in env.items():
@@ -205,9 +211,54 @@ class Sandbox:
                 os.lchown(p, uid, uid)
 
 
-def _limit(memory_mb: int):
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+PIDS_MAX = 512
+
+
+class Limits:
+    """A cgroup per sandboxed run (v1 or v2, written directly): memory, pids and CPU for everything
+    the submission starts. Where the machine has none, or it may not be written, `missing` says
+    which limits a report must state were not applied (RLIMIT_AS still bounds each process)."""
+
+    def __init__(self, name: str, memory_mb: int, cpus: float):
+        self.dirs: list[Path] = []
+        self.missing: list[str] = []
+        v2 = (CGROUP_ROOT / "cgroup.controllers").is_file()
+        wanted = {"memory": ("memory.max" if v2 else "memory.limit_in_bytes", str(memory_mb * 2**20)),
+                  "pids": ("pids.max", str(PIDS_MAX)),
+                  "cpu": ("cpu.max", f"{int(cpus * 100000)} 100000") if v2 else ("cpu.cfs_quota_us", str(int(cpus * 100000)))}
+        for controller, (knob, value) in wanted.items():
+            folder = CGROUP_ROOT / name if v2 else CGROUP_ROOT / controller / name
+            try:
+                folder.mkdir(exist_ok=True)
+                (folder / knob).write_text(value)
+                if folder not in self.dirs:
+                    self.dirs.append(folder)
+            except OSError:
+                self.missing.append(controller)
+
+    def enter(self) -> None:
+        for folder in self.dirs:
+            (folder / "cgroup.procs").write_text(str(os.getpid()))
+
+    def remove(self) -> None:
+        for folder in self.dirs:
+            for _ in range(50):  # a group empties a moment after its last process is killed
+                try:
+                    folder.rmdir()
+                    break
+                except OSError:
+                    time.sleep(0.1)
+
+
+def _limit(memory_mb: int, limits: Limits | None):
     def limit():
         os.setsid()
+        if limits is not None:
+            try:
+                limits.enter()
+            except OSError:
+                pass
         try:
             import resource
 
@@ -222,17 +273,19 @@ def _limit(memory_mb: int):
 class Run:
     returncode: int | None  # None: killed at its time limit
     seconds: float
+    unlimited: list[str] = field(default_factory=list)  # cgroup limits this machine could not apply
 
 
 def run(box: Sandbox, argv: list[str], ws: Path, out: Path, env: dict[str, str], slot: int, timeout: float,
         log: Path) -> Run:
     """Run one sandboxed command to completion or its time limit, then kill all it started."""
     cmd = box.command(argv, ws, out, env, slot)
+    limits = Limits(f"minilm-grade-{os.getpid()}-{slot}", box.memory_mb, box.cpus) if box.kind == "bwrap" else None
     t0 = time.monotonic()
     with open(log, "wb") as handle:
         kw = dict(env=env, cwd=ws) if box.kind == "none" else dict(env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT,
-                                preexec_fn=_limit(box.memory_mb) if os.name == "posix" else None, **kw)
+                                preexec_fn=_limit(box.memory_mb, limits) if os.name == "posix" else None, **kw)
         try:
             rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -245,7 +298,9 @@ def run(box: Sandbox, argv: list[str], ws: Path, out: Path, env: dict[str, str],
         proc.wait()
     if box.kind == "none":
         _kill_strays(ws)
-    return Run(rc, time.monotonic() - t0)
+    if limits is not None:
+        limits.remove()
+    return Run(rc, time.monotonic() - t0, limits.missing if limits is not None else [])
 
 
 def _kill_strays(ws: Path) -> None:

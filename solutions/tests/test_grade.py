@@ -933,3 +933,43 @@ def test_git_submissions_are_https_only_and_gits_words_stay_out(tmp_path):
     with pytest.raises(submissions.SubmissionError) as e:
         submissions.resolve("https://127.0.0.1:9/nothing.git", tmp_path / "fetch2")
     assert "git's exit status" in str(e.value) and "fatal" not in str(e.value) and "127.0.0.1:9" in str(e.value)
+
+
+@needs_bwrap
+def test_the_sandbox_holds_a_submission_to_its_limits_and_a_read_only_workspace(tmp_path):
+    ws, out = tmp_path / "ws", tmp_path / "out"
+    ws.mkdir()
+    out.mkdir()
+    (ws / "probe.py").write_text("""
+import os, sys
+def attempt(f):
+    try:
+        f()
+        return "yes"
+    except OSError as e:
+        return type(e).__name__
+def big():
+    with open("/tmp/big", "wb") as f:
+        f.write(bytes(2**20) * 40)
+print("ws-writable", attempt(lambda: open("/ws/probe.py", "a").write("x")))
+print("tmp-40MB", attempt(big))
+import threading, time
+threading.stack_size(64 * 1024)
+started = 0
+try:
+    for _ in range(700):  # more threads than the pids limit allows (a fork bomb, politely)
+        threading.Thread(target=time.sleep, args=(3,), daemon=True).start()
+        started += 1
+except RuntimeError:
+    pass
+print("threads", started)
+""")
+    box = sandbox.Sandbox("bwrap", memory_mb=2048, tmp_mb=16)
+    box.prepare(ws, out, 0)
+    log = tmp_path / "log"
+    run = sandbox.run(box, ["probe.py"], ws, out, box.env({}, ws, out), 0, timeout=120, log=log)
+    got = dict(line.split(" ", 1) for line in log.read_text().split("\n") if line)
+    assert run.returncode == 0 and got["ws-writable"] == "OSError" and got["tmp-40MB"] == "OSError", log.read_text()
+    if "pids" in run.unlimited:
+        pytest.skip(f"no pids cgroup here (reported: {run.unlimited}); the rest held")
+    assert int(got["threads"]) < sandbox.PIDS_MAX, got
