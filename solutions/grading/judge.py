@@ -168,8 +168,41 @@ class TaskResult:
 _EXCEPTIONS = frozenset(n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException))
 
 
+# Bounds on what one task's results may hold, checked before any arithmetic: the largest output
+# any task's contract has is 131,072 elements (1.2's initialization sample), 263,074 in all.
+MAX_ELEMENTS = 2**21
+MAX_TOTAL_ELEMENTS = 2**23
+UNUSABLE = "<type tensor the grader refuses>"  # what stands for a tensor outside the bounds
+
+
+def _bounded(value, budget: list[int], depth: int = 0):
+    """`value` with every tensor checked against the bounds before anything reads its values: a
+    plain dense CPU tensor of a number dtype, contiguous, whose storage really holds all its
+    elements (a stride-0 view of a huge shape would cost memory only when materialized)."""
+    if type(value) is torch.Tensor:
+        n = value.numel()
+        ok = (value.layout == torch.strided and value.device.type == "cpu" and n <= MAX_ELEMENTS
+              and n <= budget[0] and not value.is_quantized and value.dtype in _DTYPES and value.is_contiguous()
+              and value.untyped_storage().nbytes() >= (value.storage_offset() + n) * value.element_size())
+        if not ok:
+            return UNUSABLE
+        budget[0] -= n
+        return value
+    if type(value) is list and depth < 5:
+        return [_bounded(v, budget, depth + 1) for v in value[:1000]]
+    if type(value) is dict and depth < 5:
+        return {k: _bounded(v, budget, depth + 1) for k, v in list(value.items())[:1000] if type(k) is str}
+    if type(value) in (int, float, bool, str) or value is None:
+        return value[:10_000] if type(value) is str else value
+    return UNUSABLE
+
+
+_DTYPES = frozenset({torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8, torch.uint8, torch.int16,
+                     torch.int32, torch.int64, torch.bool, torch.complex64, torch.complex128})
+
+
 def load_results(path: Path, n_cases: int) -> list[dict] | None:
-    """The worker's outputs for one task, as plain data, or None when unusable."""
+    """The worker's outputs for one task, as plain data within the bounds, or None when unusable."""
     try:
         if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_RESULT_BYTES:
             return None
@@ -178,7 +211,8 @@ def load_results(path: Path, n_cases: int) -> list[dict] | None:
         return None
     if type(rows) is not list or len(rows) != n_cases or any(type(r) is not dict for r in rows):
         return None
-    return rows
+    budget = [MAX_TOTAL_ELEMENTS]
+    return [_bounded(r, budget) for r in rows]
 
 
 def judge_task(task: str, cases: list[dict], n_visible: int, rows: list[dict] | None) -> TaskResult:

@@ -973,3 +973,32 @@ print("threads", started)
     if "pids" in run.unlimited:
         pytest.skip(f"no pids cgroup here (reported: {run.unlimited}); the rest held")
     assert int(got["threads"]) < sandbox.PIDS_MAX, got
+
+
+def test_no_output_can_exhaust_the_judge(tmp_path):
+    # Found by the third red team: a 4.4 kB results file holding a stride-0 view of a huge shape
+    # (a free output of Task 1.2) took the trusted grader from 0.37 GB to 2.6 GB; at 50,000 × 50,000
+    # it would need 40 GB. Every tensor is checked against the bounds before any value is read.
+    import resource
+
+    cases, n = judge.make_cases("1.2", 3)
+    huge = torch.zeros(1).expand(50_000, 50_000)
+    overlapping = torch.zeros(8_000).as_strided((4_000, 4_000), (1, 1))  # 16M elements over 8,000 floats
+    rows = [{"ok": True, "out": {key: huge for key in ("init", "y", "weight")}} for _ in cases]
+    rows[0]["out"]["extra"] = [overlapping, {"deep": huge}]
+    path = tmp_path / "1.2.pt"
+    torch.save(rows, path)
+    assert path.stat().st_size < 100_000
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    loaded = judge.load_results(path, len(cases))
+    verdict = judge.judge_task("1.2", cases, n, loaded)
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert not verdict.ok and grown_mb < 200, (verdict, grown_mb)
+    assert loaded[0]["out"]["init"] == judge.UNUSABLE and loaded[0]["out"]["extra"][0] == judge.UNUSABLE
+    assert loaded[0]["out"]["extra"][1]["deep"] == judge.UNUSABLE
+    # Honest outputs pass the bounds unchanged: the reference's own, through the worker's plain data.
+    from minilm.course.sandboxed import worker
+
+    honest = [{"ok": True, "out": {k: worker._plain(v) for k, v in out.items()}} for out in judge.expected("1.2", cases)]
+    torch.save(honest, path)
+    assert judge.judge_task("1.2", cases, n, judge.load_results(path, len(cases))).ok
