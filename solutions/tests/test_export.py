@@ -26,6 +26,7 @@ import pytest
 
 from minilm.course import tasks
 from solutions.grading import gradescope, lms, reports
+from solutions.grading.results import StudentGrade, TaskGrade
 from solutions import export
 from solutions import release as rel
 from solutions.tests.test_grade import needs_bwrap, reference, replace_region, stub
@@ -419,8 +420,7 @@ def test_an_unreadable_roster_is_one_line(tmp_path):
 
 
 def _result(name, points):
-    return {"student": name, "total": sum(points.values()),
-            "tasks": {t: {"points": p} for t, p in points.items()}}
+    return StudentGrade(name, "here", sum(points.values()), 5, {t: TaskGrade(p, 3, "") for t, p in points.items()})
 
 
 def test_gradebook_columns_for_canvas_and_moodle(tmp_path):

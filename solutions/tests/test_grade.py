@@ -28,6 +28,7 @@ import torch
 from minilm.course import tasks
 from minilm.course.cells import NBVAL_CELL, cell_position, check_cells, checked_tasks
 from solutions.grading import judge, notebooks, reports, sandbox, submissions
+from solutions.grading.results import CellResult, TaskGrade
 from solutions import make_stubs
 
 ROOT = tasks.ROOT
@@ -703,8 +704,7 @@ def test_feedback_names_a_check_cell_where_students_find_it():
     position = cell_position(nb, code_index)
     assert nb["cells"][position - 1]["cell_type"] == "code" and 'check("3.1")' in "".join(nb["cells"][position - 1]["source"])
     assert position > code_index + 1  # text cells come before it
-    r = {"rules": [], "message": "x", "mistake": None, "cells": [
-        {"notebook": "03_rmsnorm", "number": code_index, "status": "failed", "position": position}]}
+    r = TaskGrade(0, 2, "x", cells=[CellResult("03_rmsnorm", code_index, "failed", position)])
     assert f"`notebooks/03_rmsnorm.ipynb`, check cell {position}: failed" in reports.task_lines(r)
 
 
