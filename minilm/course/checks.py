@@ -82,6 +82,10 @@ def register(task_id: str) -> Callable[[Callable[[], str]], Callable[[], str]]:
 def _load() -> None:
     for name in _CHECK_MODULES:
         importlib.import_module(name)
+    from minilm.course import spec
+
+    for task_id, s in spec.load().items():
+        _CHECKS.setdefault(task_id, lambda s=s: run_spec(s))
 
 
 def todo_message(exc: BaseException) -> str | None:
@@ -295,6 +299,11 @@ def compare(
         if _RUN.recording is not None:
             return
         key = None
+    _judge(got, want, what, key, mistakes, atol, rtol)
+
+
+def _judge(got, want, what: str, key: str | None, mistakes: dict[str, str] | None, atol: float, rtol: float) -> None:
+    """Raise CheckFailed unless got ≈ want, naming a mistake whose stored output at `key` got matches."""
     if close(got, want, atol, rtol):
         return
     if not isinstance(got, torch.Tensor):
@@ -323,3 +332,46 @@ def _both_nonfinite_alike(got: torch.Tensor, other: torch.Tensor) -> bool:
 def expect(condition: bool, message: str, mistake: str | None = None) -> None:
     if not condition:
         raise CheckFailed(message, mistake)
+
+
+# ---------------------------------------------------------------- running a task's spec
+
+
+def run_spec(s) -> str:
+    """A check cell for a task's spec (minilm/course/spec/): collect your outputs on each visible
+    case, test the spec's invariants, then compare every tensor output with the reference's stored
+    one under the key "<label> on <case>" (other outputs, such as state_dict names, are the
+    invariants' to judge). In recording mode the invariants are skipped, so a mistake's outputs
+    are kept wherever it reaches."""
+    import minilm
+    from minilm.course.spec import tolerance
+
+    for case in s.cases():
+        try:
+            got = s.collect(minilm, case)
+        except NotImplementedError:
+            raise
+        except Exception as e:  # noqa: BLE001 - an error some mistake raises on this case: name it
+            named = s.on_error(case) if s.on_error is not None else None
+            if named is None:
+                raise
+            mistake, advice = named
+            error = " ".join(f"{type(e).__name__}: {e}".split())
+            raise CheckFailed(f"on {case['what']}: raised {error}. {advice}", mistake) from None
+        if _RUN.recording is None and s.invariant is not None:
+            problem = s.invariant(got, case)
+            if problem is not None:
+                raise CheckFailed(str(problem), getattr(problem, "mistake", None))
+        for key, value in got.items():
+            if key in s.free or not isinstance(value, torch.Tensor):
+                continue
+            name = f"{s.label(key)} on {case['what']}"
+            stored = _key(name)
+            want = _reference_at(stored, value, tuple(s.mistakes))
+            if _RUN.recording is not None:
+                continue
+            if value.dtype != want.dtype and value.shape == want.shape:
+                raise CheckFailed(f"{name}: expected {describe(want)}, got {describe(value)}")
+            atol, rtol = tolerance(want.dtype, s.atol, s.rtol)
+            _judge(value, want, name, stored, s.mistakes, atol, rtol)
+    return s.passed

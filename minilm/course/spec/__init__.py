@@ -1,0 +1,181 @@
+"""Task specs (provided): one definition per task of what it is tested on and how.
+
+A task's `Spec`, in the module of its notebook group (basics.py for notebooks 1–4, …), says
+
+    collect(m, case)      call the task's code `m.<name>` on one case; return plain data
+                          (a flat dict of str → tensor | int | float | bool | str | list of those)
+    cases()               the visible cases: the notebook's inputs, deterministic
+    outputs               how a check names each output (its label), and the order it compares them
+    mistakes              label → advice: when an output matches a catalogued mistake's, say this
+    invariant(got, case)  optional: what needs no reference (initialization statistics, windows,
+                          state_dict names against the contract); a `Problem` or None
+    free                  outputs judged by the invariant only (they may differ from the reference's)
+    atol, rtol            the tolerance (widened for bfloat16 and float16 outputs, see `tolerance`)
+    passed                the check's one-line success message
+
+Two harnesses run the same spec. A check cell (minilm/course/checks.py) collects the student's
+outputs on the visible cases and compares them with the reference's, recorded from the same
+`collect` in minilm/course/expected.pt (`minilm expected`). The grader's sandboxed worker
+(minilm/course/grading/worker.py) collects on the visible cases and the instructor's other ones,
+and the trusted judge compares with the reference's `collect` on the same cases. Nothing here
+decides a point: the worker can read and patch this package, and only the judge's own copy compares.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+# The notebook groups' modules: importing one registers its tasks' specs.
+GROUPS = ("basics", "rope_attention", "model", "training", "generation", "quantization", "classic")
+
+
+class Problem(str):
+    """An invariant's finding: the message (the str itself), and the catalogued mistake it names."""
+
+    mistake: str | None
+
+    def __new__(cls, message: str, mistake: str | None = None):
+        self = super().__new__(cls, message)
+        self.mistake = mistake
+        return self
+
+
+@dataclass(frozen=True)
+class Spec:
+    task: str
+    collect: Callable[[object, dict], dict]
+    cases: Callable[[], list[dict]]
+    passed: str
+    outputs: dict[str, str] = field(default_factory=dict)  # key → label in a check's message ("the output")
+    mistakes: dict[str, str] = field(default_factory=dict)
+    invariant: Callable[[dict, dict], Problem | None] | None = None
+    free: tuple[str, ...] = ()
+    atol: float = 1e-5
+    rtol: float = 1e-4
+    # A case where an error names a mistake (code that assumes 1-D positions): (mistake, advice).
+    on_error: Callable[[dict], tuple[str, str] | None] | None = None
+
+    def label(self, key: str) -> str:
+        return self.outputs.get(key, key)
+
+
+SPECS: dict[str, Spec] = {}
+
+
+def spec(task: str, **kw) -> Spec:
+    SPECS[task] = s = Spec(task, **kw)
+    return s
+
+
+def load() -> dict[str, Spec]:
+    for group in GROUPS:
+        try:
+            importlib.import_module(f"minilm.course.spec.{group}")
+        except ModuleNotFoundError as e:
+            if e.name != f"minilm.course.spec.{group}":
+                raise
+    return SPECS
+
+
+def get(task: str) -> Spec:
+    load()
+    if task not in SPECS:  # not moved here yet: the grader's old probe
+        from minilm.course.grading.probes import PROBES
+
+        p = PROBES[task]
+
+        def cases():
+            from solutions.probe_cases import CASES
+
+            return CASES[task](gen(int(task.replace(".", "")) + 1000), False)
+
+        return Spec(task, p.collect, cases, "", free=p.free, invariant=p.invariant, atol=p.atol, rtol=p.rtol)
+    return SPECS[task]
+
+
+def tolerance(dtype: torch.dtype, atol: float, rtol: float) -> tuple[float, float]:
+    """Half-precision outputs differ from the reference's by rounding: widen the tolerance to their precision."""
+    if dtype == torch.bfloat16:
+        return max(atol, 2e-2), max(rtol, 2e-2)
+    if dtype == torch.float16:
+        return max(atol, 1e-2), max(rtol, 1e-2)
+    return atol, rtol
+
+
+# ---------------------------------------------------------------- helpers the specs share
+
+
+def gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def randn(g: torch.Generator | int, *shape, scale: float = 1.0, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Fixed random inputs: g is a generator (the grader's other cases draw in sequence) or a seed (visible cases)."""
+    g = gen(g) if isinstance(g, int) else g
+    return (torch.randn(*shape, generator=g) * scale).to(dtype)
+
+
+def randint(g: torch.Generator, lo: int, hi: int) -> int:
+    """An int in lo … hi, both included."""
+    return int(torch.randint(lo, hi + 1, (), generator=g))
+
+
+def state_keys(module: nn.Module) -> list[str]:
+    return sorted(module.state_dict())
+
+
+def load_state(module: nn.Module, state: dict) -> None:
+    module.load_state_dict({k: v.clone() for k, v in state.items()})
+
+
+def weights(g: torch.Generator | int, shapes: dict[str, tuple[int, ...]], scale: float = 0.3) -> dict[str, torch.Tensor]:
+    """Random weights for a state_dict, in the order of `shapes`; norm gains (ln…) near 1, so a
+    swapped or missing norm shows."""
+    g = gen(g) if isinstance(g, int) else g
+    out = {}
+    for name, shape in shapes.items():
+        w = torch.randn(shape, generator=g)
+        owner = name.split(".")[-2] if "." in name else ""
+        out[name] = 1 + 0.3 * w if owner.startswith("ln") else w * scale
+    return out
+
+
+def keys_problem(got: list[str], expected: list[str], what: str) -> Problem | None:
+    """state_dict names against the contract's."""
+    if type(got) is not list or sorted(got) != sorted(expected):
+        got = got if type(got) is list else []
+        missing, extra = sorted(set(expected) - set(got)), sorted(set(got) - set(expected))
+        parts = []
+        if missing:
+            parts.append(f"missing {', '.join(missing[:4])}")
+        if extra:
+            parts.append(f"unexpected {', '.join(extra[:4])}")
+        return Problem(f"{what}: state_dict keys differ from the contract ({'; '.join(parts)})", "state_dict_names")
+    return None
+
+
+def init_problem(w, std: float, what: str) -> Problem | None:
+    """A weight drawn from a normal of std `std` truncated at ±3 std, as the contract's init."""
+    if type(w) is not torch.Tensor or not w.is_floating_point() or w.numel() < 2:
+        return Problem(f"{what}: expected the initial weight as a floating-point tensor")
+    w = w.detach().double()
+    if w.abs().max() > 3 * std * 1.0001:
+        return Problem(f"{what}: some weights lie beyond ±3 std ({w.abs().max().item() / std:.2f} std): use a "
+                       "truncated normal cut at a=-3·std, b=3·std (trunc_normal_'s a and b are absolute, not in "
+                       "units of std)", "init_not_truncated")
+    got = w.std().item()  # a normal truncated at ±3σ has standard deviation 0.9866σ
+    if abs(got / (0.9866 * std) - 1) >= 0.05:
+        return Problem(f"{what}: the weights' std is {got:.3g}, expected about {0.9866 * std:.3g} (std {std:.3g} "
+                       "truncated at ±3 std)", "init_wrong_std")
+    if abs(w.mean().item()) >= 0.05 * std:
+        return Problem(f"{what}: the weights' mean should be about 0", "init_not_centered")
+    return None
+
+
+def first(*problems: Problem | None) -> Problem | None:
+    return next((p for p in problems if p is not None), None)

@@ -1,0 +1,108 @@
+"""The grader's hidden cases for every task (instructors only: never in the student edition).
+
+`HIDDEN[task](g)` draws one task's hidden cases from the generator g (seeded per submission):
+the notebook's kinds of input with other values, plus shapes, dtypes and settings the notebook
+does not show. The visible cases, and what is collected on every case, are the task's spec
+(minilm/course/spec/); a hidden case has the same fields as the spec's visible ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from minilm.course.spec import randint as _int
+from minilm.course.spec import randn as _randn
+from minilm.course.spec import weights
+
+HIDDEN: dict[str, Callable[[torch.Generator], list[dict]]] = {}
+
+
+def hidden(task: str):
+    def deco(fn):
+        HIDDEN[task] = fn
+        return fn
+    return deco
+
+
+def hidden_cases(task: str, g: torch.Generator) -> list[dict]:
+    if task not in HIDDEN:  # not moved yet: the old generator's hidden draw
+        from solutions.probe_cases import CASES
+
+        return CASES[task](g, True)
+    return HIDDEN[task](g)
+
+
+# ---------------------------------------------------------------- 1–4: Linear, Embedding, RMSNorm, SwiGLU
+
+
+@hidden("1.1")
+def _linear(g):
+    d_in, d_out = _int(g, 1, 17), _int(g, 1, 17)
+    return [dict(x=_randn(g, 2, 3, 8), w=_randn(g, 5, 8), what="x (2, 3, 8), W (5, 8)"),
+            dict(x=_randn(g, 4, 6), w=_randn(g, 6, 6), what="a square W (6, 6)"),
+            dict(x=_randn(g, 2, 1, 3, d_in), w=_randn(g, d_out, d_in), what=f"x (2, 1, 3, {d_in}), W ({d_out}, {d_in})"),
+            dict(x=_randn(g, 5, 4, dtype=torch.float64), w=_randn(g, 3, 4, dtype=torch.float64), what="float64 inputs"),
+            dict(x=_randn(g, 4, 5).T, w=_randn(g, 2, 4), what="a non-contiguous x (a transpose)")]
+
+
+@hidden("1.2")
+def _Linear(g):
+    d_in, d_out = _int(g, 3, 40), _int(g, 3, 40)
+    return [dict(seed=_int(g, 0, 10**6), init_in=_int(g, 300, 700), init_out=256, d_in=d_in, d_out=d_out,
+                 w=_randn(g, d_out, d_in), x=_randn(g, 3, 5, d_in), what=f"Linear({d_in}, {d_out})")]
+
+
+@hidden("2.1")
+def _embedding(g):
+    v, d = _int(g, 2, 50), _int(g, 1, 9)
+    w = _randn(g, 11, 6)
+    return [dict(ids=torch.tensor([[0, 3, 10], [3, 3, 1]]), w=w, what="ids (2, 3), W (11, 6)"),
+            dict(ids=torch.randint(0, v, (2, 3, 4), generator=g), w=_randn(g, v, d), what=f"ids (2, 3, 4), W ({v}, {d})")]
+
+
+@hidden("2.2")
+def _Embedding(g):
+    vocab, d = _int(g, 800, 1500), _int(g, 40, 80)
+    return [dict(seed=_int(g, 0, 10**6), vocab=vocab, d=d, w=_randn(g, vocab, d),
+                 ids=torch.randint(0, vocab, (2, 5), generator=g), what=f"Embedding({vocab}, {d})")]
+
+
+@hidden("3.1")
+def _rms_norm(g):
+    d = _int(g, 1, 33)
+    cases = [dict(x=_randn(g, *shape, scale=scale) + 0.5 * scale, w=_randn(g, shape[-1]),
+                  what=f"x {shape} with values around {scale:g}") for shape, scale in (((2, 5, 16), 1.0), ((16,), 50.0))]
+    return cases + [
+        dict(x=_randn(g, 4, 16, scale=3).to(torch.bfloat16), w=torch.ones(16, dtype=torch.bfloat16), what="bfloat16 x"),
+        dict(x=_randn(g, 3, d, scale=1e-3), w=_randn(g, d), eps=1e-2, what=f"x (3, {d}) and eps=1e-2"),
+        dict(x=_randn(g, 2, 6, scale=4).half(), w=_randn(g, 6).half(), what="float16 x")]
+
+
+@hidden("3.2")
+def _RMSNorm(g):
+    d = _int(g, 2, 40)
+    return [dict(d=d, w=_randn(g, d), x=_randn(g, 2, 3, d), what=f"RMSNorm({d})"),
+            dict(d=d, eps=1e-2, w=_randn(g, d), x=_randn(g, 2, d, scale=1e-3), what=f"RMSNorm({d}, eps=1e-2)")]
+
+
+@hidden("4.1")
+def _silu(g):
+    return [dict(x=_randn(g, 2, 3, 4), what="x (2, 3, 4)"),
+            dict(x=torch.tensor([-100.0, -30.0, 0.0, 30.0, 100.0]), what="large |x|"),
+            dict(x=_randn(g, 5, dtype=torch.float64), what="float64 x")]
+
+
+@hidden("4.2")
+def _swiglu(g):
+    shapes = [(16, 40), (_int(g, 1, 12), _int(g, 1, 30))]
+    return [dict(x=_randn(g, 3, 5, d), w1=_randn(g, f, d, scale=0.2), w2=_randn(g, d, f, scale=0.2),
+                 w3=_randn(g, f, d, scale=0.2), what=f"x (3, 5, {d}), d_ff {f}") for d, f in shapes]
+
+
+@hidden("4.3")
+def _SwiGLU(g):
+    d, f = _int(g, 2, 12), _int(g, 2, 30)
+    state = weights(g, {"w1.weight": (f, d), "w2.weight": (d, f), "w3.weight": (f, d)})
+    return [dict(d=d, f=f, state=state, x=_randn(g, 2, 7, d), what=f"SwiGLU({d}, {f})")]
