@@ -787,3 +787,80 @@ def test_the_reference_gets_full_points_on_the_data_notebooks(tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     result = json.loads((tmp_path / "out" / "grades.json").read_text(encoding="utf-8"))["students"][0]
     assert result["total"] == result["max"] == sum(t.points for t in tasks.TASKS if t.notebook[10:12] in ("09", "10", "11"))
+
+
+# ---------------------------------------------------------------- the grader's own Python, wherever it is
+
+
+def _base_interpreter() -> str:
+    """The interpreter a venv was made from (the old grader ran this one inside the sandbox)."""
+    return os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+
+
+def _imports_torch(python: str) -> bool:
+    return subprocess.run([python, "-I", "-c", "import torch"], capture_output=True, timeout=120).returncode == 0
+
+
+@needs_bwrap
+def test_preflight_names_a_sandbox_python_that_cannot_import_torch(tmp_path):
+    from minilm.course.grading import cli
+
+    base = _base_interpreter()
+    if _imports_torch(base):
+        pytest.skip(f"{base} imports torch itself: no interpreter without torch to run in the sandbox here")
+    box = sandbox.Sandbox("bwrap", python=base)
+    with pytest.raises(cli.GradeError, match=r"^the sandbox's Python \(bwrap: .*\) cannot import torch: "
+                                             r".*No module named 'torch'"):
+        cli.preflight(box, tmp_path)
+    cli.preflight(sandbox.Sandbox("bwrap"), tmp_path / "ok")  # the grader's own interpreter runs the course
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_grading_from_a_venv_made_from_an_interpreter_without_torch(tmp_path):
+    # A newcomer's setup: a venv made from an interpreter that has no torch, with torch and the
+    # course installed into the venv (here: the venv's site folder adds this one's, where they are).
+    import sysconfig
+
+    base = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else _base_interpreter()
+    if _imports_torch(base):
+        pytest.skip(f"{base} imports torch itself: no interpreter without torch to make a venv from")
+    venv = tmp_path / "newcomer"
+    subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    here = sysconfig.get_paths()["purelib"]
+    (Path(purelib) / "course-env.pth").write_text(f"import site; site.addsitedir({here!r})\n")
+    assert subprocess.run([python, "-c", "import torch, einops"], capture_output=True).returncode == 0
+    sub = submission(tmp_path, "newcomer-sub", **{m: reference(m) for m in ("linear", "rmsnorm")})
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    env.pop("MINILM_IMPL", None)
+    r = subprocess.run([str(python), "-m", "minilm.grade", str(sub), "--notebooks", *NOTEBOOKS, "--jobs", "2",
+                        "--out", str(tmp_path / "out")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    got = json.loads((tmp_path / "out" / "grades.json").read_text(encoding="utf-8"))["students"][0]
+    assert got["total"] == got["max"] == ALL, got
+
+
+@needs_bwrap
+def test_the_sandbox_sees_the_runtime_but_not_the_course_or_the_reference(tmp_path, monkeypatch):
+    # A non-editable install puts `solutions` into a site folder that the sandbox binds: it is
+    # hidden there; the course's own folder is not bound at all (only the workspace's copy is seen).
+    site_dir = tmp_path / "site-packages"
+    (site_dir / "solutions").mkdir(parents=True)
+    (site_dir / "solutions" / "linear.py").write_text("ANSWER = 42\n")
+    monkeypatch.syspath_prepend(str(site_dir))
+    ws, out = tmp_path / "ws", tmp_path / "out"
+    ws.mkdir()
+    out.mkdir()
+    box = sandbox.Sandbox("bwrap")
+    probe = ("import os, sys, torch; print(sorted(os.listdir(sys.argv[1])), os.path.exists(sys.argv[2]), "
+             "os.path.exists(sys.argv[3]))")
+    log = tmp_path / "log"
+    (ws / "probe.py").write_text(probe)
+    box.prepare(ws, out, 0)
+    run = sandbox.run(box, ["probe.py", str(site_dir / "solutions"), str(ROOT / "solutions"), str(site_dir)], ws, out,
+                      box.env({}, ws, out), 0, timeout=120, log=log)
+    assert run.returncode == 0, log.read_text()
+    assert log.read_text().split() == ["[]", "False", "True"], log.read_text()

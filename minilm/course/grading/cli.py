@@ -121,6 +121,29 @@ def build_workspace(plan: Plan, sub: Submission, ws: Path, cases: dict) -> None:
     torch.save(cases, ws / "cases.pt")
 
 
+# What every submission's run needs, imported once in an empty workspace before any is graded.
+PREFLIGHT = "import torch, einops, jaxtyping, numpy, nbval, minilm.course.validate, minilm.course.grading.worker"
+
+
+def preflight(box: sandbox.Sandbox, scratch: Path) -> None:
+    """Stop before grading a batch into zeros when the sandbox's Python cannot run the course."""
+    home = scratch / "preflight"
+    ws, out = home / "ws", home / "out"
+    ws.mkdir(parents=True)
+    out.mkdir()
+    shutil.copytree(tasks.PACKAGE_DIR, ws / "minilm", ignore=_ignore)
+    box.prepare(ws, out, 0)
+    log = home / "log"
+    run = sandbox.run(box, ("-c", PREFLIGHT), ws, out, box.env({}, ws, out), 0, timeout=300, log=log)
+    if run.returncode != 0:
+        lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+        missing = next((ln for ln in reversed(lines) if "Error" in ln), lines[-1] if lines else "no output")
+        what = "torch" if "torch" in missing else "the course"
+        raise GradeError(f"the sandbox's Python ({box.kind}: {sandbox.IMAGE if box.kind == 'docker' else box.python}) "
+                         f"cannot import {what}: {missing.strip()[:300]}"
+                         + (" (ran over 300 s)" if run.returncode is None else ""))
+
+
 def grade_one(plan: Plan, sub: Submission, slot: int) -> dict:
     t0 = time.monotonic()
     home = plan.scratch / f"s{slot}"
@@ -271,6 +294,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
 
 def _grade_all(args, box: sandbox.Sandbox, scratch: Path) -> int:
     plan, notes = make_plan(args, box, scratch)
+    preflight(box, scratch)
     try:  # a bad roster is one line before any grading, and nothing is written
         roster = lms.read_roster(args.roster) if args.lms else None
     except lms.RosterError as e:

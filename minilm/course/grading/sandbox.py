@@ -25,10 +25,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from minilm.course import tasks
+
 WS, OUT, DATA = "/ws", "/out", "/data"  # where the workspace, the results and read-only data appear inside
 UID_BASE = 61000  # the sandbox's uids (as root): one per submission, none of them a real account
 IMAGE = "minilm-grader"
 DOCKERFILE = Path(__file__).with_name("Dockerfile")
+TRUSTED_PACKAGES = ("solutions",)  # the reference, hidden inputs and mistakes: never visible inside
 
 
 class SandboxUnavailable(Exception):
@@ -74,11 +77,40 @@ def choose(kind: str) -> str:
     return kind
 
 
+def python() -> str:
+    """The interpreter the grader runs, as it was started: a venv's own `bin/python`, never the
+    base interpreter it links to, which would not see the venv's packages (no pyvenv.cfg beside it)."""
+    return os.path.abspath(sys.executable)
+
+
 def _runtime_paths() -> list[str]:
-    """The Python installation: prefixes and every site-packages folder, as real paths."""
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sysconfig.get_paths()["purelib"],
-             sysconfig.get_paths()["platlib"]}
-    return sorted({os.path.realpath(p) for p in paths if p and os.path.isdir(p)})
+    """The Python installation the grader runs in, read-only inside: a venv (its folder, with
+    pyvenv.cfg and site-packages, at the path it was started from and at its real path), the base
+    installation it was made from, and every other folder on the grader's sys.path (a conda env,
+    pyenv, the system Python, a .pth's extra site folder). The course's own folder is never one of
+    them: the sandbox sees only the workspace's copy of it."""
+    course = os.path.realpath(tasks.ROOT)
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, sysconfig.get_paths()["purelib"],
+             sysconfig.get_paths()["platlib"], os.path.dirname(python()), *sys.path}
+    found = {os.path.abspath(p) for p in paths if p and os.path.isabs(p) and os.path.isdir(p)}
+    found |= {os.path.realpath(p) for p in found}
+    return sorted(p for p in found if p != "/" and not _course_files(p, course))
+
+
+def _course_files(path: str, course: str) -> bool:
+    """Whether binding `path` would show the course's own files (a venv inside it, .venv, is fine)."""
+    if path == course or course.startswith(path.rstrip("/") + "/"):
+        return True
+    if not path.startswith(course + "/"):
+        return False
+    return not os.path.relpath(path, course).split(os.sep)[0].startswith((".", "venv", "env"))
+
+
+def trusted_paths() -> list[str]:
+    """Packages of the instructor's that a non-editable install puts beside the course in a
+    site folder: hidden (an empty folder over each) inside the sandbox."""
+    return sorted({os.path.join(p, name) for p in _runtime_paths() for name in TRUSTED_PACKAGES
+                   if os.path.isdir(os.path.join(p, name))})
 
 
 def _parents(path: str) -> list[str]:
@@ -91,6 +123,7 @@ class Sandbox:
     kind: str  # bwrap | docker | none
     data: dict[str, str] = field(default_factory=dict)  # env var → host file or folder, bound read-only under /data
     memory_mb: int = 4096
+    python: str = field(default_factory=python)  # the interpreter run inside (bwrap, none)
 
     @property
     def unsandboxed(self) -> bool:
@@ -111,9 +144,8 @@ class Sandbox:
 
     def command(self, argv: list[str], ws: Path, out: Path, env: dict[str, str], slot: int) -> list[str]:
         """The command that runs `argv` (a python command line) on workspace `ws` and results `out`."""
-        python = os.path.realpath(sys.executable)
         if self.kind == "none":
-            return [python, *argv]
+            return [self.python, *argv]
         if self.kind == "docker":
             cmd = ["docker", "run", "--rm", "--network", "none", "--read-only", "--tmpfs", "/tmp",
                    "--user", f"{UID_BASE + slot}:{UID_BASE + slot}", "--memory", f"{self.memory_mb}m",
@@ -137,17 +169,20 @@ class Sandbox:
                 cmd += ["--symlink", os.readlink(target), f"/{link}"]
             elif target.is_dir():
                 cmd += ["--ro-bind", str(target), f"/{link}"]
+        # /tmp first: a venv under /tmp is bound over the private tmpfs, not hidden by it.
+        cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--perms", "0755", "--dir", DATA]
         made = set()
         for path in _runtime_paths():
-            if path.startswith("/usr/"):
+            if path == "/usr" or path.startswith("/usr/"):
                 continue
             for parent in _parents(path):
-                if parent not in made:
+                if parent not in made and not any(parent == p or parent.startswith(p + "/") for p in _runtime_paths()):
                     made.add(parent)
                     cmd += ["--perms", "0755", "--dir", parent]
             cmd += ["--ro-bind", path, path]
-        cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--perms", "0755", "--dir", DATA,
-                "--bind", str(ws), WS, "--bind", str(out), OUT, "--chdir", WS]
+        for path in trusted_paths():
+            cmd += ["--tmpfs", path]
+        cmd += ["--bind", str(ws), WS, "--bind", str(out), OUT, "--chdir", WS]
         for var, host in self.data.items():
             cmd += ["--ro-bind", os.path.realpath(host), f"{DATA}/{var}"]
         for k, v in env.items():
@@ -157,7 +192,7 @@ class Sandbox:
             uid = str(UID_BASE + slot)
             cmd += ["/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs",
                     "--bounding-set=-all", "--inh-caps=-all", "--"]
-        return [*cmd, python, *argv]
+        return [*cmd, self.python, *argv]
 
     def prepare(self, ws: Path, out: Path, slot: int) -> None:
         """Hand the fresh workspace and the empty results folder to the sandbox's uid."""
