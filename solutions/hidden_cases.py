@@ -14,7 +14,7 @@ import torch
 
 from minilm.course.spec import randint as _int
 from minilm.course.spec import randn as _randn
-from minilm.course.spec import weights
+from minilm.course.spec import attention_shapes, block_shapes, lm_shapes, weights
 
 HIDDEN: dict[str, Callable[[torch.Generator], list[dict]]] = {}
 
@@ -106,3 +106,75 @@ def _SwiGLU(g):
     d, f = _int(g, 2, 12), _int(g, 2, 30)
     state = weights(g, {"w1.weight": (f, d), "w2.weight": (d, f), "w3.weight": (f, d)})
     return [dict(d=d, f=f, state=state, x=_randn(g, 2, 7, d), what=f"SwiGLU({d}, {f})")]
+
+
+# ---------------------------------------------------------------- 5–6: RoPE and attention
+
+
+@hidden("5.1")
+def _rope(g):
+    d = 2 * _int(g, 1, 16)
+    pos = torch.tensor([[7, 0, 3, 100, 2], [1, 1, 1, 1, 1]])
+    return [dict(pos=pos, d_k=16, theta=500.0, what="batched positions (2, 5), d_k=16, theta=500"),
+            dict(x=_randn(g, 2, 6, 8), pos=torch.arange(6), what="x (2, 6, 8), positions 0…5"),
+            dict(x=_randn(g, 2, 3, 5, 16), pos=pos.unsqueeze(1), theta=500.0, what="batched positions (2, 1, 5), theta=500"),
+            dict(pos=torch.randint(0, 4096, (2, 3, 5), generator=g), d_k=d, theta=float(_int(g, 10, 10**5)),
+                 what=f"positions (2, 3, 5), d_k={d}"),
+            dict(pos=torch.tensor(_int(g, 0, 100)), d_k=d, what=f"one position (a 0-d tensor), d_k={d}"),
+            dict(x=_randn(g, 3, 7, d), pos=torch.randint(0, 4096, (3, 7), generator=g), theta=float(_int(g, 10, 10**5)),
+                 what=f"x (3, 7, {d}) with random positions per batch row (3, 7)"),
+            dict(x=_randn(g, 4, 2, dtype=torch.float64), pos=torch.arange(4), what="float64 x with d_k = 2")]
+
+
+@hidden("5.2")
+def _RoPE(g):
+    x, d = _randn(g, 3, 10, 8), 2 * _int(g, 1, 12)
+    return [dict(theta=10000.0, d_k=8, max_len=64, x=x, pos=torch.randint(0, 64, (3, 10), generator=g),
+                 what="RotaryPositionalEmbedding(10000, 8, 64) with batched positions (3, 10)"),
+            dict(theta=float(_int(g, 100, 10**5)), d_k=d, max_len=2048, x=_randn(g, 2, 3, 9, d),
+                 pos=torch.randint(0, 2048, (2, 1, 9), generator=g), what=f"d_k={d}, max_seq_len=2048, batched positions (2, 1, 9)"),
+            dict(theta=float(_int(g, 100, 10**5)), d_k=d, max_len=512, x=_randn(g, 4, 6, d),
+                 pos=torch.randint(0, 512, (4, 6), generator=g), what=f"d_k={d}, max_seq_len=512, batched positions (4, 6)")]
+
+
+@hidden("6.1")
+def _softmax(g):
+    x = _randn(g, 3, 4, 5)
+    return [*(dict(x=x, dim=d, what=f"x (3, 4, 5), dim={d}") for d in (-1, 0, 1)),
+            dict(x=torch.tensor([[0.0, float("-inf"), 1.0], [float("-inf"), 2.0, float("-inf")]]), dim=-1,
+                 what="rows with -inf entries"),
+            dict(x=_randn(g, 2, 3, 4, scale=50, dtype=torch.float64), dim=2, what="float64 x, dim=2")]
+
+
+@hidden("6.2")
+def _sdpa(g):
+    q, k, v = _randn(g, 2, 3, 4, 8), _randn(g, 2, 3, 6, 8), _randn(g, 2, 3, 6, 5)
+    mask = torch.rand(4, 6, generator=g) > 0.5
+    mask[:, 0], mask[:, 1] = True, False
+    nq, nk, d, dv = _int(g, 1, 7), _int(g, 1, 9), _int(g, 1, 16), _int(g, 1, 8)
+    m2 = torch.rand(2, 1, nq, nk, generator=g) > 0.3
+    m2[..., 0] = True
+    return [dict(q=q, k=k, v=v, what="4 queries, 6 keys, no mask"), dict(q=q, k=k, v=v, mask=mask, what="a boolean mask"),
+            dict(q=_randn(g, 2, 3, nq, d), k=_randn(g, 2, 3, nk, d), v=_randn(g, 2, 3, nk, dv), mask=m2,
+                 what=f"a mask (2, 1, {nq}, {nk}) broadcast over heads, d_v={dv}")]
+
+
+@hidden("6.3")
+def _mhsa(g):
+    d, h = 32, 4
+    cases = [dict(d=d, heads=h, max_len=32, theta=10000.0, state=weights(g, attention_shapes(d)), x=_randn(g, 2, 9, d),
+                  what="MultiHeadSelfAttention(32, 4) with RoPE"),
+             dict(d=d, heads=h, state=weights(g, attention_shapes(d)), x=_randn(g, 2, 9, d), what="without RoPE")]
+    h = _int(g, 1, 4)
+    d = h * 2 * _int(g, 1, 4)
+    return cases + [
+        dict(d=d, heads=h, max_len=64, theta=float(_int(g, 100, 10**5)), state=weights(g, attention_shapes(d)),
+             x=_randn(g, 3, 5, d), pos=torch.randint(0, 64, (3, 5), generator=g),
+             what=f"{h} heads, d_model {d}, batched token positions (3, 5)"),
+        # as many batch rows as heads: positions given to RoPE without a heads axis broadcast
+        # silently, each head rotated by another batch row's positions
+        dict(d=d, heads=h, max_len=64, theta=10000.0, state=weights(g, attention_shapes(d)),
+             x=_randn(g, h, 4, d), pos=torch.randint(0, 64, (h, 4), generator=g),
+             what=f"{h} heads, a batch of {h}, batched token positions ({h}, 4)"),
+        dict(d=d, heads=h, max_len=16, theta=10000.0, state=weights(g, attention_shapes(d)), x=_randn(g, 1, 1, d),
+             what="a single token")]

@@ -179,3 +179,34 @@ def init_problem(w, std: float, what: str) -> Problem | None:
 
 def first(*problems: Problem | None) -> Problem | None:
     return next((p for p in problems if p is not None), None)
+
+
+# ---------------------------------------------------------------- the contract's shapes (CS336 naming)
+
+
+def attention_shapes(d: int, prefix: str = "") -> dict[str, tuple[int, ...]]:
+    return {f"{prefix}{n}.weight": (d, d) for n in ("q_proj", "k_proj", "v_proj", "output_proj")}
+
+
+def block_shapes(d: int, d_ff: int, prefix: str = "") -> dict[str, tuple[int, ...]]:
+    return {f"{prefix}ln1.weight": (d,), **attention_shapes(d, f"{prefix}attn."), f"{prefix}ln2.weight": (d,),
+            f"{prefix}ffn.w1.weight": (d_ff, d), f"{prefix}ffn.w2.weight": (d, d_ff), f"{prefix}ffn.w3.weight": (d_ff, d)}
+
+
+def lm_shapes(vocab: int, d: int, layers: int, d_ff: int) -> dict[str, tuple[int, ...]]:
+    """TransformerLM's state_dict, name → shape, in the module's order."""
+    shapes = {"token_embeddings.weight": (vocab, d)}
+    for i in range(layers):
+        shapes |= block_shapes(d, d_ff, f"layers.{i}.")
+    return shapes | {"ln_final.weight": (d,), "lm_head.weight": (vocab, d)}
+
+
+def lm_state_dict_keys(num_layers: int) -> list[str]:
+    """The exact state_dict keys of TransformerLM, in order."""
+    return list(lm_shapes(1, 1, num_layers, 1))
+
+
+def lm_parameter_count(vocab_size: int, d_model: int, num_layers: int, d_ff: int) -> int:
+    """Closed form: embeddings + layers × (4 d² attention + 3 d d_ff SwiGLU + 2 d norms) + final norm + head."""
+    per_layer = 4 * d_model * d_model + 3 * d_model * d_ff + 2 * d_model
+    return vocab_size * d_model + num_layers * per_layer + d_model + d_model * vocab_size
