@@ -178,3 +178,105 @@ def _mhsa(g):
              what=f"{h} heads, a batch of {h}, batched token positions ({h}, 4)"),
         dict(d=d, heads=h, max_len=16, theta=10000.0, state=weights(g, attention_shapes(d)), x=_randn(g, 1, 1, d),
              what="a single token")]
+
+
+# ---------------------------------------------------------------- 7–8: block and LM
+
+
+@hidden("7.1")
+def _block(g):
+    return [dict(d=32, heads=4, d_ff=48, max_len=32, theta=10000.0, state=weights(g, block_shapes(32, 48)),
+                 x=_randn(g, 2, 7, 32), what="TransformerBlock(32, 4, 48)"),
+            dict(d=16, heads=2, d_ff=24, max_len=64, theta=500.0, state=weights(g, block_shapes(16, 24)),
+                 x=_randn(g, 2, 6, 16), pos=torch.randint(0, 64, (6,), generator=g),
+                 what="TransformerBlock(16, 2, 24) with explicit positions and theta=500")]
+
+
+@hidden("8.1")
+def _lm(g):
+    configs = [(97, 32, 32, 2, 4, 48, 10000.0), (61, 16, 16, 1, 2, 40, 1000.0)]
+    return [dict(config=list(cfg), state=weights(g, lm_shapes(cfg[0], cfg[2], cfg[3], cfg[5])),
+                 ids=torch.randint(0, cfg[0], (2, 12 if i == 0 else 16), generator=g),
+                 what=f"TransformerLM{tuple(cfg[:6])}") for i, cfg in enumerate(configs)]
+
+
+# ---------------------------------------------------------------- 9–10: data, BPE and training
+
+
+@hidden("9.1")
+def _get_batch(g):
+    off, n = _int(g, 0, 5000), _int(g, 50, 3000)
+    return [dict(data=torch.arange(off, off + n), np_dtype="int64", batch=4, ctx=8, seed=_int(g, 0, 10**6), small=True,
+                 what=f"{n} int64 tokens, batch 4, context 8"),
+            dict(data=torch.arange(off, off + 50), np_dtype="uint16", batch=2, ctx=5, seed=_int(g, 0, 10**6),
+                 what="a uint16 dataset")]
+
+
+# Pieces of text for the BPE cases: repeated words and their overlaps, contractions, digits,
+# punctuation, runs of spaces and newlines, and multi-byte characters.
+_BPE_PIECES = ("a", "b", "aa", "ab", "ba", "the", "The", "then", "than", " ", " ", " ", "  ", "\n", "\n\n", "'s",
+               "'ll", "1", "23", "2024", ".", ",", "!?", "é", "café", "naïve", "🤖", "\t", "x")
+
+
+@hidden("9.2")
+def _train_bpe(g):
+    from minilm.course.spec.training import BPE_CORPUS
+
+    cases = [dict(text=BPE_CORPUS, num_merges=_int(g, 10, 60), what="the check's corpus, other merges")]
+    for length, merges in ((_int(g, 20, 80), _int(g, 5, 40)), (_int(g, 150, 400), _int(g, 30, 120))):
+        picks = torch.randint(0, len(_BPE_PIECES), (length,), generator=g).tolist()
+        cases.append(dict(text="".join(_BPE_PIECES[i] for i in picks), num_merges=merges,
+                          what=f"a text of {length} random pieces, {merges} merges"))
+    return cases + [dict(text="x", num_merges=_int(g, 0, 3), what="a one-character text")]
+
+
+@hidden("10.1")
+def _cross_entropy(g):
+    v = _int(g, 2, 40)
+    return [dict(logits=_randn(g, 4, 7), targets=torch.randint(0, 7, (4,), generator=g), what="logits (4, 7)"),
+            dict(logits=_randn(g, 2, 3, 11, scale=3), targets=torch.randint(0, 11, (2, 3), generator=g),
+                 what="logits (2, 3, 11)"),
+            dict(logits=_randn(g, 3, 9, scale=1e4), targets=torch.tensor([0, 4, 8]), what="logits of size ±1e4"),
+            dict(logits=_randn(g, 2, 2, 2, v), targets=torch.randint(0, v, (2, 2, 2), generator=g),
+                 what=f"logits (2, 2, 2, {v})"),
+            dict(logits=_randn(g, 5, v, scale=-1e4), targets=torch.randint(0, v, (5,), generator=g),
+                 what="large negative logits")]
+
+
+@hidden("10.2")
+def _clip(g):
+    out = []
+    for scale, max_norm in ((10.0, 1.0), (0.01, 1.0), (float(_int(g, 1, 20)), 0.5)):
+        params = [_randn(g, *s) for s in ((3, 4), (5,), (2, 2, 2))]
+        out.append(dict(params=params, grads=[_randn(g, *p.shape, scale=scale) for p in params], max_norm=max_norm,
+                        what=f"gradients of size ~{scale:g}, max_norm {max_norm:g}"))
+    return out
+
+
+@hidden("10.3")
+def _lr(g):
+    w = _int(g, 1, 20)
+    return [dict(args=dict(max_lr=3e-3, min_lr=1e-4, warmup_iters=w, cosine_cycle_iters=w + _int(g, 1, 50)),
+                 its=list(range(80)), what="other settings")]
+
+
+@hidden("10.4")
+def _adamw(g):
+    def case(shapes_by_group, group_hparams, hparams, steps, what):
+        init = [[_randn(g, *s) for s in grp] for grp in shapes_by_group]
+        flat = [p for grp in init for p in grp]
+        return dict(init=init, group_hparams=group_hparams, hparams=hparams,
+                    grads=[[_randn(g, *p.shape) for p in flat] for _ in range(steps)], what=what)
+
+    return [case([[(4, 3), (5,)]], [{}], dict(lr=0.05, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.5), 6,
+                 "6 steps, weight_decay 0.5"),
+            case([[(3, 2)], [(4,)]], [{}, {"weight_decay": 0.0, "lr": 0.01}],
+                 dict(lr=0.02, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.1), 5, "two parameter groups")]
+
+
+@hidden("10.5")
+def _checkpoint(g):
+    return [dict(seed=_int(g, 0, 1000), xs=[_randn(g, 5, 4) for _ in range(3)], more=_randn(g, 5, 4), iteration=3,
+                 to_path=False, what="a file object"),
+            dict(seed=_int(g, 0, 1000), xs=[_randn(g, 5, 4) for _ in range(2)], more=_randn(g, 5, 4),
+                 iteration=_int(g, 1, 10**6), to_path=True, what="a path")]

@@ -302,20 +302,25 @@ def compare(
     _judge(got, want, what, key, mistakes, atol, rtol)
 
 
-def _judge(got, want, what: str, key: str | None, mistakes: dict[str, str] | None, atol: float, rtol: float) -> None:
-    """Raise CheckFailed unless got ≈ want, naming a mistake whose stored output at `key` got matches."""
+def _judge(got, want, what: str, key: str | None, mistakes: dict[str, str] | None, atol: float, rtol: float,
+           explain: Callable | None = None) -> None:
+    """Raise CheckFailed unless got ≈ want, naming a mistake whose stored output at `key` got matches,
+    or saying how got differs (`explain(got, want)`, when given)."""
     if close(got, want, atol, rtol):
         return
     if not isinstance(got, torch.Tensor):
         raise CheckFailed(f"{what}: expected a tensor of {describe(want)}, got {describe(got)}")
-    if got.shape != want.shape:
-        raise CheckFailed(f"{what}: expected {describe(want)}, got {describe(got)}")
     for label, advice in (mistakes or {}).items():
         output = mistake_output(label, key) if key is not None else None
         if output is None:
             continue
         if close(got, output, atol, rtol) or _both_nonfinite_alike(got, output):
             raise CheckFailed(f"{what}: {advice}", mistake=label.split(" ")[0])
+    why = explain(got, want) if explain is not None else None
+    if why:
+        raise CheckFailed(f"{what}: {why}")
+    if got.shape != want.shape:
+        raise CheckFailed(f"{what}: expected {describe(want)}, got {describe(got)}")
     if not torch.isfinite(got).all():
         raise CheckFailed(f"{what}: your output has NaN or inf where the expected one is finite")
     diff = (got.detach().double() - want.detach().double()).abs().max().item()
@@ -363,15 +368,36 @@ def run_spec(s) -> str:
             if problem is not None:
                 raise CheckFailed(str(problem), getattr(problem, "mistake", None))
         for key, value in got.items():
-            if key in s.free or not isinstance(value, torch.Tensor):
+            if key in s.free:
                 continue
-            name = f"{s.label(key)} on {case['what']}"
-            stored = _key(name)
-            want = _reference_at(stored, value, tuple(s.mistakes))
-            if _RUN.recording is not None:
-                continue
-            if value.dtype != want.dtype and value.shape == want.shape:
-                raise CheckFailed(f"{name}: expected {describe(want)}, got {describe(value)}")
-            atol, rtol = tolerance(want.dtype, s.atol, s.rtol)
-            _judge(value, want, name, stored, s.mistakes, atol, rtol)
+            items = _tensors(f"{s.label(key)} on {case['what']}", value)
+            if _RUN.recording is None:
+                # the reference gave a tensor (or more of them) where yours gives something else
+                wanted = _stored(_RUN.task).get("want", {})
+                name = f"{s.label(key)} on {case['what']}"
+                listed = name.replace(" on ", f" [{len(items)}] on ", 1)
+                if not items and name in wanted:
+                    raise CheckFailed(f"{name}: expected a tensor of {describe(wanted[name])}, got {describe(value)}")
+                if listed in wanted:
+                    raise CheckFailed(f"{s.label(key)} on {case['what']}: expected more than {len(items)} tensors")
+            for name, item in items:
+                stored = _key(name)
+                want = _reference_at(stored, item, tuple(s.mistakes))
+                if _RUN.recording is not None:
+                    continue
+                if item.dtype != want.dtype and item.shape == want.shape:
+                    raise CheckFailed(f"{name}: expected {describe(want)}, got {describe(item)}")
+                atol, rtol = tolerance(want.dtype, s.atol, s.rtol)
+                explain = (lambda g, w, key=key: s.explain(key, g, w)) if s.explain is not None else None
+                _judge(item, want, name, stored, s.mistakes, atol, rtol, explain)
     return s.passed
+
+
+def _tensors(name: str, value) -> list[tuple[str, torch.Tensor]]:
+    """The tensors of one output, each with the name it is stored under: a tensor, or each tensor of
+    a list of them (the gradients of several parameters); anything else is for the invariants."""
+    if isinstance(value, torch.Tensor):
+        return [(name, value)]
+    if isinstance(value, list) and value and all(isinstance(v, torch.Tensor) for v in value):
+        return [(name.replace(" on ", f" [{i}] on ", 1), v) for i, v in enumerate(value)]
+    return []

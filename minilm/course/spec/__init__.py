@@ -59,6 +59,9 @@ class Spec:
     rtol: float = 1e-4
     # A case where an error names a mistake (code that assumes 1-D positions): (mistake, advice).
     on_error: Callable[[dict], tuple[str, str] | None] | None = None
+    # For a check's message: how output `key` differs from the reference's, (key, got, want) → str or None.
+    # (The grader's feedback never uses it: it would repeat the submission's values.)
+    explain: Callable[[str, torch.Tensor, torch.Tensor], str | None] | None = None
 
     def label(self, key: str) -> str:
         return self.outputs.get(key, key)
@@ -134,14 +137,17 @@ def load_state(module: nn.Module, state: dict) -> None:
 
 
 def weights(g: torch.Generator | int, shapes: dict[str, tuple[int, ...]], scale: float = 0.3) -> dict[str, torch.Tensor]:
-    """Random weights for a state_dict, in the order of `shapes`; norm gains (ln…) near 1, so a
-    swapped or missing norm shows."""
+    """Random weights for a state_dict, in the order of `shapes`: norm gains (ln…) near 1 and their
+    biases near 0, so a swapped or missing norm shows; the rest scaled by `scale`."""
     g = gen(g) if isinstance(g, int) else g
     out = {}
     for name, shape in shapes.items():
         w = torch.randn(shape, generator=g)
-        owner = name.split(".")[-2] if "." in name else ""
-        out[name] = 1 + 0.3 * w if owner.startswith("ln") else w * scale
+        owner, leaf = name.split(".")[-2:] if "." in name else ("", name)
+        if owner.startswith("ln"):  # distinct per norm, so a swapped or shared norm shows too
+            out[name] = 1 + 0.3 * w if leaf == "weight" else 0.2 * w
+        else:
+            out[name] = w * scale
     return out
 
 
