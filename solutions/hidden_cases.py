@@ -27,10 +27,6 @@ def hidden(task: str):
 
 
 def hidden_cases(task: str, g: torch.Generator) -> list[dict]:
-    if task not in HIDDEN:  # not moved yet: the old generator's hidden draw
-        from solutions.probe_cases import CASES
-
-        return CASES[task](g, True)
     return HIDDEN[task](g)
 
 
@@ -280,3 +276,186 @@ def _checkpoint(g):
                  to_path=False, what="a file object"),
             dict(seed=_int(g, 0, 1000), xs=[_randn(g, 5, 4) for _ in range(2)], more=_randn(g, 5, 4),
                  iteration=_int(g, 1, 10**6), to_path=True, what="a path")]
+
+
+# ---------------------------------------------------------------- 11: generation
+
+
+@hidden("11.1")
+def _next_token_probs(g):
+    from minilm.course.spec.generation import LOGITS
+
+    vocab = _int(g, 20, 60)
+    rows = _randn(g, 3, 2, vocab, scale=2.0)
+    # One token holds most of the mass: top_p just above it must keep the token that crosses it too.
+    peaked = _randn(g, 4, vocab)
+    peaked[:, _int(g, 0, vocab - 1)] += 4.0
+    return [dict(logits=LOGITS, kw=dict(temperature=0.8, top_k=5, top_p=0.9), what="temperature, top_k and top_p"),
+            dict(logits=rows, kw=dict(temperature=1.3, top_p=0.75), what=f"rows (3, 2, {vocab}), top_p 0.75"),
+            dict(logits=rows, kw=dict(top_k=_int(g, 2, 9)), what=f"rows (3, 2, {vocab}), top_k"),
+            dict(logits=rows, kw=dict(temperature=0.0), what=f"rows (3, 2, {vocab}), greedy"),
+            dict(logits=peaked, kw=dict(top_p=0.9), what="top_p 0.9 where one token holds most of the mass"),
+            dict(logits=rows, kw=dict(temperature=0.9, top_k=vocab + 3, top_p=0.5), what="top_k above the vocabulary size"),
+            dict(logits=rows.to(torch.bfloat16), kw=dict(top_p=0.8), what="bfloat16 logits, top_p 0.8")]
+
+
+@hidden("11.2")
+def _generate(g):
+    vocab, ctx, prompt = 23, 12, [3, 14, 15, 9, 2]
+    table = _randn(g, vocab, vocab, scale=2.0)
+    # No top_p but 1e-6 (greedy for any top_p): 11.2's points depend on the loop, not on Task 11.1's top_p.
+    return [dict(table=table, ctx=ctx, prompt=torch.tensor(prompt), n=15, kw=dict(temperature=0.0),
+                 what="greedy, 15 new tokens, past context_length"),
+            dict(table=table, ctx=ctx, prompt=torch.tensor(prompt), n=10, kw=dict(temperature=0.0),
+                 what="a prompt given as a Python list", as_list=True),
+            dict(table=table, ctx=ctx, prompt=torch.arange(ctx + 4) % vocab, n=6, kw=dict(temperature=0.0),
+                 what="a prompt longer than context_length"),
+            dict(table=table, ctx=ctx, prompt=torch.tensor(prompt), n=30, gen_seed=_int(g, 0, 10**6),
+                 kw=dict(temperature=1.2), what="temperature 1.2, 30 tokens"),
+            dict(table=table, ctx=ctx, prompt=torch.tensor(prompt), n=30, gen_seed=_int(g, 0, 10**6),
+                 kw=dict(temperature=0.9, top_k=3), what="temperature 0.9, top_k 3")]
+
+
+@hidden("11.3")
+def _kv_cache(g):
+    cfg = [53, 12, 16, 2, 2, 24, 10000.0]
+    toy = dict(toy_table=_randn(g, 23, 23, scale=2.0), toy_ctx=12, toy_prompt=[3, 14, 15, 9, 2])
+    return [dict(k1=_randn(g, 1, 2, 3, 4), v1=_randn(g, 1, 2, 3, 4), k2=_randn(g, 1, 2, 1, 4), v2=_randn(g, 1, 2, 1, 4),
+                 attn_config=(16, 2, 12), attn_state=weights(g, attention_shapes(16)), x=_randn(g, 2, 10, 16),
+                 chunks=[5, 3, 1, 1], config=cfg, state=weights(g, lm_shapes(53, 16, 2, 24)),
+                 ids=torch.randint(0, 53, (1, 10), generator=g), prefill=6, n=15, **toy,
+                 what="a 6-token prompt, then 4 single tokens through the cache"),
+            dict(k1=_randn(g, 2, 1, 2, 6), v1=_randn(g, 2, 1, 2, 6), k2=_randn(g, 2, 1, 3, 6), v2=_randn(g, 2, 1, 3, 6),
+                 attn_config=(24, 3, 16), attn_state=weights(g, attention_shapes(24)), x=_randn(g, 3, 12, 24),
+                 chunks=[1, 4, 2, 1, 4], config=cfg, state=weights(g, lm_shapes(53, 16, 2, 24)),
+                 ids=torch.randint(0, 53, (2, 12), generator=g), prefill=1, n=25, **toy,
+                 what="a batch of 2, a 1-token prompt, and generation past context_length with the cache")]
+
+
+# ---------------------------------------------------------------- 12: quantization
+
+
+@hidden("12.1")
+def _quantize(g):
+    d_out, d_in = _int(g, 1, 20), _int(g, 1, 40)
+    w = _randn(g, 6, 10) * torch.tensor([[0.02], [0.5], [1.0], [0.1], [0.05], [3.0]])
+    w[2] = 0.0  # an all-zero row
+    w[4, 7] = 1.5  # an outlier
+    tiny = _randn(g, 3, 5)
+    tiny[1] = 1e-44  # max |w| / 127 underflows to 0
+    cases = [dict(w=w, per_channel=True, what="a (6, 10) weight with a zero row and an outlier, per channel"),
+             dict(w=w, per_channel=False, what="the same weight per tensor"),
+             dict(w=_randn(g, d_out, d_in, scale=50.0), per_channel=True, what=f"a ({d_out}, {d_in}) weight of size ~50"),
+             dict(w=_randn(g, 4, 7, dtype=torch.float64), per_channel=True, what="a float64 weight"),
+             dict(w=_randn(g, 5, 9).to(torch.bfloat16), per_channel=False, what="a bfloat16 weight per tensor"),
+             dict(w=tiny, per_channel=True, what="a row of 1e-44"),
+             dict(w=torch.zeros(2, 3), per_channel=False, what="an all-zero weight per tensor")]
+    for c in cases:  # int8 values and positive scales for dequantize_int8, one scale per row or one in all
+        rows = c["w"].shape[0] if c["per_channel"] else 1
+        c["q"] = torch.randint(-127, 128, tuple(c["w"].shape), generator=g).to(torch.int8)
+        c["q_scale"] = torch.rand(rows, 1, generator=g) + 1e-3
+    return cases
+
+
+@hidden("12.2")
+def _int8_linear(g):
+    d_out, d_in = _int(g, 1, 24), _int(g, 1, 24)
+    return [dict(w=_randn(g, 6, 10), x=_randn(g, 3, 4, 10), per_channel=True, what="Int8Linear from a (6, 10) weight"),
+            dict(w=_randn(g, 6, 10), x=_randn(g, 3, 4, 10), per_channel=False, what="the same per tensor"),
+            dict(w=_randn(g, d_out, d_in, scale=0.1), x=_randn(g, 2, d_in), per_channel=True,
+                 what=f"a ({d_out}, {d_in}) weight"),
+            dict(w=_randn(g, 3, 5), x=_randn(g, 4, 5, dtype=torch.float64), per_channel=True, what="a float64 x")]
+
+
+@hidden("12.3")
+def _quantize_model(g):
+    configs = [((53, 12, 16, 2, 2, 24, 10000.0), True), ((61, 16, 16, 1, 2, 40, 1000.0), False)]
+    return [dict(config=list(cfg), per_channel=pc, state=weights(g, lm_shapes(cfg[0], cfg[2], cfg[3], cfg[5])),
+                 ids=torch.randint(0, cfg[0], (2, 10), generator=g),
+                 what=f"TransformerLM{tuple(cfg[:6])}, per_channel={pc}") for cfg, pc in configs]
+
+
+# ---------------------------------------------------------------- 13: the classic Transformer
+
+
+def _ln_state(g, d: int) -> dict:
+    return {"weight": 1 + 0.3 * torch.randn(d, generator=g), "bias": 0.2 * torch.randn(d, generator=g)}
+
+
+@hidden("13.1")
+def _layer_norm(g):
+    cases = []
+    for shape, scale, offset in (((2, 5, 16), 1.0, 0.5), ((16,), 50.0, -20.0)):
+        st = _ln_state(g, shape[-1])
+        cases.append(dict(x=_randn(g, *shape, scale=scale) + offset, w=st["weight"], b=st["bias"],
+                          what=f"x {shape} with values {offset:g} ± {scale:g}"))
+    d = _int(g, 2, 40)
+    st = _ln_state(g, d)
+    return cases + [
+        dict(d=24, state=_ln_state(g, 24), x=_randn(g, 2, 3, 24) + 2, what="LayerNorm(24)"),
+        dict(x=_randn(g, 3, d, scale=1e-2), w=st["weight"], b=st["bias"], eps=1e-2, what=f"x (3, {d}) and eps=1e-2"),
+        dict(x=_randn(g, 2, 6, scale=4).half() + 1, w=torch.ones(6).half(), b=torch.zeros(6).half(), what="float16 x"),
+        dict(d=d, eps=1e-2, state=_ln_state(g, d), x=_randn(g, 2, d, scale=1e-2), what=f"LayerNorm({d}, eps=1e-2)")]
+
+
+@hidden("13.2")
+def _sinusoid(g):
+    seq, d = _int(g, 100, 3000), 2 * _int(g, 1, 40)
+    return [dict(seq=64, d=32, rows=torch.arange(64), what="sinusoidal_positions(64, 32)"),
+            dict(seq=seq, d=d, rows=torch.randint(0, seq, (20,), generator=g), what=f"sinusoidal_positions({seq}, {d})"),
+            dict(seq=1, d=2, rows=torch.arange(1), what="sinusoidal_positions(1, 2)")]
+
+
+@hidden("13.3")
+def _gelu(g):
+    return [dict(x=_randn(g, 2, 3, 4, scale=2), what="x (2, 3, 4)"),
+            dict(x=torch.tensor([-100.0, -30.0, 0.0, 30.0, 100.0]), what="large |x|"),
+            dict(x=_randn(g, 7, scale=3, dtype=torch.float64), what="float64 x")]
+
+
+@hidden("13.4")
+def _gelu_ffn(g):
+    d, f = _int(g, 1, 12), _int(g, 1, 40)
+    return [dict(d=d, f=f, state=weights(g, {"w1.weight": (f, d), "w2.weight": (d, f)}), x=_randn(g, 2, 7, d),
+                 what=f"GeluFFN({d}, {f})")]
+
+
+@hidden("13.5")
+def _classic_block(g):
+    from minilm.course.spec.classic import BLOCK_CHANGES, CLASSIC, classic_block_shapes
+
+    base = dict(vocab_size=97, context_length=32, d_model=32, num_layers=1, num_heads=4)
+    cases = []
+    for name, changes in BLOCK_CHANGES.items():
+        cfg = base | changes
+        cases.append(dict(config=cfg, state=weights(g, classic_block_shapes(cfg)), x=_randn(g, 2, 7, 32),
+                          what=f"ClassicBlock ({name})"))
+    h = _int(g, 1, 3)
+    d = 2 * h * _int(g, 1, 4)
+    cfg = dict(vocab_size=50, context_length=64, d_model=d, num_layers=1, num_heads=h, d_ff=_int(g, 1, 40),
+               rope_theta=float(_int(g, 100, 10**5)), norm_position="post")
+    cases.append(dict(config=cfg, state=weights(g, classic_block_shapes(cfg)), x=_randn(g, 3, 5, d),
+                      pos=torch.randint(0, 64, (3, 5), generator=g),
+                      what=f"a post-norm RoPE block, d_model {d}, {h} heads, batched token positions"))
+    cfg = cfg | CLASSIC | dict(norm_position="pre")
+    cases.append(dict(config=cfg, state=weights(g, classic_block_shapes(cfg)), x=_randn(g, 1, 1, d),
+                      what="a pre-norm LayerNorm GELU block on a single token"))
+    return cases
+
+
+@hidden("13.6")
+def _classic_lm(g):
+    from minilm.course.spec.classic import BASE, CLASSIC, ONE_CHANGE, classic_lm_state
+
+    cases = [dict(config=BASE | changes, name=name, state=classic_lm_state(g, BASE | changes),
+                  ids=torch.randint(0, 97, (2, 12), generator=g), what=f"ClassicLM ({name})")
+             for name, changes in {**ONE_CHANGE, "classic": CLASSIC}.items()]
+    cfg = dict(vocab_size=61, context_length=16, d_model=16, num_layers=1, num_heads=2, positions="learned",
+               tied_head=True, norm="layernorm")
+    cases.append(dict(config=cfg, name="tied, learned positions", state=classic_lm_state(g, cfg),
+                      ids=torch.randint(0, 61, (3, 16), generator=g),
+                      what="a tied head with learned positions over the full context"))
+    cfg = BASE | CLASSIC | dict(d_ff=_int(g, 8, 80), num_layers=3)
+    cases.append(dict(config=cfg, name="classic, 3 layers", state=classic_lm_state(g, cfg),
+                      ids=torch.randint(0, 97, (1, 32), generator=g), what="the classic model, 3 layers, over the full context"))
+    return cases

@@ -1,5 +1,6 @@
 """The task registry: the one list of exercises that tests, notebooks, the status
-command and the grader all read. Add a task here and nowhere else.
+command and the grader all read. A task starts with its row here; what it is checked and graded
+on is its spec (minilm/course/spec/), and docs/contributing.md lists every other piece it needs.
 
 It also holds the "from scratch" rules that minilm/course/rules.py enforces statically: which of
 PyTorch's built-ins each task may not call (`Task.forbidden`, naming families in BUILTINS),

@@ -223,7 +223,7 @@ if _found is None:
         _found = open(_s.__file__).read()
     except Exception:
         pass
-for _h in ({str(ROOT / "solutions" / "hidden_cases.py")!r}, {str(ROOT / "solutions" / "probe_cases.py")!r}):
+for _h in ({str(ROOT / "solutions" / "hidden_cases.py")!r},):
     try:
         _hidden = open(_h).read()
     except OSError:
@@ -613,7 +613,7 @@ def test_every_task_has_a_probe_that_the_reference_passes_and_each_mistake_fails
     from minilm.course import spec
     from minilm.course.grading import worker
 
-    assert set(spec.load()) == set(hidden_cases.HIDDEN) <= set(tasks.BY_ID)
+    assert set(spec.load()) == set(hidden_cases.HIDDEN) == set(tasks.BY_ID)
 
     def rows(task, cases):
         out = []
@@ -647,10 +647,8 @@ def test_hidden_inputs_differ_per_seed_and_are_not_in_the_student_edition():
     b, _ = judge.make_cases("3.1", 2)
     assert all(torch.equal(x["x"], y["x"]) for x, y in zip(a[:n], b[:n]))  # the notebook's inputs are fixed
     assert not torch.equal(a[n]["x"], b[n]["x"])
-    for path in [*(ROOT / "minilm" / "course" / "spec").glob("*.py"), ROOT / "minilm" / "course" / "grading" / "probes.py"]:
-        if path.is_file():  # what the worker reads: it names no hidden case
-            worker_side = path.read_text(encoding="utf-8")
-            assert "hidden" not in worker_side.lower().replace("hidden ones", ""), path.name
+    for path in (ROOT / "minilm" / "course" / "spec").glob("*.py"):  # what the worker reads names no hidden case
+        assert "hidden" not in path.read_text(encoding="utf-8").lower(), path.name
 
 
 def test_submissions_are_read_without_following_links_or_unpacking(tmp_path):
