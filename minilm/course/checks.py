@@ -317,7 +317,7 @@ def run_spec(s) -> str:
         if _RUN.recording is None and s.invariant is not None:
             problem = s.invariant(got, case)
             if problem is not None:
-                raise CheckFailed(str(problem), getattr(problem, "mistake", None))
+                raise CheckFailed(str(problem) + getattr(problem, "detail", ""), getattr(problem, "mistake", None))
         for key, value in got.items():
             if key in s.free:
                 continue

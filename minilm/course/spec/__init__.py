@@ -5,12 +5,13 @@ A task's `Spec`, in the module of its notebook group (basics.py for notebooks 1�
     collect(m, case)      call the task's code `m.<name>` on one case; return plain data
                           (a flat dict of str → tensor | int | float | bool | str | list of those)
     cases()               the visible cases: the notebook's inputs, deterministic
-    outputs               how a check names each output (its label), and the order it compares them
+    outputs               how a check's message names each output ("the logits")
     mistakes              label → advice: when an output matches a catalogued mistake's, say this
     invariant(got, case)  optional: what needs no reference (initialization statistics, windows,
                           state_dict names against the contract); a `Problem` or None
     free                  outputs judged by the invariant only (they may differ from the reference's)
     atol, rtol            the tolerance (widened for bfloat16 and float16 outputs, see `tolerance`)
+    on_error, explain     optional: the mistake an error names, and how an output differs (check cells only)
     passed                the check's one-line success message
 
 Two harnesses run the same spec. A check cell (minilm/course/checks.py) collects the student's
@@ -35,14 +36,32 @@ GROUPS = ("basics", "rope_attention", "model", "training", "generation", "quanti
 
 
 class Problem(str):
-    """An invariant's finding: the message (the str itself), and the catalogued mistake it names."""
+    """An invariant's finding: the message (the str itself), the catalogued mistake it names, and a
+    detail only the check cell shows. The grader's feedback repeats the message alone, so the
+    message holds nothing a submission chose but numbers (see `shown`): names a submission made
+    up (state_dict keys, a type's name) could carry out what it saw of the grader's inputs."""
 
     mistake: str | None
+    detail: str
 
-    def __new__(cls, message: str, mistake: str | None = None):
+    def __new__(cls, message: str, mistake: str | None = None, detail: str = ""):
         self = super().__new__(cls, message)
-        self.mistake = mistake
+        self.mistake, self.detail = mistake, detail
         return self
+
+
+def shown(value, depth: int = 0) -> str:
+    """A submitted value for a message: numbers, bools and short lists of them; anything else is "…"."""
+    if type(value) in (int, float, bool):
+        return repr(value)
+    if type(value) in (list, tuple) and len(value) <= 16 and depth < 3:
+        return "[" + ", ".join(shown(v, depth + 1) for v in value) + "]"
+    return "…"
+
+
+def count(value) -> str:
+    """A submitted count, with thousands separators."""
+    return f"{value:,}" if type(value) is int else shown(value)
 
 
 @dataclass(frozen=True)
@@ -77,11 +96,7 @@ def spec(task: str, **kw) -> Spec:
 
 def load() -> dict[str, Spec]:
     for group in GROUPS:
-        try:
-            importlib.import_module(f"minilm.course.spec.{group}")
-        except ModuleNotFoundError as e:
-            if e.name != f"minilm.course.spec.{group}":
-                raise
+        importlib.import_module(f"minilm.course.spec.{group}")
     return SPECS
 
 
@@ -144,13 +159,11 @@ def keys_problem(got: list[str], expected: list[str], what: str) -> Problem | No
     """state_dict names against the contract's."""
     if type(got) is not list or sorted(got) != sorted(expected):
         got = got if type(got) is list else []
-        missing, extra = sorted(set(expected) - set(got)), sorted(set(got) - set(expected))
-        parts = []
-        if missing:
-            parts.append(f"missing {', '.join(missing[:4])}")
-        if extra:
-            parts.append(f"unexpected {', '.join(extra[:4])}")
-        return Problem(f"{what}: state_dict keys differ from the contract ({'; '.join(parts)})", "state_dict_names")
+        missing, extra = sorted(set(expected) - set(got)), sorted(set(got) - set(expected), key=str)
+        parts = [f"missing {', '.join(missing[:4])}"] if missing else []
+        parts += [f"{len(extra)} unexpected"] if extra else []
+        return Problem(f"{what}: state_dict keys differ from the contract ({'; '.join(parts)})", "state_dict_names",
+                       f" (unexpected: {', '.join(map(str, extra[:4]))})" if extra else "")
     return None
 
 

@@ -6,7 +6,8 @@ import math
 
 import torch
 
-from minilm.course.spec import Problem, first, init_problem, keys_problem, load_state, randn, spec, state_keys, weights
+from minilm.course.spec import (Problem, first, init_problem, keys_problem, load_state, randn, shown, spec, state_keys,
+                                weights)
 
 # ---------------------------------------------------------------- 1: Linear
 
@@ -42,7 +43,7 @@ def _Linear_invariant(got, c) -> Problem | None:
         keys_problem(got["keys"], ["weight"], what),
         None if got["weight_shape"] == shape else Problem(
             f"{what}.weight must have shape (out_features, in_features) = {tuple(shape)}, got "
-            f"{tuple(got['weight_shape'])}", "weight_transposed"),
+            f"{shown(got['weight_shape'])}", "weight_transposed"),
         init_problem(got["init"], math.sqrt(2 / (c["init_in"] + c["init_out"])),
                      f"Linear({c['init_in']}, {c['init_out']}) init"),
         None if got["dtype"] == "torch.float64" else Problem(
@@ -88,7 +89,7 @@ def _Embedding_invariant(got, c) -> Problem | None:
         keys_problem(got["keys"], ["weight"], what),
         None if got["weight_shape"] == [c["vocab"], c["d"]] else Problem(
             f"{what}.weight must be (num_embeddings, embedding_dim) = ({c['vocab']}, {c['d']}), got "
-            f"{tuple(got['weight_shape'])}", "weight_transposed"),
+            f"{shown(got['weight_shape'])}", "weight_transposed"),
         init_problem(got["init"], 1.0, f"{what} init"))
 
 
@@ -189,7 +190,7 @@ def _SwiGLU_invariant(got, c) -> Problem | None:
     return first(keys_problem(got["keys"], ["w1.weight", "w2.weight", "w3.weight"], f"SwiGLU({d}, {f})"),
                  None if got["shapes"] == want else Problem(
                      f"SwiGLU({d}, {f}) weights must be w1 ({f}, {d}), w2 ({d}, {f}), w3 ({f}, {d}), got "
-                     f"{[tuple(s) for s in got['shapes']]}", "weight_shapes"))
+                     f"{shown(got['shapes'])}", "weight_shapes"))
 
 
 spec("4.3", collect=_SwiGLU_collect, invariant=_SwiGLU_invariant,

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from minilm.course.spec import (Problem, attention_shapes, first, gen, keys_problem, randn, spec, state_keys, weights)
+from minilm.course.spec import (Problem, attention_shapes, count, first, gen, keys_problem, randn, shown, spec, state_keys,
+                                weights)
 
 # ClassicConfig's defaults: the course's model.
 DEFAULTS = dict(norm_position="pre", norm="rmsnorm", ffn="swiglu", positions="rope", tied_head=False, d_ff=None,
@@ -168,7 +169,7 @@ spec("13.2", collect=_sinusoid_collect, atol=1e-4,
                     dict(seq=5000, d=6, rows=torch.arange(4997, 5000), what="the last rows of sinusoidal_positions(5000, 6)")],
      invariant=lambda got, c: None if got["shape"] == [c["seq"], c["d"]] and got["dtype"] == "torch.float32" else Problem(
          f"sinusoidal_positions({c['seq']}, {c['d']}) must be a float32 tensor of shape (seq_len, d_model) = "
-         f"({c['seq']}, {c['d']}), got {tuple(got['shape'])}, {got['dtype']}", "wrong_shape"),
+         f"({c['seq']}, {c['d']}), got shape {shown(got['shape'])}", "wrong_shape", f", {got['dtype']}"),
      outputs={"pe": "the rows"},
      mistakes={
          "sinusoid_halves": "interleave: sin at dim 2i and cos at dim 2i+1 of the same frequency, not all the sines "
@@ -212,9 +213,9 @@ def _gelu_ffn_invariant(got, c) -> Problem | None:
     return first(keys_problem(got["keys"], ["w1.weight", "w2.weight"], f"GeluFFN({d}, {f})"),
                  None if got["shapes"] == [[f, d], [d, f]] else Problem(
                      f"GeluFFN({d}, {f}) weights must be w1 ({f}, {d}) and w2 ({d}, {f}), got "
-                     f"{[tuple(s) for s in got['shapes']]}", "weight_shapes"),
+                     f"{shown(got['shapes'])}", "weight_shapes"),
                  None if got["parameters"] == 2 * d * f else Problem(
-                     f"GeluFFN({d}, {f}) has {got['parameters']:,} parameters, expected 2·{d}·{f} = {2 * d * f:,}",
+                     f"GeluFFN({d}, {f}) has {count(got['parameters'])} parameters, expected 2·{d}·{f} = {2 * d * f:,}",
                      "parameter_count"))
 
 
@@ -296,7 +297,7 @@ def _lm_invariant(got, c) -> Problem | None:
             "token_embeddings.weight); a copy would drift apart in training", "head_copied_not_shared") if tied else
         Problem(f"ClassicLM ({name}): tied_head=False: lm_head needs its own weight", "tied_lm_head"),
         None if got["parameters"] == count else Problem(
-            f"ClassicLM ({name}) has {got['parameters']:,} parameters, expected {count:,}", "parameter_count"))
+            f"ClassicLM ({name}) has {count(got['parameters'])} parameters, expected {count:,}", "parameter_count"))
 
 
 spec("13.6", collect=_lm_collect, invariant=_lm_invariant, atol=1e-4,

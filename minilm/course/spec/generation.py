@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from minilm.course.spec import Problem, attention_shapes, first, gen, lm_shapes, load_state, randn, spec, weights
+from minilm.course.spec import Problem, attention_shapes, first, gen, lm_shapes, load_state, randn, shown, spec, weights
 
 # ---------------------------------------------------------------- 11.1: next_token_probs
 
@@ -199,21 +199,21 @@ def _kv_invariant(got, c) -> Problem | None:
     seq, prompt = c["ids"].shape[1], len(c["toy_prompt"])
     fed = [prompt] + [1] * 5
     return first(
-        None if got["len0"] == 0 else Problem(f"minilm/generation.py: a new KVCache must have len 0, got {got['len0']}"),
+        None if got["len0"] == 0 else Problem(f"minilm/generation.py: a new KVCache must have len 0, got {shown(got['len0'])}"),
         None if got["len"] == n1 + n2 else Problem(
-            f"minilm/generation.py: after caching {n1} + {n2} positions len(cache) must be {n1 + n2}, got {got['len']}"),
+            f"minilm/generation.py: after caching {n1} + {n2} positions len(cache) must be {n1 + n2}, got {shown(got['len'])}"),
         None if got["attn_lens"][0] == c["chunks"][0] else Problem(
-            f"{ATTENTION}: after a {c['chunks'][0]}-token call the cache holds {got['attn_lens'][0]} positions, not "
+            f"{ATTENTION}: after a {c['chunks'][0]}-token call the cache holds {shown(got['attn_lens'][0])} positions, not "
             f"{c['chunks'][0]}. Pass k and v, after RoPE, through k, v = kv_cache.update(k, v) and attend over what it "
             "returns"),
         None if all(n == c["prefill"] for n in got["prefill_lens"]) else Problem(
             f"{MODEL}: after a {c['prefill']}-token prompt every layer's cache must hold {c['prefill']} positions, got "
-            f"{got['prefill_lens']}: give layer i kv_cache[i] (TransformerBlock hands it to attn)"),
+            f"{shown(got['prefill_lens'])}: give layer i kv_cache[i] (TransformerBlock hands it to attn)"),
         None if all(n == seq for n in got["layer_lens"]) else Problem(
-            f"{MODEL}: after {seq} tokens every layer's cache must hold {seq} positions, got {got['layer_lens']}"),
+            f"{MODEL}: after {seq} tokens every layer's cache must hold {seq} positions, got {shown(got['layer_lens'])}"),
         None if got["toy_fed"] == fed else Problem(
             f"minilm/generation.py, generate with use_cache=True: a {prompt}-token prompt and 6 new tokens (all "
-            f"within context_length) fed the model {got['toy_fed']} tokens per call, expected {fed}: the prompt once into "
+            f"within context_length) fed the model {shown(got['toy_fed'])} tokens per call, expected {fed}: the prompt once into "
             "model.make_kv_cache(), then only the newest token with that cache"))
 
 

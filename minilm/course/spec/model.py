@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from minilm.course.spec import (Problem, block_shapes, first, gen, keys_problem, lm_parameter_count, lm_shapes,
+from minilm.course.spec import (Problem, block_shapes, count, first, gen, keys_problem, lm_parameter_count, lm_shapes,
                                 lm_state_dict_keys, load_state, randn, spec, state_keys, weights)
 from minilm.course.spec.rope_attention import layer_collect
 
@@ -44,7 +44,7 @@ def _lm_invariant(got, c) -> Problem | None:
                 "weight", "tied_lm_head") if got["tied"] is not False else None,
         keys_problem(got["keys"], lm_state_dict_keys(layers), "TransformerLM"),
         None if got["parameters"] == want else Problem(
-            f"TransformerLM has {got['parameters']:,} parameters, expected {want:,}", "parameter_count"))
+            f"TransformerLM has {count(got['parameters'])} parameters, expected {want:,}", "parameter_count"))
 
 
 def _lm_cases():

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from minilm.course.spec import Problem, first, gen, lm_shapes, load_state, randn, spec, weights
+from minilm.course.spec import Problem, first, gen, lm_shapes, load_state, randn, shown, spec, weights
 
 # ---------------------------------------------------------------- 12.1: quantize_int8 and dequantize_int8
 
@@ -125,7 +125,7 @@ def _int8_linear_invariant(got, c) -> Problem | None:
         return Problem("the state_dict is empty: store weight_int8 and scale with self.register_buffer(name, tensor), "
                        "so state_dict(), load_state_dict() and .to() see them", "not_buffers")
     if keys != ["scale", "weight_int8"]:
-        return Problem(f"state_dict keys must be ['scale', 'weight_int8'], got {keys}")
+        return Problem("state_dict keys must be ['scale', 'weight_int8']", detail=f", got {keys}")
     if got["parameters"] != 0:
         return Problem("Int8Linear must have no parameters: weight_int8 and scale are buffers (register_buffer), "
                        "nothing here trains")
@@ -203,10 +203,12 @@ def _quantize_model_invariant(got, c) -> Problem | None:
         None if not any(_quantized(k) for k in keys) else Problem(
             "the Linears inside the layers are still float: they sit at any depth (layers is a ModuleList of blocks "
             "holding attn and ffn), so look at the children's children too", "top_level_only"),
-        None if not got["linears_left"] else Problem(f"these Linears are still float: {', '.join(got['linears_left'][:3])}"),
+        None if not got["linears_left"] else Problem(
+            f"{shown(len(got['linears_left']))} Linear modules are still float",
+            detail=f": {', '.join(map(str, got['linears_left'][:3]))}"),
         None if got["int8_linears"] == 7 * layers + 1 else Problem(
             f"expected {7 * layers + 1} Int8Linear modules (4 attention and 3 feed-forward projections per layer, and "
-            f"lm_head), got {got['int8_linears']}"),
+            f"lm_head), got {shown(got['int8_linears'])}"),
         None if not changed else Problem(f"{changed[0]} changed: the embedding and the RMSNorm gains stay float, only "
                                          "Linears are quantized", "quantizes_every_weight"),
         None if got["idempotent"] is True else Problem(

@@ -80,8 +80,8 @@ def _RoPE_cases():
 
 spec("5.2", collect=_RoPE_collect, cases=_RoPE_cases, atol=1e-3, outputs={"y": "the rotation"}, mistakes=ROPE_MISTAKES,
      invariant=lambda got, c: None if got["keys"] == [] else Problem(
-         f"cos/sin are derived, not learned: register them with persistent=False (state_dict has {got['keys']})",
-         "persistent_buffers"),
+         "cos/sin are derived, not learned: register them with persistent=False", "persistent_buffers",
+         f" (state_dict has {got['keys']})"),
      on_error=lambda c: None if c["pos"].ndim < 2 else (
          "rope_table_positions_1d", f"{POSITIONS_ANY_SHAPE}: index the tables with the whole tensor, "
                                     "self.cos[token_positions] (index_select takes a 1-D index only)"),

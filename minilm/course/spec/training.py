@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from minilm.course.spec import Problem, gen, randn, spec
+from minilm.course.spec import Problem, gen, randn, shown, spec
 
 # ---------------------------------------------------------------- 9.1: get_batch
 
@@ -60,7 +60,7 @@ def _get_batch_invariant(got, c) -> Problem | None:
                            "exclusive, so torch.randint(0, len(dataset) − context_length, …) already includes the last "
                            "start", "last_start_never_drawn")
         return Problem(f"with {n_small} tokens and context_length {ctx} the valid starts are 0, 1 and 2 (uniformly), "
-                       f"got starts {got['starts']}", "start_range")
+                       f"got starts {shown(got['starts'])}", "start_range")
     return None
 
 
@@ -330,7 +330,7 @@ spec("10.5", collect=_checkpoint_collect,
      cases=lambda: [dict(seed=0, xs=[randn(s, 5, 4) for s in range(3)], more=randn(9, 5, 4), iteration=3, to_path=False,
                          what="a file object, iteration 3")],
      invariant=lambda got, c: None if got["iteration"] == c["iteration"] else Problem(
-         f"load_checkpoint returned {got['iteration']!r}, expected the saved iteration {c['iteration']}"),
+         f"load_checkpoint returned {shown(got['iteration'])}, expected the saved iteration {c['iteration']}"),
      outputs={"restored": "the restored model's weights",
               "resumed": "the weights after one more step from the restored checkpoint (save and restore the "
                          "optimizer's state_dict too)"},
