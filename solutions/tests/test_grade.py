@@ -225,7 +225,7 @@ if _found is None:
         _found = open(_s.__file__).read()
     except Exception:
         pass
-for _h in ({str(ROOT / "solutions" / "probe_cases.py")!r},):
+for _h in ({str(ROOT / "solutions" / "hidden_cases.py")!r},):
     try:
         _hidden = open(_h).read()
     except OSError:
@@ -623,20 +623,19 @@ def test_the_worker_never_runs_a_full_unpickler(tmp_path, monkeypatch, capsys):
 
 
 def test_every_task_has_a_probe_that_the_reference_passes_and_each_mistake_fails():
-    from solutions import mistakes
-    from solutions.probe_cases import CASES
-    from minilm.course.grading import probes
+    from solutions import hidden_cases, mistakes
+    from minilm.course import spec
     from minilm.course.sandboxed import worker
 
     assert judge.STUB == worker.STUB  # the results' one word of format that both sides spell
 
-    assert set(probes.PROBES) == set(CASES) == set(tasks.BY_ID)
+    assert set(spec.load()) == set(hidden_cases.HIDDEN) == set(tasks.BY_ID)
 
     def rows(task, cases):
         out = []
         for c in cases:
             try:
-                got = judge._seeded(probes.PROBES[task].collect, judge.Reference(), c)
+                got = judge._seeded(spec.get(task).collect, judge.Reference(), c)
                 out.append({"ok": True, "out": {k: worker._plain(v) for k, v in got.items()}})
             except Exception as e:  # noqa: BLE001
                 out.append({"ok": False, "error": type(e).__name__})
@@ -664,8 +663,8 @@ def test_hidden_inputs_differ_per_seed_and_are_not_in_the_student_edition():
     b, _ = judge.make_cases("3.1", 2)
     assert all(torch.equal(x["x"], y["x"]) for x, y in zip(a[:n], b[:n]))  # the notebook's inputs are fixed
     assert not torch.equal(a[n]["x"], b[n]["x"])
-    worker_side = (ROOT / "minilm" / "course" / "grading" / "probes.py").read_text(encoding="utf-8")
-    assert "hidden" not in worker_side.lower().replace("hidden ones", "")
+    for path in (ROOT / "minilm" / "course" / "spec").glob("*.py"):  # what the worker reads names no hidden case
+        assert "hidden" not in path.read_text(encoding="utf-8").lower(), path.name
 
 
 def test_submissions_are_read_without_following_links_or_unpacking(tmp_path):
