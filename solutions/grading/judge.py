@@ -10,9 +10,13 @@ grader's own case descriptions, so nothing a submission prints can reach its fee
 from __future__ import annotations
 
 import builtins
+import concurrent.futures
+import contextlib
 import dataclasses
 import importlib
 import math
+import multiprocessing
+import os
 import threading
 from pathlib import Path
 
@@ -21,9 +25,6 @@ import torch
 from minilm.course import spec, tasks
 
 MAX_RESULT_BYTES = 64 * 2**20  # a task's outputs are a few hundred kB; more is not ours to load
-# Submissions are judged in threads, and a mistake is computed by patching the reference in
-# place, so only one thread at a time may run the reference.
-_REFERENCE = threading.Lock()
 
 # How the worker reports a stub's NotImplementedError (minilm/course/sandboxed/worker.py spells it too).
 STUB = "todo"
@@ -56,10 +57,55 @@ def _seeded(fn, *args):
     return fn(*args)
 
 
+# The reference runs in processes of its own, one job at a time each: a mistake is patched into
+# the reference inside such a process and nowhere else, and each job seeds its own global RNG, so
+# the threads that judge submissions side by side share no state and need no lock.
+_POOL: concurrent.futures.ProcessPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()  # guards only the pool's creation
+
+
+def _pool() -> concurrent.futures.ProcessPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = concurrent.futures.ProcessPoolExecutor(max(1, min(4, os.cpu_count() or 1)),
+                                                           mp_context=multiprocessing.get_context("spawn"),
+                                                           initializer=torch.set_num_threads, initargs=(1,))
+        return _POOL
+
+
+def _reference_rows(task: str, cases: list[dict], mutant: str | None) -> list[dict | None]:
+    """In a pool process: the reference's outputs on `cases`, with the catalogued `mutant` applied."""
+    from solutions import mistakes
+
+    collect = spec.get(task).collect
+    applied = mistakes.applied(next(m for m in mistakes.all_mutants() if m["name"] == mutant)) if mutant else (
+        contextlib.nullcontext())
+    rows = []
+    with applied:
+        for c in cases:
+            try:
+                rows.append(_detached(_seeded(collect, Reference(), c)))
+            except Exception:  # noqa: BLE001 - a mistake may raise; the reference may not
+                if mutant is None:
+                    raise
+                rows.append(None)
+    return rows
+
+
+def _detached(value):
+    """Outputs as data that crosses a process boundary: tensors without their autograd graph."""
+    if isinstance(value, torch.Tensor):
+        return value.detach()
+    if isinstance(value, dict):
+        return {k: _detached(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_detached(v) for v in value)
+    return value
+
+
 def expected(task: str, cases: list[dict]) -> list[dict]:
-    probe = spec.get(task)
-    with _REFERENCE:
-        return [_seeded(probe.collect, Reference(), c) for c in cases]
+    return _pool().submit(_reference_rows, task, cases, None).result()
 
 
 def mistake_outputs(task: str, cases: list[dict]) -> dict[str, list[dict | None]]:
@@ -68,19 +114,9 @@ def mistake_outputs(task: str, cases: list[dict]) -> dict[str, list[dict | None]
         from solutions import mistakes
     except ImportError:
         return {}
-    out = {}
-    for mutant in mistakes.all_mutants():
-        if mutant["task"] != task:
-            continue
-        with _REFERENCE, mistakes.applied(mutant):
-            rows = []
-            for c in cases:
-                try:
-                    rows.append(_seeded(spec.get(task).collect, Reference(), c))
-                except Exception:  # noqa: BLE001
-                    rows.append(None)
-        out[mutant["name"]] = rows
-    return out
+    names = [m["name"] for m in mistakes.all_mutants() if m["task"] == task]
+    jobs = {name: _pool().submit(_reference_rows, task, cases, name) for name in names}
+    return {name: job.result() for name, job in jobs.items()}
 
 
 # ---------------------------------------------------------------- comparing plain data

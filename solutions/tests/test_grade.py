@@ -1001,3 +1001,24 @@ def test_no_output_can_exhaust_the_judge(tmp_path):
     honest = [{"ok": True, "out": {k: worker._plain(v) for k, v in out.items()}} for out in judge.expected("1.2", cases)]
     torch.save(honest, path)
     assert judge.judge_task("1.2", cases, n, judge.load_results(path, len(cases))).ok
+
+
+def test_mistakes_run_in_the_reference_pool_never_in_the_graders_own_modules():
+    # A mistake is patched into the reference only inside a pool process; the grader's own
+    # solutions modules never change, so threads judging side by side need no lock and agree.
+    import concurrent.futures
+
+    from solutions import rmsnorm
+
+    before = rmsnorm.rms_norm
+    cases, _ = judge.make_cases("3.1", 5)
+    outs = judge.mistake_outputs("3.1", cases)
+    assert outs and rmsnorm.rms_norm is before and not hasattr(judge, "_REFERENCE")
+    ids = ["3.1", "6.1", "1.1", "5.1", "10.1", "3.1"]
+    one_by_one = [judge.expected(t, judge.make_cases(t, 9)[0]) for t in ids]
+    with concurrent.futures.ThreadPoolExecutor(len(ids)) as pool:
+        side_by_side = list(pool.map(lambda t: judge.expected(t, judge.make_cases(t, 9)[0]), ids))
+    for task, a, b in zip(ids, one_by_one, side_by_side):
+        for row_a, row_b in zip(a, b, strict=True):
+            assert row_a.keys() == row_b.keys() and all(judge.differs(row_b[k], row_a[k], 0.0, 0.0) is None
+                                                        for k in row_a), task
