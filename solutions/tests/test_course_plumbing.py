@@ -178,6 +178,29 @@ def test_every_relative_link_in_the_readme_and_docs_resolves():
     assert {d.resolve() for d in docs[1:]} <= readme_links, "a doc the README does not link"
 
 
+def test_readme_tree_names_only_real_paths_and_every_exercise_module():
+    # The README's annotated tree: each line's name(s), under the folders above it by indentation
+    # (two spaces a level), exist; `a … b` names a range by its ends, `*` a glob, a notebook its stem.
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme[readme.index("## Layout"):].split("```")[1]
+    folders: list[str] = []
+    named = set()
+    for line in block.strip("\n").splitlines():
+        level = (len(line) - len(line.lstrip(" "))) // 2
+        field = re.split(r"\s{2,}", line.strip())[0]
+        folders = folders[:level]
+        for name in (n.strip() for part in field.split(",") for n in part.split(" … ")):
+            path = "".join(folders) + name
+            assert list(ROOT.glob(path)) or list(ROOT.glob(path + ".ipynb")), f"README's tree: {path} does not exist"
+            named.add(path)
+        if field.endswith("/") and "," not in field:
+            folders.append(field)
+    assert {"README.md", "pyproject.toml", "environment.yml", "conftest.py", ".ci/run", "docs/", "tests/",
+            "solutions/tests/", "benchmarks/", "minilm/course/rules/", "minilm/course/sandboxed/",
+            "solutions/grading/"} <= named
+    assert {f"minilm/{m}.py" for m in tasks.EXERCISE_MODULES} <= named, "README's tree misses an exercise module"
+
+
 def test_ci_runs_the_readme_test_command():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
