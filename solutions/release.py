@@ -30,7 +30,7 @@ from solutions import make_stubs
 
 ROOT = tasks.ROOT
 SOLUTIONS = ROOT / "solutions"
-HIDDEN = SOLUTIONS / "probe_cases.py"  # the grader's hidden inputs
+HIDDEN = SOLUTIONS / "hidden_cases.py"  # the grader's hidden inputs
 ORACLES = SOLUTIONS / "oracles.py"  # a second implementation of the model: instructors only
 # A provided line that calls a built-in of a task's family (minilm/course/rules/allowed.py FAMILIES) for some
 # other job says why on the same line, after this marker; anything else is a leak.

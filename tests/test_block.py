@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 
 import minilm
 from helpers import assert_check_passes, assert_close, randn, seeds
-from minilm.course.checks_model import lm_state_dict_keys
+from minilm.course.spec import lm_state_dict_keys
 
 
 def _block():

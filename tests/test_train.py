@@ -330,7 +330,7 @@ def test_plan_follows_its_rule():
 
 def test_size_params_counts_the_model():
     from minilm.course import train
-    from minilm.course.checks_model import lm_parameter_count
+    from minilm.course.spec import lm_parameter_count
 
     for size in train.LADDER:
         total, non_embedding = train.size_params(size, 5000)

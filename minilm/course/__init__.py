@@ -1,7 +1,8 @@
 """The course's provided code: nothing here is yours to edit.
 
 Your files are the exercise modules one level up, in minilm/. This package holds what the course
-gives you: the task registry (tasks.py), the check cells (checks*.py and expected.pt), the
+gives you: the task registry (tasks.py), each task's spec (spec/: its inputs, outputs and
+invariants), the check cells (checks.py and expected.pt), the
 from-scratch rule (rules.py), input validation called from your stubs (validate.py), data and
 tokenizer download (corpus.py), plots and widgets (viz/), the `minilm` command (cli.py), the
 training command (train.py), the grader (grading/) and the notebooks' environment (nbenv.py).

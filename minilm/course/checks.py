@@ -1,16 +1,17 @@
 """Check cells and diagnoses (provided: not an exercise).
 
-Every task has one check, registered here with @register("3.1"). A check runs the student's
-code (through `minilm`, so MINILM_IMPL=solutions checks the reference) on fixed probe inputs,
-compares its outputs within a tolerance with the reference's outputs on the same inputs, stored
-in minilm/course/expected.pt, and either returns a one-line success message or raises CheckFailed
-naming what differs and, when the output matches a known mistake's stored output, which mistake.
-Checks may also test invariants that need no implementation (shapes, state_dict names,
-initialization statistics, consecutive windows).
+Every task's check is its spec (minilm/course/spec/: one definition per task, shared with the
+grader). A check runs the student's code (through `minilm`, so MINILM_IMPL=solutions checks the
+reference) on the spec's visible cases, the notebook's inputs, tests the spec's invariants (what
+needs no reference: shapes, state_dict names, initialization statistics, consecutive windows),
+then compares every tensor output within the spec's tolerance with the reference's output on the
+same case, stored in minilm/course/expected.pt, and either returns the spec's one-line success
+message or raises CheckFailed naming what differs and, when the output matches a known
+mistake's stored output, which mistake.
 
 Nothing here implements a task: the expected outputs are data, written by the instructors'
-`minilm expected`, which runs every check in *recording* mode (`record`) on the
-reference and on each known mistake, so the check's own code decides what is stored.
+`minilm expected`, which runs every check in *recording* mode (`record`) on the reference and
+on each known mistake, so the spec decides what is stored.
 
     from minilm.course.checks import check
     check("3.1")   # prints one deterministic line: ✓ …, ✗ …, or the task's not-implemented line
@@ -21,7 +22,6 @@ The same verdicts feed the test suite, the status command and the grader.
 from __future__ import annotations
 
 import contextlib
-import importlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,9 +34,6 @@ PASS, FAIL, TODO, ERROR = "pass", "fail", "todo", "error"
 SYMBOL = {PASS: "✓", FAIL: "✗", TODO: "…", ERROR: "✗"}
 
 _CHECKS: dict[str, Callable[[], str]] = {}
-# Modules whose import registers more checks (kept separate so each topic owns its file).
-_CHECK_MODULES = ("minilm.course.checks_model", "minilm.course.checks_training", "minilm.course.checks_quantization",
-                  "minilm.course.checks_classic")
 
 
 class CheckFailed(AssertionError):
@@ -69,19 +66,12 @@ class Verdict:
         return self.line
 
 
-def register(task_id: str) -> Callable[[Callable[[], str]], Callable[[], str]]:
-    tasks.get(task_id)  # an unknown id is a bug in the course, caught at import
-
-    def deco(fn: Callable[[], str]) -> Callable[[], str]:
-        _CHECKS[task_id] = fn
-        return fn
-
-    return deco
-
-
 def _load() -> None:
-    for name in _CHECK_MODULES:
-        importlib.import_module(name)
+    """Every task's check: its spec (minilm/course/spec/), run on the visible cases by run_spec."""
+    from minilm.course import spec
+
+    for task_id, s in spec.load().items():
+        _CHECKS[task_id] = lambda s=s: run_spec(s)
 
 
 def todo_message(exc: BaseException) -> str | None:
@@ -160,12 +150,6 @@ def _detached(value):
     if isinstance(value, list):
         return [_detached(v) for v in value]
     return value
-
-
-def reference(what: str, got, labels: tuple[str, ...] = ()):
-    """The reference's output for the check's current probe `what` (a tensor from minilm/course/expected.pt).
-    In recording mode: remember `got` as that output (and that `labels` are named there) and return it."""
-    return _reference_at(_key(what), got, labels)
 
 
 def _reference_at(key: str, got, labels: tuple[str, ...] = ()):
@@ -274,39 +258,25 @@ def close(got, want, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
     )
 
 
-def compare(
-    got,
-    what: str,
-    mistakes: dict[str, str] | None = None,
-    atol: float = 1e-5,
-    rtol: float = 1e-4,
-    want: torch.Tensor | None = None,
-) -> None:
-    """Raise CheckFailed unless got ≈ the reference's stored output for the probe `what` (or ≈
-    `want`, for an invariant that needs no reference). `mistakes` maps a known mistake's label
-    to advice: when got matches that mistake's stored output, the failure names the mistake
-    (the label's first word) and gives the advice."""
-    if want is None:
-        key = _key(what)
-        want = _reference_at(key, got, tuple(mistakes or ()))
-        if _RUN.recording is not None:
-            return
-    else:
-        if _RUN.recording is not None:
-            return
-        key = None
+def _judge(got, want, what: str, key: str | None, mistakes: dict[str, str] | None, atol: float, rtol: float,
+           explain: Callable | None = None) -> None:
+    """Raise CheckFailed unless got ≈ want, naming a mistake whose stored output at `key` got matches,
+    or saying how got differs (`explain(got, want)`, when given)."""
     if close(got, want, atol, rtol):
         return
     if not isinstance(got, torch.Tensor):
         raise CheckFailed(f"{what}: expected a tensor of {describe(want)}, got {describe(got)}")
-    if got.shape != want.shape:
-        raise CheckFailed(f"{what}: expected {describe(want)}, got {describe(got)}")
     for label, advice in (mistakes or {}).items():
         output = mistake_output(label, key) if key is not None else None
         if output is None:
             continue
         if close(got, output, atol, rtol) or _both_nonfinite_alike(got, output):
             raise CheckFailed(f"{what}: {advice}", mistake=label.split(" ")[0])
+    why = explain(got, want) if explain is not None else None
+    if why:
+        raise CheckFailed(f"{what}: {why}")
+    if got.shape != want.shape:
+        raise CheckFailed(f"{what}: expected {describe(want)}, got {describe(got)}")
     if not torch.isfinite(got).all():
         raise CheckFailed(f"{what}: your output has NaN or inf where the expected one is finite")
     diff = (got.detach().double() - want.detach().double()).abs().max().item()
@@ -320,6 +290,65 @@ def _both_nonfinite_alike(got: torch.Tensor, other: torch.Tensor) -> bool:
     return bool(bad_other.any()) and torch.equal(bad_got, bad_other) and close(got[~bad_got], other[~bad_other])
 
 
-def expect(condition: bool, message: str, mistake: str | None = None) -> None:
-    if not condition:
-        raise CheckFailed(message, mistake)
+# ---------------------------------------------------------------- running a task's spec
+
+
+def run_spec(s) -> str:
+    """A check cell for a task's spec (minilm/course/spec/): collect your outputs on each visible
+    case, test the spec's invariants, then compare every tensor output with the reference's stored
+    one under the key "<label> on <case>" (other outputs, such as state_dict names, are the
+    invariants' to judge). In recording mode the invariants are skipped, so a mistake's outputs
+    are kept wherever it reaches."""
+    import minilm
+    from minilm.course.spec import tolerance
+
+    for case in s.cases():
+        try:
+            got = s.collect(minilm, case)
+        except NotImplementedError:
+            raise
+        except Exception as e:  # noqa: BLE001 - an error some mistake raises on this case: name it
+            named = s.on_error(case) if s.on_error is not None else None
+            if named is None:
+                raise
+            mistake, advice = named
+            error = " ".join(f"{type(e).__name__}: {e}".split())
+            raise CheckFailed(f"on {case['what']}: raised {error}. {advice}", mistake) from None
+        if _RUN.recording is None and s.invariant is not None:
+            problem = s.invariant(got, case)
+            if problem is not None:
+                raise CheckFailed(str(problem) + getattr(problem, "detail", ""), getattr(problem, "mistake", None))
+        for key, value in got.items():
+            if key in s.free:
+                continue
+            items = _tensors(f"{s.label(key)} on {case['what']}", value)
+            if _RUN.recording is None:
+                # the reference gave a tensor (or more of them) where yours gives something else
+                wanted = _stored(_RUN.task).get("want", {})
+                name = f"{s.label(key)} on {case['what']}"
+                listed = name.replace(" on ", f" [{len(items)}] on ", 1)
+                if not items and name in wanted:
+                    raise CheckFailed(f"{name}: expected a tensor of {describe(wanted[name])}, got {describe(value)}")
+                if listed in wanted:
+                    raise CheckFailed(f"{s.label(key)} on {case['what']}: expected more than {len(items)} tensors")
+            for name, item in items:
+                stored = _key(name)
+                want = _reference_at(stored, item, tuple(s.mistakes))
+                if _RUN.recording is not None:
+                    continue
+                if item.dtype != want.dtype and item.shape == want.shape:
+                    raise CheckFailed(f"{name}: expected {describe(want)}, got {describe(item)}")
+                atol, rtol = tolerance(want.dtype, s.atol, s.rtol)
+                explain = (lambda g, w, key=key: s.explain(key, g, w)) if s.explain is not None else None
+                _judge(item, want, name, stored, s.mistakes, atol, rtol, explain)
+    return s.passed
+
+
+def _tensors(name: str, value) -> list[tuple[str, torch.Tensor]]:
+    """The tensors of one output, each with the name it is stored under: a tensor, or each tensor of
+    a list of them (the gradients of several parameters); anything else is for the invariants."""
+    if isinstance(value, torch.Tensor):
+        return [(name, value)]
+    if isinstance(value, list) and value and all(isinstance(v, torch.Tensor) for v in value):
+        return [(name.replace(" on ", f" [{i}] on ", 1), v) for i, v in enumerate(value)]
+    return []

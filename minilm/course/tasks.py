@@ -1,5 +1,6 @@
 """The task registry: the one list of exercises that tests, notebooks, the status
-command and the grader all read. Add a task here and nowhere else.
+command and the grader all read. A task starts with its row here; what it is checked and graded
+on is its spec (minilm/course/spec/), and docs/contributing.md lists every other piece it needs.
 
 It also names each task's part of the "from scratch" rule that minilm/course/rules enforces
 statically: the families of built-ins the task may not use (`Task.forbidden`, families of

@@ -34,6 +34,7 @@ from pathlib import Path
 from minilm.course import tasks
 from minilm.course.cells import cell_position, check_cells
 from solutions.grading import judge, lms, notebooks, reports, sandbox
+from solutions.grading.results import CellResult, StudentGrade, TaskGrade
 from solutions.grading.submissions import GradeError, Submission, SubmissionError, given_name, resolve
 
 PROG = "minilm grade"
@@ -145,7 +146,7 @@ def preflight(box: sandbox.Sandbox, scratch: Path) -> None:
                          + (" (ran over 300 s)" if run.returncode is None else ""))
 
 
-def grade_one(plan: Plan, sub: Submission, slot: int) -> dict:
+def grade_one(plan: Plan, sub: Submission, slot: int) -> StudentGrade:
     t0 = time.monotonic()
     home = plan.scratch / f"s{slot}"
     # Each sandboxed run gets a results folder of its own: the notebooks' run (which imports the
@@ -195,16 +196,14 @@ def grade_one(plan: Plan, sub: Submission, slot: int) -> dict:
                 for stem, by_cell in plan.cells.items() for i, ids in by_cell.items() if task_id in ids]
         broken_rule = rules.get(task_id, [])
         ok = verdict.ok and not broken_rule and all(c.status == "passed" for c in mine)
-        by_task[task_id] = {"points": task.points if ok else 0, "max": task.points, "message": verdict.message,
-                            "mistake": verdict.mistake, "hidden_failed": verdict.hidden, "matched": verdict.ok, "rules": broken_rule,
-                            "cells": [dataclasses.asdict(c) | {"position": cell_position(nb_json[c.notebook], c.number)}
-                                      for c in mine]}
+        by_task[task_id] = TaskGrade(task.points if ok else 0, task.points, verdict.message, verdict.mistake,
+                                     verdict.hidden, verdict.ok, broken_rule,
+                                     [CellResult(c.notebook, c.number, c.status, cell_position(nb_json[c.notebook], c.number))
+                                      for c in mine])
     if not plan.hidden:
         problems.append("graded without hidden inputs (--no-hidden): notebook inputs only")
-    return {"student": sub.name, "source": sub.source, "total": sum(r["points"] for r in by_task.values()),
-            "max": plan.max_points, "unsandboxed": box.unsandboxed, "tasks": by_task, "notes": sub.notes,
-            "problems": problems, "seconds": round(time.monotonic() - t0, 1), "sandbox": box.kind,
-            "limits_not_applied": unlimited}
+    return StudentGrade(sub.name, sub.source, sum(r.points for r in by_task.values()), plan.max_points, by_task,
+                        box.unsandboxed, sub.notes, problems, round(time.monotonic() - t0, 1), box.kind, unlimited)
 
 
 def _rules(sub: Submission) -> dict[str, list[str]]:
@@ -222,11 +221,9 @@ def _rules(sub: Submission) -> dict[str, list[str]]:
     return found
 
 
-def failed_submission(name: str, source: str, why: str, plan: Plan) -> dict:
-    by_task = {t: {"points": 0, "max": tasks.get(t).points, "message": why, "mistake": None, "hidden_failed": False,
-                   "matched": False, "rules": [], "cells": []} for t in plan.task_ids}
-    return {"student": name, "source": source, "total": 0, "max": plan.max_points, "unsandboxed": plan.box.unsandboxed,
-            "tasks": by_task, "notes": [why], "problems": [], "seconds": 0.0}
+def failed_submission(name: str, source: str, why: str, plan: Plan) -> StudentGrade:
+    by_task = {t: TaskGrade(0, tasks.get(t).points, why) for t in plan.task_ids}
+    return StudentGrade(name, source, 0, plan.max_points, by_task, plan.box.unsandboxed, [why])
 
 
 # ---------------------------------------------------------------- command line
@@ -357,10 +354,10 @@ def _grade_all(args, box: sandbox.Sandbox, scratch: Path) -> int:
             except Exception as e:  # noqa: BLE001 - a grader bug on one submission must not stop the batch
                 r = failed_submission(s.name, s.source, f"the grader failed on this submission ({type(e).__name__}: {e})",
                                       plan)
-            results[r["student"]] = r
-            print(f"  {r['student']}: {r['total']}/{r['max']} points ({r['seconds']:.0f} s)", flush=True)
+            results[r.student] = r
+            print(f"  {r.student}: {r.total}/{r.max} points ({r.seconds:.0f} s)", flush=True)
     ordered = [results[n] for n in names]
-    unlimited = sorted({c for r in ordered for c in r.get("limits_not_applied", [])})
+    unlimited = sorted({c for r in ordered for c in r.limits_not_applied})
     if unlimited:
         print(f"grade: this machine applied no cgroup limit on {', '.join(unlimited)} (each process keeps its "
               f"{args.memory_mb} MB address-space limit)", flush=True)
@@ -372,9 +369,9 @@ def _grade_all(args, box: sandbox.Sandbox, scratch: Path) -> int:
         print(f"grade: wrote {book} ({len(roster)} students)")
         if absent:
             print(f"grade: no submission, 0 points: {', '.join(absent)}")
-    if args.require_all and any(r["total"] < r["max"] for r in ordered):
+    if args.require_all and any(r.total < r.max for r in ordered):
         for r in ordered:
-            if r["total"] < r["max"]:
+            if r.total < r.max:
                 print(reports.feedback(r))
         return 1
     return 0

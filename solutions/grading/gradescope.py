@@ -40,6 +40,7 @@ from pathlib import Path
 
 from minilm.course import tasks
 from solutions.grading import reports
+from solutions.grading.results import StudentGrade, TaskGrade
 
 PROG = "python -m solutions.grading.gradescope"
 VISIBLE, AFTER_PUBLISHED = "visible", "after_published"
@@ -57,17 +58,17 @@ def _title(task_id: str) -> str:
     return f"Task {task_id}: {tasks.get(task_id).title}"
 
 
-def tests_for(task_id: str, r: dict) -> list[dict]:
+def tests_for(task_id: str, r: TaskGrade) -> list[dict]:
     """The two Gradescope tests of one task (see the module's docstring)."""
     seen_ok = reports.visible_ok(r)
-    earned = r["points"] == r["max"]
+    earned = r.full
     visible = {"name": f"{_title(task_id)}: notebook inputs, rules, check cells", "score": 0, "max_score": 0,
                "status": "passed" if seen_ok else "failed",
                "output": (VISIBLE_PASSED if seen_ok else "\n".join(reports.task_lines(r, hidden=False)))[:MAX_OUTPUT_CHARS],
                "visibility": VISIBLE}
-    graded = {"name": f"{_title(task_id)}: graded", "score": r["points"], "max_score": r["max"],
+    graded = {"name": f"{_title(task_id)}: graded", "score": r.points, "max_score": r.max,
               "status": "passed" if earned else "failed",
-              "output": "\n".join([f"{r['points']}/{r['max']} points", *([r["message"]] if earned else
+              "output": "\n".join([f"{r.points}/{r.max} points", *([r.message] if earned else
                                                                          reports.task_lines(r, hidden=True))])[:MAX_OUTPUT_CHARS],
               "visibility": AFTER_PUBLISHED}
     return [visible, graded]
@@ -78,15 +79,15 @@ def results_json(grades: dict, seconds: float | None = None) -> dict:
     students = grades.get("students") or []
     if len(students) != 1:
         raise AutograderError(f"the grader reported {len(students)} submissions where one was graded")
-    r = students[0]
-    tests = [t for task_id, tr in r["tasks"].items() for t in tests_for(task_id, tr)]
-    lines = [reports.UNSANDBOXED] if r.get("unsandboxed") else []
-    lines.append(f"minilm: {len(r['tasks'])} task(s) graded, {r['max']} points in all. Each task's "
+    r = StudentGrade.from_json(students[0])
+    tests = [t for task_id, tr in r.tasks.items() for t in tests_for(task_id, tr)]
+    lines = [reports.UNSANDBOXED] if r.unsandboxed else []
+    lines.append(f"minilm: {len(r.tasks)} task(s) graded, {r.max} points in all. Each task's "
                  "first test is what you can check yourself; its points, which count hidden inputs "
                  "as well, appear when grades are published.")
-    if r["notes"] or r["problems"]:
-        lines += ["", "About your files:", *[f"- {p}" for p in r["notes"] + r["problems"]]]
-    out = {"score": r["total"], "output": "\n".join(lines)[:MAX_OUTPUT_CHARS], "visibility": VISIBLE,
+    if r.notes or r.problems:
+        lines += ["", "About your files:", *[f"- {p}" for p in r.notes + r.problems]]
+    out = {"score": r.total, "output": "\n".join(lines)[:MAX_OUTPUT_CHARS], "visibility": VISIBLE,
            "stdout_visibility": "hidden", "tests": tests}
     if seconds is not None:
         out["execution_time"] = round(seconds)

@@ -18,8 +18,7 @@ from pathlib import Path
 
 import torch
 
-from minilm.course import tasks
-from minilm.course.grading.probes import PROBES
+from minilm.course import spec, tasks
 
 MAX_RESULT_BYTES = 64 * 2**20  # a task's outputs are a few hundred kB; more is not ours to load
 # Submissions are judged in threads, and a mistake is computed by patching the reference in
@@ -43,7 +42,7 @@ class Reference:
 
 def reference_available() -> bool:
     """Whether this checkout is the instructor's: its own solutions/ is there and importable."""
-    if not (tasks.ROOT / "solutions" / "probe_cases.py").is_file():
+    if not (tasks.ROOT / "solutions" / "hidden_cases.py").is_file():
         return False
     try:
         importlib.import_module("solutions.linear")
@@ -58,7 +57,7 @@ def _seeded(fn, *args):
 
 
 def expected(task: str, cases: list[dict]) -> list[dict]:
-    probe = PROBES[task]
+    probe = spec.get(task)
     with _REFERENCE:
         return [_seeded(probe.collect, Reference(), c) for c in cases]
 
@@ -77,7 +76,7 @@ def mistake_outputs(task: str, cases: list[dict]) -> dict[str, list[dict | None]
             rows = []
             for c in cases:
                 try:
-                    rows.append(_seeded(PROBES[task].collect, Reference(), c))
+                    rows.append(_seeded(spec.get(task).collect, Reference(), c))
                 except Exception:  # noqa: BLE001
                     rows.append(None)
         out[mutant["name"]] = rows
@@ -87,12 +86,7 @@ def mistake_outputs(task: str, cases: list[dict]) -> dict[str, list[dict | None]
 # ---------------------------------------------------------------- comparing plain data
 
 
-def tolerance(dtype: torch.dtype, atol: float, rtol: float) -> tuple[float, float]:
-    if dtype in (torch.bfloat16,):
-        return max(atol, 2e-2), max(rtol, 2e-2)
-    if dtype in (torch.float16,):
-        return max(atol, 1e-2), max(rtol, 1e-2)
-    return atol, rtol
+tolerance = spec.tolerance
 
 
 def describe(value) -> str:
@@ -216,7 +210,7 @@ def load_results(path: Path, n_cases: int) -> list[dict] | None:
 
 
 def judge_task(task: str, cases: list[dict], n_visible: int, rows: list[dict] | None) -> TaskResult:
-    probe = PROBES[task]
+    probe = spec.get(task)
     name = tasks.get(task).function
     if rows is None:
         return TaskResult(task, False, f"{name} did not finish: it crashed, exited or ran over its time limit")
@@ -264,9 +258,9 @@ def judge_task(task: str, cases: list[dict], n_visible: int, rows: list[dict] | 
 
 
 def make_cases(task: str, seed: int | None) -> tuple[list[dict], int]:
-    """The notebook's cases (a fixed seed) and the hidden ones (from `seed`), and how many are the notebook's."""
-    from solutions.probe_cases import CASES
+    """The notebook's cases (the task's spec) and the hidden ones (drawn from `seed`), and how many are the notebook's."""
+    from solutions.hidden_cases import hidden_cases
 
-    visible = CASES[task](torch.Generator().manual_seed(int(task.replace(".", "")) + 1000), False)
-    hidden = CASES[task](torch.Generator().manual_seed(seed), True) if seed is not None else []
+    visible = spec.get(task).cases()
+    hidden = hidden_cases(task, torch.Generator().manual_seed(seed)) if seed is not None else []
     return visible + hidden, len(visible)

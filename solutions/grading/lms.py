@@ -29,6 +29,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from solutions.grading.results import StudentGrade
+
 LMS = ("canvas", "moodle")
 MAX_ROSTER_BYTES = 10 * 2**20
 OPTIONAL = ("name", "section", "sis_id", "sis_login")
@@ -103,9 +105,9 @@ def column(task_id: str) -> str:
 TOTAL = "minilm total"
 
 
-def rows(lms: str, task_ids: list[str], results: list[dict], roster: list[Student]) -> tuple[list[list], list[str]]:
+def rows(lms: str, task_ids: list[str], results: list[StudentGrade], roster: list[Student]) -> tuple[list[list], list[str]]:
     """The gradebook's rows (header first), and the roster entries that had no submission."""
-    by_name = {r["student"]: r for r in results}
+    by_name = {r.student: r for r in results}
     scores = [*map(column, task_ids), TOTAL]
     if lms == "canvas":
         out = [["Student", "ID", "SIS User ID", "SIS Login ID", "Section", *scores]]
@@ -121,7 +123,7 @@ def rows(lms: str, task_ids: list[str], results: list[dict], roster: list[Studen
             absent.append(s.submission)
             points = [0] * len(task_ids) + [0]
         else:
-            points = [r["tasks"][t]["points"] for t in task_ids] + [r["total"]]
+            points = [r.tasks[t].points for t in task_ids] + [r.total]
         if lms == "canvas":
             out.append([s.name or s.submission, s.lms_id, s.sis_id, s.sis_login, s.section, *points])
         else:
@@ -129,7 +131,7 @@ def rows(lms: str, task_ids: list[str], results: list[dict], roster: list[Studen
     return out, absent
 
 
-def write(path: Path, lms: str, task_ids: list[str], results: list[dict], roster: list[Student]) -> list[str]:
+def write(path: Path, lms: str, task_ids: list[str], results: list[StudentGrade], roster: list[Student]) -> list[str]:
     """Write the gradebook whole or not at all (a temporary file renamed into place)."""
     table, absent = rows(lms, task_ids, results, roster)
     path = Path(path)

@@ -12,64 +12,64 @@ import json
 from pathlib import Path
 
 from minilm.course import tasks
+from solutions.grading.results import StudentGrade, TaskGrade
 
 UNSANDBOXED = "UNSANDBOXED: graded without a sandbox (--no-sandbox); these points are not certified."
 MAX_FEEDBACK_CHARS = 20_000
 
 
-def task_lines(r: dict, hidden: bool = True) -> list[str]:
+def task_lines(r: TaskGrade, hidden: bool = True) -> list[str]:
     """One task's feedback lines, from the grader's own messages: the from-scratch rules it
     broke, the comparison's verdict with the named mistake, the check cells that failed.
 
     With hidden=False, what a student may see before grades are published: the comparison's
     verdict only when it failed on the notebook's inputs, else "passed" for those, so nothing
     decided on a hidden input shows, neither a failure nor a pass."""
-    lines = [f"from scratch: {rule}" for rule in r["rules"]]
-    if not hidden and (r.get("hidden_failed") or r.get("matched")):
+    lines = [f"from scratch: {rule}" for rule in r.rules]
+    if not hidden and (r.hidden_failed or r.matched):
         lines.append("the notebook's inputs: passed")
     else:
-        lines.append(r["message"])
-        if r["mistake"]:
-            lines.append(f"recognized mistake: `{r['mistake']}`")
-    for c in r["cells"]:
-        if c["status"] != "passed":
+        lines.append(r.message)
+        if r.mistake:
+            lines.append(f"recognized mistake: `{r.mistake}`")
+    for c in r.cells:
+        if c.status != "passed":
             # the cell's place among all the notebook's cells, as JupyterLab (and `minilm test`) count it
-            where = f"check cell {c['position']}" if "position" in c else f"check cell (code cell {c['number']})"
-            lines.append(f"`notebooks/{c['notebook']}.ipynb`, {where}: {c['status']}")
+            where = f"check cell {c.position}" if c.position is not None else f"check cell (code cell {c.number})"
+            lines.append(f"`notebooks/{c.notebook}.ipynb`, {where}: {c.status}")
     return lines
 
 
-def visible_ok(r: dict) -> bool:
+def visible_ok(r: TaskGrade) -> bool:
     """Whether a task passed everything a student can see: its rules, the notebook's inputs and
     its check cells (its points may still be lost on a hidden input)."""
-    return r["points"] == r["max"] or (bool(r.get("hidden_failed")) and not r["rules"]
-                                       and all(c["status"] == "passed" for c in r["cells"]))
+    return r.full or (r.hidden_failed and not r.rules and all(c.status == "passed" for c in r.cells))
 
 
-def feedback(result: dict) -> str:
-    lines = [UNSANDBOXED, ""] if result.get("unsandboxed") else []
-    lines += [f"# minilm grade: {result['student']}", "", f"**{result['total']} / {result['max']} points**", ""]
+def feedback(result: StudentGrade) -> str:
+    lines = [UNSANDBOXED, ""] if result.unsandboxed else []
+    lines += [f"# minilm grade: {result.student}", "", f"**{result.total} / {result.max} points**", ""]
     lines += ["| task | title | points |", "|---|---|---|"]
-    for task_id, r in result["tasks"].items():
-        mark = "✓" if r["points"] == r["max"] else "✗"
-        lines.append(f"| {task_id} | {tasks.get(task_id).title} | {mark} {r['points']}/{r['max']} |")
+    for task_id, r in result.tasks.items():
+        mark = "✓" if r.full else "✗"
+        lines.append(f"| {task_id} | {tasks.get(task_id).title} | {mark} {r.points}/{r.max} |")
     lines.append("")
-    for task_id, r in result["tasks"].items():
-        if r["points"] == r["max"]:
+    for task_id, r in result.tasks.items():
+        if r.full:
             continue
         task = tasks.get(task_id)
         lines += [f"## Task {task_id}: {task.title} (`{task.function}` in `{task.file}`)", ""]
         lines += [f"- {line}" for line in task_lines(r)]
         lines.append("")
-    if result["notes"] or result["problems"]:
-        lines += ["## About your files", "", *[f"- {p}" for p in result["notes"] + result["problems"]], ""]
+    if result.notes or result.problems:
+        lines += ["## About your files", "", *[f"- {p}" for p in result.notes + result.problems], ""]
     text = "\n".join(lines)
     if len(text) > MAX_FEEDBACK_CHARS:
         text = text[:MAX_FEEDBACK_CHARS] + "\n\n(feedback cut short)\n"
     return text
 
 
-def write(out: Path, plan, results: list[dict]) -> None:
+def write(out: Path, plan, results: list[StudentGrade]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "feedback").mkdir(exist_ok=True)
     unsandboxed = plan.box.unsandboxed
@@ -79,12 +79,12 @@ def write(out: Path, plan, results: list[dict]) -> None:
         w = csv.writer(f)
         w.writerow(["student", "source", *plan.task_ids, "total", "max"])
         for r in results:
-            w.writerow([r["student"], r["source"], *(r["tasks"][t]["points"] for t in plan.task_ids), r["total"], r["max"]])
+            w.writerow([r.student, r.source, *(r.tasks[t].points for t in plan.task_ids), r.total, r.max])
     summary = {"max": plan.max_points, "tasks": {t: tasks.get(t).points for t in plan.task_ids},
                "notebooks": list(plan.notebooks), "sandbox": plan.box.kind, "hidden_inputs": plan.hidden,
-               "students": results}
+               "students": [r.to_json() for r in results]}
     if unsandboxed:
         summary = {"warning": UNSANDBOXED, **summary}
     (out / "grades.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False), encoding="utf-8")
     for r in results:
-        (out / "feedback" / f"{r['student']}.md").write_text(feedback(r), encoding="utf-8")
+        (out / "feedback" / f"{r.student}.md").write_text(feedback(r), encoding="utf-8")

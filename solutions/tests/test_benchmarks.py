@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from minilm.course import tasks
-from minilm.course.checks_model import lm_parameter_count, lm_state_dict_keys
+from minilm.course.spec import lm_parameter_count, lm_state_dict_keys
 from benchmarks.builtins_model import BuiltinsLM
 
 ROOT = tasks.ROOT

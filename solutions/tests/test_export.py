@@ -26,6 +26,7 @@ import pytest
 
 from minilm.course import tasks
 from solutions.grading import gradescope, lms, reports
+from solutions.grading.results import StudentGrade, TaskGrade
 from solutions import export
 from solutions import release as rel
 from solutions.tests.test_grade import needs_bwrap, reference, replace_region, stub
@@ -205,7 +206,7 @@ def test_bundle_holds_the_course_and_its_hidden_inputs_and_checks_out(bundle):
         assert name in names
     for name in export.EXECUTABLE:
         assert modes[name] & 0o111 and stat.S_ISREG(modes[name]), name
-    for path in ("course/solutions/probe_cases.py", "course/solutions/mistakes.py", "course/solutions/linear.py",
+    for path in ("course/solutions/hidden_cases.py", "course/solutions/mistakes.py", "course/solutions/linear.py",
                  "course/solutions/grading/gradescope.py", "course/minilm/course/tasks.py", "course/notebooks/01_linear.ipynb",
                  "course/notebooks/sanitize.cfg", "course/pyproject.toml", "course/conftest.py"):
         assert path in names, path
@@ -228,12 +229,12 @@ def test_a_corrupt_bundle_is_one_line(bundle, tmp_path, capsys):
     truncated = tmp_path / "truncated.zip"
     truncated.write_bytes(bundle.read_bytes()[: len(bundle.read_bytes()) // 2])
     tampered = rewrite_zip(bundle, tmp_path / "tampered.zip",
-                           lambda n, d: d + b"\n# changed\n" if n == "course/solutions/probe_cases.py" else d)
+                           lambda n, d: d + b"\n# changed\n" if n == "course/solutions/hidden_cases.py" else d)
     no_runner = rewrite_zip(bundle, tmp_path / "no_runner.zip", lambda n, d: None if n == "run_autograder" else d)
     not_zip = tmp_path / "notes.zip"
     not_zip.write_text("not a zip")
     expected = {truncated: "is not a readable autograder bundle", not_zip: "is not a readable autograder bundle",
-                tampered: "course/solutions/probe_cases.py differs from MANIFEST.json",
+                tampered: "course/solutions/hidden_cases.py differs from MANIFEST.json",
                 no_runner: "no run_autograder at its root"}
     for path, why in expected.items():
         assert export.main(["verify", str(path)]) == 1
@@ -244,11 +245,11 @@ def test_a_corrupt_bundle_is_one_line(bundle, tmp_path, capsys):
 def test_a_damaged_unpacked_bundle_stops_with_one_line_and_no_results(bundle, tmp_path):
     root = unpack(bundle, tmp_path)
     shutil.copytree(ROOT / "solutions", root / "submission" / "minilm", ignore=shutil.ignore_patterns("tests", "__pycache__"))
-    victim = root / "source" / "course" / "solutions" / "probe_cases.py"
+    victim = root / "source" / "course" / "solutions" / "hidden_cases.py"
     victim.write_text(victim.read_text(encoding="utf-8").replace("hidden", "hiddn", 1), encoding="utf-8")
     r = run_autograder(root)
     assert r.returncode == 2, r.stdout + r.stderr
-    assert r.stderr.strip() == ("autograder: the autograder bundle is corrupt: course/solutions/probe_cases.py differs "
+    assert r.stderr.strip() == ("autograder: the autograder bundle is corrupt: course/solutions/hidden_cases.py differs "
                                 "from MANIFEST.json; rebuild it with `minilm export gradescope`")
     assert list((root / "results").iterdir()) == []
 
@@ -383,7 +384,7 @@ def test_run_autograder_feedback_students_can_act_on(gradescope_runs):
     assert "minilm/rmsnorm.py is missing: graded as the stub" in partial["output"]
     for doc in (partial, results_of(gradescope_runs, "reference")):  # the grader's words only: no test source, no values
         text = json.dumps(doc, ensure_ascii=False)
-        assert "def " not in text and "tensor([" not in text and "probe_cases" not in text
+        assert "def " not in text and "tensor([" not in text and "hidden_cases" not in text
 
 
 # ---------------------------------------------------------------- the LMS gradebook
@@ -419,8 +420,7 @@ def test_an_unreadable_roster_is_one_line(tmp_path):
 
 
 def _result(name, points):
-    return {"student": name, "total": sum(points.values()),
-            "tasks": {t: {"points": p} for t, p in points.items()}}
+    return StudentGrade(name, "here", sum(points.values()), 5, {t: TaskGrade(p, 3, "") for t, p in points.items()})
 
 
 def test_gradebook_columns_for_canvas_and_moodle(tmp_path):
@@ -499,7 +499,7 @@ def test_classroom50_bundle_is_readable_by_students_so_holds_nothing_secret(clas
     assert [p.name for p in classroom50.iterdir()] == ["autograder.py"]
     assert rel.leaks(classroom50) == []
     text = (classroom50 / "autograder.py").read_text(encoding="utf-8")
-    assert not re.search(r"^\s*(import|from)\s+solutions", text, flags=re.M) and "probe_cases" not in text
+    assert not re.search(r"^\s*(import|from)\s+solutions", text, flags=re.M) and "hidden_cases" not in text
     for task in tasks.TASKS:
         assert json.dumps([task.title, task.points], ensure_ascii=False) in text
     assert export.main(["classroom50", str(classroom50)]) == 1  # not empty: refuses to write over it

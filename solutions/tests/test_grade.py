@@ -28,6 +28,7 @@ import torch
 from minilm.course import tasks
 from minilm.course.cells import NBVAL_CELL, cell_position, check_cells, checked_tasks
 from solutions.grading import judge, notebooks, reports, sandbox, submissions
+from solutions.grading.results import CellResult, TaskGrade
 from solutions import make_stubs
 
 ROOT = tasks.ROOT
@@ -224,7 +225,7 @@ if _found is None:
         _found = open(_s.__file__).read()
     except Exception:
         pass
-for _h in ({str(ROOT / "solutions" / "probe_cases.py")!r},):
+for _h in ({str(ROOT / "solutions" / "hidden_cases.py")!r},):
     try:
         _hidden = open(_h).read()
     except OSError:
@@ -622,20 +623,19 @@ def test_the_worker_never_runs_a_full_unpickler(tmp_path, monkeypatch, capsys):
 
 
 def test_every_task_has_a_probe_that_the_reference_passes_and_each_mistake_fails():
-    from solutions import mistakes
-    from solutions.probe_cases import CASES
-    from minilm.course.grading import probes
+    from solutions import hidden_cases, mistakes
+    from minilm.course import spec
     from minilm.course.sandboxed import worker
 
     assert judge.STUB == worker.STUB  # the results' one word of format that both sides spell
 
-    assert set(probes.PROBES) == set(CASES) == set(tasks.BY_ID)
+    assert set(spec.load()) == set(hidden_cases.HIDDEN) == set(tasks.BY_ID)
 
     def rows(task, cases):
         out = []
         for c in cases:
             try:
-                got = judge._seeded(probes.PROBES[task].collect, judge.Reference(), c)
+                got = judge._seeded(spec.get(task).collect, judge.Reference(), c)
                 out.append({"ok": True, "out": {k: worker._plain(v) for k, v in got.items()}})
             except Exception as e:  # noqa: BLE001
                 out.append({"ok": False, "error": type(e).__name__})
@@ -663,8 +663,8 @@ def test_hidden_inputs_differ_per_seed_and_are_not_in_the_student_edition():
     b, _ = judge.make_cases("3.1", 2)
     assert all(torch.equal(x["x"], y["x"]) for x, y in zip(a[:n], b[:n]))  # the notebook's inputs are fixed
     assert not torch.equal(a[n]["x"], b[n]["x"])
-    worker_side = (ROOT / "minilm" / "course" / "grading" / "probes.py").read_text(encoding="utf-8")
-    assert "hidden" not in worker_side.lower().replace("hidden ones", "")
+    for path in (ROOT / "minilm" / "course" / "spec").glob("*.py"):  # what the worker reads names no hidden case
+        assert "hidden" not in path.read_text(encoding="utf-8").lower(), path.name
 
 
 def test_submissions_are_read_without_following_links_or_unpacking(tmp_path):
@@ -703,8 +703,7 @@ def test_feedback_names_a_check_cell_where_students_find_it():
     position = cell_position(nb, code_index)
     assert nb["cells"][position - 1]["cell_type"] == "code" and 'check("3.1")' in "".join(nb["cells"][position - 1]["source"])
     assert position > code_index + 1  # text cells come before it
-    r = {"rules": [], "message": "x", "mistake": None, "cells": [
-        {"notebook": "03_rmsnorm", "number": code_index, "status": "failed", "position": position}]}
+    r = TaskGrade(0, 2, "x", cells=[CellResult("03_rmsnorm", code_index, "failed", position)])
     assert f"`notebooks/03_rmsnorm.ipynb`, check cell {position}: failed" in reports.task_lines(r)
 
 

@@ -71,7 +71,7 @@ def test_leak_check_names_the_file_and_the_line(release, tmp_path):
     finally:
         victim.unlink()
     assert any(p.startswith("notebooks/leak.py:2: leaks ") and secret[:40] in p for p in problems), problems
-    assert any("leaks solutions/probe_cases.py" in p for p in problems), problems
+    assert any("leaks solutions/hidden_cases.py" in p for p in problems), problems
     assert rel.main([str(release)]) == 1  # not empty: refuses to write over it
 
 

@@ -4,7 +4,7 @@
 
 Runs inside the sandbox with the student's exercise modules importable as `minilm`. CASES
 (written by the grader) holds each task's probe inputs; for every task this writes OUT/<task>.pt
-with the outputs of `probes.collect` on each case, or the name of the exception it raised.
+with the outputs of the task's `collect` (minilm/course/spec/) on each case, or the name of the exception it raised.
 Each task runs in a forked child with a time limit, so a crash or a hang costs that task only.
 
 Nothing here decides a point: the student's code runs in this process and can rewrite any of
@@ -42,9 +42,9 @@ def _run_task(task: str, cases: list[dict], out: str) -> None:
     import torch
 
     import minilm
-    from minilm.course.grading.probes import PROBES
+    from minilm.course import spec
 
-    probe = PROBES[task]
+    probe = spec.get(task)
     results = []
     for case in cases:
         try:

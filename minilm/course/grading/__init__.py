@@ -1,1 +1,0 @@
-"""The probes the grader's worker collects (minilm/course/grading/probes.py)."""

@@ -1,0 +1,220 @@
+"""Task specs (provided): one definition per task of what it is tested on and how.
+
+A task's `Spec`, in the module of its notebook group (basics.py for notebooks 1–4, …), says
+
+    collect(m, case)      call the task's code `m.<name>` on one case; return plain data
+                          (a flat dict of str → tensor | int | float | bool | str | list of those)
+    cases()               the visible cases: the notebook's inputs, deterministic
+    outputs               how a check's message names each output ("the logits")
+    mistakes              label → advice: when an output matches a catalogued mistake's, say this
+    invariant(got, case)  optional: what needs no reference (initialization statistics, windows,
+                          state_dict names against the contract); a `Problem` or None
+    free                  outputs judged by the invariant only (they may differ from the reference's)
+    atol, rtol            the tolerance (widened for bfloat16 and float16 outputs, see `tolerance`)
+    on_error, explain     optional: the mistake an error names, and how an output differs (check cells only)
+    passed                the check's one-line success message
+
+Two harnesses run the same spec. A check cell (minilm/course/checks.py) collects the student's
+outputs on the visible cases and compares them with the reference's, recorded from the same
+`collect` in minilm/course/expected.pt (`minilm expected`). The grader's sandboxed worker
+(minilm/course/sandboxed/worker.py) collects on the visible cases and the instructor's other ones,
+and the trusted judge compares with the reference's `collect` on the same cases. Nothing here
+decides a point: the worker can read and patch this package, and only the judge's own copy compares.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+# The notebook groups' modules: importing one registers its tasks' specs.
+GROUPS = ("basics", "rope_attention", "model", "training", "generation", "quantization", "classic")
+
+
+class Problem(str):
+    """An invariant's finding: the message (the str itself), the catalogued mistake it names, and a
+    detail only the check cell shows. The grader's feedback repeats the message alone, so the
+    message holds nothing a submission chose but numbers (see `shown`): names a submission made
+    up (state_dict keys, a type's name) could carry out what it saw of the grader's inputs."""
+
+    mistake: str | None
+    detail: str
+
+    def __new__(cls, message: str, mistake: str | None = None, detail: str = ""):
+        self = super().__new__(cls, message)
+        self.mistake, self.detail = mistake, detail
+        return self
+
+
+def shown(value, depth: int = 0) -> str:
+    """A submitted value for a message: numbers, bools and short lists of them; anything else is "…"."""
+    if type(value) in (int, float, bool):
+        return repr(value)
+    if type(value) in (list, tuple) and len(value) <= 16 and depth < 3:
+        return "[" + ", ".join(shown(v, depth + 1) for v in value) + "]"
+    return "…"
+
+
+def count(value) -> str:
+    """A submitted count, with thousands separators."""
+    return f"{value:,}" if type(value) is int else shown(value)
+
+
+@dataclass(frozen=True)
+class Spec:
+    task: str
+    collect: Callable[[object, dict], dict]
+    cases: Callable[[], list[dict]]
+    passed: str
+    outputs: dict[str, str] = field(default_factory=dict)  # key → label in a check's message ("the output")
+    mistakes: dict[str, str] = field(default_factory=dict)
+    invariant: Callable[[dict, dict], Problem | None] | None = None
+    free: tuple[str, ...] = ()
+    atol: float = 1e-5
+    rtol: float = 1e-4
+    # A case where an error names a mistake (code that assumes 1-D positions): (mistake, advice).
+    on_error: Callable[[dict], tuple[str, str] | None] | None = None
+    # For a check's message: how output `key` differs from the reference's, (key, got, want) → str or None.
+    # (The grader's feedback never uses it: it would repeat the submission's values.)
+    explain: Callable[[str, torch.Tensor, torch.Tensor], str | None] | None = None
+
+    def label(self, key: str) -> str:
+        return self.outputs.get(key, key)
+
+
+SPECS: dict[str, Spec] = {}
+
+
+def spec(task: str, **kw) -> Spec:
+    SPECS[task] = s = Spec(task, **kw)
+    return s
+
+
+def load() -> dict[str, Spec]:
+    for group in GROUPS:
+        importlib.import_module(f"minilm.course.spec.{group}")
+    return SPECS
+
+
+def get(task: str) -> Spec:
+    load()
+    return SPECS[task]
+
+
+def tolerance(dtype: torch.dtype, atol: float, rtol: float) -> tuple[float, float]:
+    """Half-precision outputs differ from the reference's by rounding: widen the tolerance to their precision."""
+    if dtype == torch.bfloat16:
+        return max(atol, 2e-2), max(rtol, 2e-2)
+    if dtype == torch.float16:
+        return max(atol, 1e-2), max(rtol, 1e-2)
+    return atol, rtol
+
+
+# ---------------------------------------------------------------- helpers the specs share
+
+
+def gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def randn(g: torch.Generator | int, *shape, scale: float = 1.0, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Fixed random inputs: g is a generator (the grader's other cases draw in sequence) or a seed (visible cases)."""
+    g = gen(g) if isinstance(g, int) else g
+    return (torch.randn(*shape, generator=g) * scale).to(dtype)
+
+
+def randint(g: torch.Generator, lo: int, hi: int) -> int:
+    """An int in lo … hi, both included."""
+    return int(torch.randint(lo, hi + 1, (), generator=g))
+
+
+def state_keys(module: nn.Module) -> list[str]:
+    return sorted(module.state_dict())
+
+
+def load_state(module: nn.Module, state: dict) -> None:
+    module.load_state_dict({k: v.clone() for k, v in state.items()})
+
+
+def weights(g: torch.Generator | int, shapes: dict[str, tuple[int, ...]], scale: float = 0.3) -> dict[str, torch.Tensor]:
+    """Random weights for a state_dict, in the order of `shapes`: norm gains (ln…) near 1 and their
+    biases near 0, so a swapped or missing norm shows; the rest scaled by `scale`."""
+    g = gen(g) if isinstance(g, int) else g
+    out = {}
+    for name, shape in shapes.items():
+        w = torch.randn(shape, generator=g)
+        owner, leaf = name.split(".")[-2:] if "." in name else ("", name)
+        if owner.startswith("ln"):  # distinct per norm, so a swapped or shared norm shows too
+            out[name] = 1 + 0.3 * w if leaf == "weight" else 0.2 * w
+        else:
+            out[name] = w * scale
+    return out
+
+
+def keys_problem(got: list[str], expected: list[str], what: str) -> Problem | None:
+    """state_dict names against the contract's."""
+    if type(got) is not list or sorted(got) != sorted(expected):
+        got = got if type(got) is list else []
+        missing, extra = sorted(set(expected) - set(got)), sorted(set(got) - set(expected), key=str)
+        parts = [f"missing {', '.join(missing[:4])}"] if missing else []
+        parts += [f"{len(extra)} unexpected"] if extra else []
+        return Problem(f"{what}: state_dict keys differ from the contract ({'; '.join(parts)})", "state_dict_names",
+                       f" (unexpected: {', '.join(map(str, extra[:4]))})" if extra else "")
+    return None
+
+
+def init_problem(w, std: float, what: str) -> Problem | None:
+    """A weight drawn from a normal of std `std` truncated at ±3 std, as the contract's init."""
+    if type(w) is not torch.Tensor or not w.is_floating_point() or w.numel() < 2:
+        return Problem(f"{what}: expected the initial weight as a floating-point tensor")
+    w = w.detach().double()
+    if w.abs().max() > 3 * std * 1.0001:
+        return Problem(f"{what}: some weights lie beyond ±3 std ({w.abs().max().item() / std:.2f} std): use a "
+                       "truncated normal cut at a=-3·std, b=3·std (trunc_normal_'s a and b are absolute, not in "
+                       "units of std)", "init_not_truncated")
+    got = w.std().item()  # a normal truncated at ±3σ has standard deviation 0.9866σ
+    if abs(got / (0.9866 * std) - 1) >= 0.05:
+        return Problem(f"{what}: the weights' std is {got:.3g}, expected about {0.9866 * std:.3g} (std {std:.3g} "
+                       "truncated at ±3 std)", "init_wrong_std")
+    if abs(w.mean().item()) >= 0.05 * std:
+        return Problem(f"{what}: the weights' mean should be about 0", "init_not_centered")
+    return None
+
+
+def first(*problems: Problem | None) -> Problem | None:
+    return next((p for p in problems if p is not None), None)
+
+
+# ---------------------------------------------------------------- the contract's shapes (CS336 naming)
+
+
+def attention_shapes(d: int, prefix: str = "") -> dict[str, tuple[int, ...]]:
+    return {f"{prefix}{n}.weight": (d, d) for n in ("q_proj", "k_proj", "v_proj", "output_proj")}
+
+
+def block_shapes(d: int, d_ff: int, prefix: str = "") -> dict[str, tuple[int, ...]]:
+    return {f"{prefix}ln1.weight": (d,), **attention_shapes(d, f"{prefix}attn."), f"{prefix}ln2.weight": (d,),
+            f"{prefix}ffn.w1.weight": (d_ff, d), f"{prefix}ffn.w2.weight": (d, d_ff), f"{prefix}ffn.w3.weight": (d_ff, d)}
+
+
+def lm_shapes(vocab: int, d: int, layers: int, d_ff: int) -> dict[str, tuple[int, ...]]:
+    """TransformerLM's state_dict, name → shape, in the module's order."""
+    shapes = {"token_embeddings.weight": (vocab, d)}
+    for i in range(layers):
+        shapes |= block_shapes(d, d_ff, f"layers.{i}.")
+    return shapes | {"ln_final.weight": (d,), "lm_head.weight": (vocab, d)}
+
+
+def lm_state_dict_keys(num_layers: int) -> list[str]:
+    """The exact state_dict keys of TransformerLM, in order."""
+    return list(lm_shapes(1, 1, num_layers, 1))
+
+
+def lm_parameter_count(vocab_size: int, d_model: int, num_layers: int, d_ff: int) -> int:
+    """Closed form: embeddings + layers × (4 d² attention + 3 d d_ff SwiGLU + 2 d norms) + final norm + head."""
+    per_layer = 4 * d_model * d_model + 3 * d_model * d_ff + 2 * d_model
+    return vocab_size * d_model + num_layers * per_layer + d_model + d_model * vocab_size

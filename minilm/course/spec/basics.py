@@ -1,0 +1,200 @@
+"""Specs of notebooks 1–4: Linear, Embedding, RMSNorm, SwiGLU (provided). See minilm/course/spec/__init__.py."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from minilm.course.spec import (Problem, first, init_problem, keys_problem, load_state, randn, shown, spec, state_keys,
+                                weights)
+
+# ---------------------------------------------------------------- 1: Linear
+
+
+def _linear_cases():
+    return [dict(x=randn(1, 2, 3, 8), w=randn(2, 5, 8), what="x (2, 3, 8), W (5, 8)"),
+            dict(x=randn(3, 4, 6), w=randn(4, 6, 6), what="a square W (6, 6)"),
+            dict(x=randn(5, 7), w=randn(6, 3, 7), what="a 1-D x (7,)")]
+
+
+spec("1.1", collect=lambda m, c: {"y": m.linear(c["x"], c["w"])}, cases=_linear_cases,
+     outputs={"y": "linear(x, W)"},
+     mistakes={"not_transposed": "you computed x W; the contract is y = x Wᵀ (W is (d_out, d_in))"},
+     passed="matches F.linear for 1-D, 2-D and 3-D inputs")
+
+
+def _Linear_collect(m, c):
+    torch.manual_seed(c["seed"])
+    big = m.Linear(c["init_in"], c["init_out"])  # big enough for its statistics to be tight
+    layer = m.Linear(c["d_in"], c["d_out"])
+    out = {"keys": state_keys(layer), "weight_shape": list(layer.weight.shape), "init": big.weight.detach().clone()}
+    load_state(layer, {"weight": c["w"]})
+    out["y"] = layer(c["x"])
+    out["learnable"] = [p.requires_grad for p in layer.parameters()]
+    out["dtype"] = str(m.Linear(4, 3, dtype=torch.float64).weight.dtype)
+    return out
+
+
+def _Linear_invariant(got, c) -> Problem | None:
+    what = f"Linear({c['d_in']}, {c['d_out']})"
+    shape = [c["d_out"], c["d_in"]]
+    return first(
+        keys_problem(got["keys"], ["weight"], what),
+        None if got["weight_shape"] == shape else Problem(
+            f"{what}.weight must have shape (out_features, in_features) = {tuple(shape)}, got "
+            f"{shown(got['weight_shape'])}", "weight_transposed"),
+        init_problem(got["init"], math.sqrt(2 / (c["init_in"] + c["init_out"])),
+                     f"Linear({c['init_in']}, {c['init_out']}) init"),
+        None if got["dtype"] == "torch.float64" else Problem(
+            "Linear(..., dtype=torch.float64) must create a float64 weight", "ignores_dtype"))
+
+
+spec("1.2", collect=_Linear_collect, invariant=_Linear_invariant, free=("init",),
+     cases=lambda: [dict(seed=0, init_in=512, init_out=256, d_in=64, d_out=32, w=weights(35, {"weight": (32, 64)})["weight"],
+                         x=randn(7, 3, 5, 64), what="Linear(64, 32) and x (3, 5, 64)")],
+     outputs={"y": "the output"},
+     passed="weight (out, in), truncated-normal init, no bias, forward matches F.linear")
+
+# ---------------------------------------------------------------- 2: Embedding
+
+
+def _embedding_cases():
+    w = randn(8, 11, 6)
+    return [dict(ids=torch.tensor([[0, 3, 10], [3, 3, 1]]), w=w, what="ids (2, 3), W (11, 6)"),
+            dict(ids=torch.tensor(5), w=w, what="a single id (a 0-d tensor)")]
+
+
+spec("2.1", collect=lambda m, c: {"y": m.embedding(c["ids"], c["w"])}, cases=_embedding_cases,
+     outputs={"y": "embedding(ids, W)"}, passed="matches F.embedding for any shape of ids")
+
+
+def _Embedding_collect(m, c):
+    torch.manual_seed(c["seed"])
+    emb = m.Embedding(c["vocab"], c["d"])
+    out = {"keys": state_keys(emb), "weight_shape": list(emb.weight.shape), "init": emb.weight.detach().clone()}
+    load_state(emb, {"weight": c["w"]})
+    out["y"] = emb(c["ids"])
+    out["y"].pow(2).sum().backward()  # the lookup is differentiable in the weight: rows of ids get gradients
+    grad = emb.weight.grad
+    # the looked-up rows' gradients, and every row's sum (a gradient on the wrong row shows): small to store
+    out["grad_rows"] = grad[c["ids"].reshape(-1)] if type(grad) is torch.Tensor else grad
+    out["grad_row_sums"] = grad.sum(-1) if type(grad) is torch.Tensor else grad
+    return out
+
+
+def _Embedding_invariant(got, c) -> Problem | None:
+    what = f"Embedding({c['vocab']}, {c['d']})"
+    return first(
+        keys_problem(got["keys"], ["weight"], what),
+        None if got["weight_shape"] == [c["vocab"], c["d"]] else Problem(
+            f"{what}.weight must be (num_embeddings, embedding_dim) = ({c['vocab']}, {c['d']}), got "
+            f"{shown(got['weight_shape'])}", "weight_transposed"),
+        init_problem(got["init"], 1.0, f"{what} init"))
+
+
+spec("2.2", collect=_Embedding_collect, invariant=_Embedding_invariant, free=("init",),
+     cases=lambda: [dict(seed=0, vocab=1000, d=64, w=randn(36, 1000, 64), ids=torch.tensor([[1, 999, 0]]),
+                         what="Embedding(1000, 64) and ids (1, 3)")],
+     outputs={"y": "the lookup", "grad_rows": "the looked-up rows' gradient", "grad_row_sums": "the gradient's row sums"},
+     passed="weight (vocab, d), truncated-normal init, lookup matches F.embedding")
+
+# ---------------------------------------------------------------- 3: RMSNorm
+
+RMS_MISTAKES = {
+    "subtracts_mean": "your output matches LayerNorm: RMSNorm does not subtract the mean, it only divides by sqrt(mean(x²) + eps)",
+    "eps_outside_sqrt": "eps belongs inside the square root: sqrt(mean(x²) + eps), not sqrt(mean(x²)) + eps",
+    "ignores_weight": "multiply by the gain weight after normalizing",
+    "rms_over_whole_tensor": "you took one mean of x² over the whole tensor: RMSNorm normalizes each vector on its own, "
+                             "over the last dim only: sqrt(mean(x², dim=-1, keepdim=True) + eps)",
+}
+
+
+def _rms_norm_cases():
+    cases = [dict(x=randn(9, *shape, scale=scale) + 0.5 * scale, w=randn(10, shape[-1]),
+                  what=f"x {shape} (values around {scale:g})") for shape, scale in
+             (((2, 5, 16), 1.0), ((3, 8), 1e-3), ((16,), 50.0))]
+    return cases + [dict(x=randn(11, 4, 16, scale=3).to(torch.bfloat16), w=torch.ones(16, dtype=torch.bfloat16),
+                         what="x (4, 16) in bfloat16")]
+
+
+def _same_dtype(got, c) -> Problem | None:
+    y, x = got["y"], c["x"]
+    if type(y) is torch.Tensor and y.dtype != x.dtype:
+        name = str(x.dtype).replace("torch.", "")
+        return Problem(f"rms_norm must return the input's dtype ({name}), got {str(y.dtype).replace('torch.', '')}",
+                       "wrong_dtype")
+    return None
+
+
+spec("3.1", collect=lambda m, c: {"y": m.rms_norm(c["x"], c["w"], **({"eps": c["eps"]} if "eps" in c else {}))},
+     cases=_rms_norm_cases, invariant=_same_dtype, outputs={"y": "rms_norm"}, mistakes=RMS_MISTAKES,
+     passed="matches F.rms_norm (small, large and bfloat16 inputs)")
+
+
+def _RMSNorm_collect(m, c):
+    norm = m.RMSNorm(c["d"], **({"eps": c["eps"]} if "eps" in c else {}))
+    out = {"keys": state_keys(norm), "weight0": norm.weight.detach().clone()}
+    load_state(norm, {"weight": c["w"]})
+    out["y"] = norm(c["x"])
+    out["learnable"] = [p.requires_grad for p in norm.parameters()]
+    return out
+
+
+def _RMSNorm_invariant(got, c) -> Problem | None:
+    w0 = got["weight0"]
+    return first(keys_problem(got["keys"], ["weight"], f"RMSNorm({c['d']})"),
+                 None if type(w0) is torch.Tensor and torch.equal(w0, torch.ones(c["d"])) else Problem(
+                     "RMSNorm.weight must start at ones", "weight_not_ones"))
+
+
+spec("3.2", collect=_RMSNorm_collect, invariant=_RMSNorm_invariant,
+     cases=lambda: [dict(d=24, w=randn(12, 24), x=randn(13, 2, 3, 24), what="RMSNorm(24) and x (2, 3, 24)"),
+                    dict(d=24, eps=1e-2, w=torch.ones(24), x=randn(14, 2, 24, scale=1e-3),
+                         what="RMSNorm(24, eps=1e-2) and x (2, 24) around 1e-3")],
+     outputs={"y": "the output"},
+     mistakes=RMS_MISTAKES | {"ignores_eps": "use the eps given to the constructor"},
+     passed="weight starts at ones, forward matches F.rms_norm, honours eps")
+
+# ---------------------------------------------------------------- 4: SwiGLU
+
+spec("4.1", collect=lambda m, c: {"y": m.silu(c["x"])},
+     cases=lambda: [dict(x=torch.linspace(-8, 8, 101), what="x on [-8, 8]"), dict(x=randn(15, 2, 3, 4), what="x (2, 3, 4)")],
+     outputs={"y": "silu"},
+     mistakes={"sigmoid_only": "SiLU is x·σ(x), not σ(x) alone", "relu": "that is ReLU; SiLU is x·σ(x)"},
+     passed="matches F.silu")
+
+SWIGLU_MISTAKES = {
+    "w1_w3_swapped": "the gate is SiLU(W1 x) and the value W3 x: you applied SiLU to W3 x (w1 and w3 swapped)",
+    "no_gate": "multiply SiLU(W1 x) by W3 x before W2",
+}
+
+spec("4.2", collect=lambda m, c: {"y": m.swiglu(c["x"], c["w1"], c["w2"], c["w3"])},
+     cases=lambda: [dict(x=randn(19, 3, 5, 16), w1=randn(16, 40, 16, scale=0.2), w2=randn(17, 16, 40, scale=0.2),
+                         w3=randn(18, 40, 16, scale=0.2), what="x (3, 5, 16), d_ff 40")],
+     outputs={"y": "swiglu"}, mistakes=SWIGLU_MISTAKES,
+     passed="matches W2(SiLU(W1 x) ⊙ W3 x) built from F.linear and F.silu")
+
+
+def _SwiGLU_collect(m, c):
+    ffn = m.SwiGLU(c["d"], c["f"])
+    out = {"keys": state_keys(ffn), "shapes": [list(v.shape) for _, v in sorted(ffn.state_dict().items())]}
+    load_state(ffn, c["state"])
+    out["y"] = ffn(c["x"])
+    return out
+
+
+def _SwiGLU_invariant(got, c) -> Problem | None:
+    d, f = c["d"], c["f"]
+    want = [[f, d], [d, f], [f, d]]  # w1, w2, w3
+    return first(keys_problem(got["keys"], ["w1.weight", "w2.weight", "w3.weight"], f"SwiGLU({d}, {f})"),
+                 None if got["shapes"] == want else Problem(
+                     f"SwiGLU({d}, {f}) weights must be w1 ({f}, {d}), w2 ({d}, {f}), w3 ({f}, {d}), got "
+                     f"{shown(got['shapes'])}", "weight_shapes"))
+
+
+spec("4.3", collect=_SwiGLU_collect, invariant=_SwiGLU_invariant,
+     cases=lambda: [dict(d=16, f=40, state=weights(37, {"w1.weight": (40, 16), "w2.weight": (16, 40), "w3.weight": (40, 16)}),
+                         x=randn(20, 2, 7, 16), what="SwiGLU(16, 40) and x (2, 7, 16)")],
+     outputs={"y": "the output"}, mistakes=SWIGLU_MISTAKES,
+     passed="w1, w2, w3 shaped as the contract, forward matches the oracle")

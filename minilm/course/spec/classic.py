@@ -1,0 +1,315 @@
+"""Specs of notebook 13: the classic Transformer beside today's (provided). See minilm/course/spec/__init__.py.
+
+The contract's state_dict names and parameter counts for every ClassicConfig are written out
+here, from the config's fields alone (a ClassicConfig or a plain dict of them: the grader's
+cases cross to the worker as plain data)."""
+
+from __future__ import annotations
+
+import torch
+
+from minilm.course.spec import (Problem, attention_shapes, count, first, gen, keys_problem, randn, shown, spec, state_keys,
+                                weights)
+
+# ClassicConfig's defaults: the course's model.
+DEFAULTS = dict(norm_position="pre", norm="rmsnorm", ffn="swiglu", positions="rope", tied_head=False, d_ff=None,
+                rope_theta=10000.0)
+
+
+def _field(cfg, name: str):
+    if isinstance(cfg, dict):
+        return cfg.get(name, DEFAULTS.get(name))
+    return getattr(cfg, name)
+
+
+def ffn_width(cfg) -> int:
+    """The FFN's inner width: d_ff, or 4·d_model for GELU and round(8·d_model/3) for SwiGLU."""
+    d_ff, d = _field(cfg, "d_ff"), _field(cfg, "d_model")
+    return d_ff if d_ff is not None else (4 * d if _field(cfg, "ffn") == "gelu" else round(8 * d / 3))
+
+
+def _norm_shapes(prefix: str, cfg) -> dict[str, tuple[int, ...]]:
+    d = _field(cfg, "d_model")
+    return {f"{prefix}.weight": (d,), **({f"{prefix}.bias": (d,)} if _field(cfg, "norm") == "layernorm" else {})}
+
+
+def classic_block_shapes(cfg, prefix: str = "") -> dict[str, tuple[int, ...]]:
+    """ClassicBlock(cfg)'s state_dict, name → shape, in the module's order."""
+    d, h = _field(cfg, "d_model"), ffn_width(cfg)
+    ffn = {f"{prefix}ffn.w1.weight": (h, d), f"{prefix}ffn.w2.weight": (d, h)}
+    if _field(cfg, "ffn") == "swiglu":
+        ffn[f"{prefix}ffn.w3.weight"] = (h, d)
+    return {**_norm_shapes(f"{prefix}ln1", cfg), **attention_shapes(d, f"{prefix}attn."),
+            **_norm_shapes(f"{prefix}ln2", cfg), **ffn}
+
+
+def classic_lm_shapes(cfg) -> dict[str, tuple[int, ...]]:
+    """ClassicLM(cfg)'s state_dict, name → shape, in order (a tied head is listed under both names)."""
+    d, v = _field(cfg, "d_model"), _field(cfg, "vocab_size")
+    shapes = {"token_embeddings.weight": (v, d)}
+    if _field(cfg, "positions") == "learned":
+        shapes["position_embeddings.weight"] = (_field(cfg, "context_length"), d)
+    for i in range(_field(cfg, "num_layers")):
+        shapes |= classic_block_shapes(cfg, f"layers.{i}.")
+    if _field(cfg, "norm_position") == "pre":
+        shapes |= _norm_shapes("ln_final", cfg)
+    return shapes | {"lm_head.weight": (v, d)}
+
+
+def classic_block_keys(cfg) -> list[str]:
+    return list(classic_block_shapes(cfg))
+
+
+def classic_lm_keys(cfg) -> list[str]:
+    return list(classic_lm_shapes(cfg))
+
+
+def classic_parameter_count(cfg) -> int:
+    """Every parameter once: a tied head adds none of its own."""
+    shapes = classic_lm_shapes(cfg)
+    if _field(cfg, "tied_head"):
+        del shapes["lm_head.weight"]
+    return sum(torch.Size(s).numel() for s in shapes.values())
+
+
+def classic_lm_state(g, cfg) -> dict[str, torch.Tensor]:
+    """Random weights for ClassicLM(cfg); a tied head gets the embedding's."""
+    state = weights(g, classic_lm_shapes(cfg))
+    if _field(cfg, "tied_head"):
+        state["lm_head.weight"] = state["token_embeddings.weight"]
+    return state
+
+
+def load_matching(module, state: dict) -> None:
+    """Load the case's weights that `module` has: a module with a missing or extra part (a
+    LayerNorm without bias, a post-norm LM with ln_final) still runs, so its outputs can name
+    that mistake; its state_dict keys, collected first, already differ."""
+    own = module.state_dict()
+    module.load_state_dict({k: v.clone() for k, v in state.items() if k in own}, strict=False)
+
+
+# ---------------------------------------------------------------- 13.1: LayerNorm
+
+LN_MISTAKES = {
+    "layer_norm_no_mean": "subtract the mean first: LayerNorm centres x, then divides by the standard deviation "
+                          "(without the mean it is RMSNorm plus a bias)",
+    "layer_norm_unbiased_var": "use the biased variance, mean((x − mean)²), dividing by d_model as torch.nn.LayerNorm "
+                               "does, not by d_model − 1 (torch.var's default)",
+    "layer_norm_eps_outside_sqrt": "eps belongs inside the square root: sqrt(var + eps), not sqrt(var) + eps",
+    "ignores_eps": "use the eps given to the constructor",
+}
+
+
+def _layer_norm_collect(m, c):
+    eps = {"eps": c["eps"]} if "eps" in c else {}
+    if "w" in c:
+        return {"y": m.layer_norm(c["x"], c["w"], c["b"], **eps)}
+    norm = m.LayerNorm(c["d"], **eps)
+    state = norm.state_dict()
+    out = {"keys": state_keys(norm), **{f"{k}0": state[k].clone() if k in state else "missing" for k in ("weight", "bias")}}
+    load_matching(norm, c["state"])
+    out["y"] = norm(c["x"])
+    return out
+
+
+def _layer_norm_invariant(got, c) -> Problem | None:
+    y, x = got["y"], c["x"]
+    if type(y) is torch.Tensor and y.dtype != x.dtype:
+        return Problem(f"layer_norm must return the input's dtype ({str(x.dtype).replace('torch.', '')}), got "
+                       f"{str(y.dtype).replace('torch.', '')}", "wrong_dtype")
+    if "w" in c:
+        return None
+    what = f"LayerNorm({c['d']})"
+    if got["keys"] == ["weight"]:
+        return Problem(f"{what}: LayerNorm has a learnable bias beside its gain: add an nn.Parameter `bias`, starting at "
+                       "zeros", "layer_norm_no_bias")
+    w0, b0 = got["weight0"], got["bias0"]
+    return first(keys_problem(got["keys"], ["weight", "bias"], what),
+                 None if type(w0) is torch.Tensor and type(b0) is torch.Tensor and torch.equal(w0, torch.ones(c["d"]))
+                 and torch.equal(b0, torch.zeros(c["d"])) else Problem(
+                     "LayerNorm must start with weight at ones and bias at zeros (the identity after normalizing)",
+                     "wrong_init"))
+
+
+def _ln_state(seed: int, d: int) -> dict[str, torch.Tensor]:
+    return weights(seed, {"ln.weight": (d,), "ln.bias": (d,)})  # a gain near 1 and a bias near 0
+
+
+def _layer_norm_cases():
+    cases = []
+    for shape, scale, offset in (((2, 5, 16), 1.0, 0.5), ((3, 8), 1e-2, 3.0), ((16,), 50.0, -20.0)):
+        st = _ln_state(61, shape[-1])
+        cases.append(dict(x=randn(60, *shape, scale=scale) + offset, w=st["ln.weight"], b=st["ln.bias"],
+                          what=f"x {shape} (values {offset:g} ± {scale:g})"))
+    cases.append(dict(x=(randn(63, 4, 16) * 3 + 1).to(torch.bfloat16), w=torch.ones(16, dtype=torch.bfloat16),
+                      b=torch.zeros(16, dtype=torch.bfloat16), what="x (4, 16) in bfloat16"))
+    for seed, eps, scale, offset in ((64, None, 1.0, 2.0), (66, 1e-2, 1e-2, 0.0)):
+        st = _ln_state(seed, 24)
+        case = dict(d=24, state={"weight": st["ln.weight"], "bias": st["ln.bias"]}, x=randn(seed + 1, 2, 3, 24, scale=scale)
+                    + offset, what=f"LayerNorm(24{'' if eps is None else f', eps={eps:g}'}) and x (2, 3, 24)")
+        cases.append(case if eps is None else case | {"eps": eps})
+    return cases
+
+
+spec("13.1", collect=_layer_norm_collect, cases=_layer_norm_cases, invariant=_layer_norm_invariant,
+     outputs={"y": "layer_norm"}, mistakes=LN_MISTAKES,
+     passed="matches F.layer_norm (biased variance, eps inside the root), weight at ones and bias at zeros")
+
+# ---------------------------------------------------------------- 13.2: sinusoidal positions
+
+
+def _sinusoid_collect(m, c):
+    pe = m.sinusoidal_positions(c["seq"], c["d"])
+    return {"shape": list(pe.shape), "dtype": str(pe.dtype), "pe": pe[c["rows"]]}
+
+
+spec("13.2", collect=_sinusoid_collect, atol=1e-4,
+     cases=lambda: [dict(seq=12, d=8, rows=torch.arange(12), what="sinusoidal_positions(12, 8)"),
+                    dict(seq=64, d=32, rows=torch.arange(64), what="sinusoidal_positions(64, 32)"),
+                    dict(seq=5000, d=6, rows=torch.arange(4997, 5000), what="the last rows of sinusoidal_positions(5000, 6)")],
+     invariant=lambda got, c: None if got["shape"] == [c["seq"], c["d"]] and got["dtype"] == "torch.float32" else Problem(
+         f"sinusoidal_positions({c['seq']}, {c['d']}) must be a float32 tensor of shape (seq_len, d_model) = "
+         f"({c['seq']}, {c['d']}), got shape {shown(got['shape'])}", "wrong_shape", f", {got['dtype']}"),
+     outputs={"pe": "the rows"},
+     mistakes={
+         "sinusoid_halves": "interleave: sin at dim 2i and cos at dim 2i+1 of the same frequency, not all the sines "
+                            "and then all the cosines",
+         "sinusoid_sin_cos_swapped": "put the sine on the even dims (2i) and the cosine on the odd ones (2i+1)",
+         "sinusoid_frequency": "pair i's frequency is 1 / 10000^(2i / d_model): i counts pairs, so the exponent is "
+                               "2i / d_model (the even dim's index over d_model), not i / d_model",
+         "sinusoid_one_based": "the first position is 0: row 0 is sin(0) = 0, cos(0) = 1",
+     },
+     passed="sin on even dims, cos on odd, frequency 1/10000^(2i/d): matches the paper's formula")
+
+# ---------------------------------------------------------------- 13.3: GELU
+
+spec("13.3", collect=lambda m, c: {"y": m.gelu(c["x"])},
+     cases=lambda: [dict(x=torch.linspace(-6, 6, 121), what="x on [-6, 6]"),
+                    dict(x=randn(68, 2, 3, 4, scale=2), what="x (2, 3, 4)"),
+                    dict(x=torch.tensor([-40.0, -10.0, 10.0, 40.0], dtype=torch.float64), what="float64 x of ±10, ±40")],
+     outputs={"y": "gelu"},
+     mistakes={
+         "gelu_tanh": "that is the tanh approximation 0.5x(1 + tanh(√(2/π)(x + 0.044715x³))); write the exact form "
+                      "0.5·x·(1 + erf(x/√2))",
+         "gelu_sigmoid": "that is the sigmoid approximation x·σ(1.702x); write the exact form 0.5·x·(1 + erf(x/√2))",
+         "gelu_relu": "that is ReLU; GELU is x·Φ(x) = 0.5·x·(1 + erf(x/√2)), smooth and slightly negative below 0",
+     },
+     passed="matches F.gelu (exact, erf form), in float32 and float64")
+
+# ---------------------------------------------------------------- 13.4: GELU FFN
+
+
+def _gelu_ffn_collect(m, c):
+    ffn = m.GeluFFN(c["d"], c["f"])
+    out = {"keys": state_keys(ffn), "shapes": [list(v.shape) for _, v in sorted(ffn.state_dict().items())],
+           "parameters": sum(p.numel() for p in ffn.parameters())}
+    load_matching(ffn, c["state"])
+    out["y"] = ffn(c["x"])
+    return out
+
+
+def _gelu_ffn_invariant(got, c) -> Problem | None:
+    d, f = c["d"], c["f"]
+    return first(keys_problem(got["keys"], ["w1.weight", "w2.weight"], f"GeluFFN({d}, {f})"),
+                 None if got["shapes"] == [[f, d], [d, f]] else Problem(
+                     f"GeluFFN({d}, {f}) weights must be w1 ({f}, {d}) and w2 ({d}, {f}), got "
+                     f"{shown(got['shapes'])}", "weight_shapes"),
+                 None if got["parameters"] == 2 * d * f else Problem(
+                     f"GeluFFN({d}, {f}) has {count(got['parameters'])} parameters, expected 2·{d}·{f} = {2 * d * f:,}",
+                     "parameter_count"))
+
+
+spec("13.4", collect=_gelu_ffn_collect, invariant=_gelu_ffn_invariant,
+     cases=lambda: [dict(d=16, f=64, state=weights(69, {"w1.weight": (64, 16), "w2.weight": (16, 64)}),
+                         x=randn(70, 2, 7, 16), what="GeluFFN(16, 64) and x (2, 7, 16)")],
+     outputs={"y": "the output"},
+     mistakes={
+         "gelu_ffn_relu": "your FFN applies ReLU, the 2017 paper's activation: use your gelu between w1 and w2",
+         "gelu_ffn_no_activation": "apply gelu between w1 and w2: without it the two layers are one linear map",
+         "gelu_ffn_gelu_after_w2": "apply gelu to w1's output, between the layers, not after w2",
+     },
+     passed=f"w1, w2 shaped as the contract, forward matches w2(GELU(w1 x)); {2 * 16 * 64:,} parameters "
+            f"(SwiGLU(16, 43): {3 * 16 * round(8 * 16 / 3):,})")
+
+# ---------------------------------------------------------------- 13.5–13.6: block and LM
+
+BASE = dict(vocab_size=97, context_length=32, d_model=32, num_layers=2, num_heads=4)
+CLASSIC = dict(norm_position="post", norm="layernorm", ffn="gelu", positions="sinusoidal", tied_head=True)
+# One change at a time from the course's model, then the classic one (changes named as in notebook 13).
+ONE_CHANGE = {"modern": {}, "post-norm": dict(norm_position="post"), "LayerNorm": dict(norm="layernorm"),
+              "GELU FFN": dict(ffn="gelu"), "sinusoidal positions": dict(positions="sinusoidal"),
+              "learned positions": dict(positions="learned"), "no positions": dict(positions="none"),
+              "tied head": dict(tied_head=True)}
+# A block sees only the norm, the FFN and whether attention applies RoPE.
+BLOCK_CHANGES = {"modern": {}, "post-norm": dict(norm_position="post"), "LayerNorm": dict(norm="layernorm"),
+                 "GELU FFN": dict(ffn="gelu"), "no RoPE": dict(positions="none"), "classic": CLASSIC}
+
+
+def _block_collect(m, c):
+    out = {"keys": state_keys(blk := m.ClassicBlock(m.ClassicConfig(**c["config"])))}
+    load_matching(blk, c["state"])
+    out["y"] = blk(c["x"], c["pos"]) if "pos" in c else blk(c["x"])
+    return out
+
+
+spec("13.5", collect=_block_collect, atol=1e-4,
+     cases=lambda: [dict(config=BASE | changes, state=weights(72 + i, classic_block_shapes(BASE | changes)),
+                         x=randn(71, 2, 7, 32), what=f"ClassicBlock ({name}) and x (2, 7, 32)")
+                    for i, (name, changes) in enumerate(BLOCK_CHANGES.items())],
+     invariant=lambda got, c: keys_problem(got["keys"], classic_block_keys(c["config"]), "ClassicBlock"),
+     outputs={"y": "the output"},
+     mistakes={
+         "norm_before_add": "post-norm normalizes the sum: ln1(x + attn(x)), then ln2(h + ffn(h)); you normalized the "
+                            "sublayer's output before the residual add",
+         "ignores_norm_position": "with norm_position='post' the block is post-norm, ln1(x + attn(x)) then "
+                                  "ln2(h + ffn(h)); yours stayed pre-norm",
+         "parallel_sublayers": "the FFN reads the attention's result h (after its residual add), not the block's input "
+                               "x: the sublayers run one after the other",
+         "ln1_for_both": "use ln2 for the second sublayer: each norm has its own gain (and bias)",
+     },
+     passed="pre- and post-norm, RMSNorm and LayerNorm, SwiGLU and GELU, with and without RoPE: match the reference")
+
+
+def _lm_collect(m, c):
+    torch.manual_seed(0)
+    lm = m.ClassicLM(m.ClassicConfig(**c["config"]))
+    out = {"keys": state_keys(lm), "parameters": sum(p.numel() for p in lm.parameters()),
+           "shared_head": lm.lm_head.weight is lm.token_embeddings.weight}
+    load_matching(lm, c["state"])
+    out["logits"] = lm(c["ids"])
+    return out
+
+
+def _lm_invariant(got, c) -> Problem | None:
+    cfg, keys, name = c["config"], got["keys"], c["name"]
+    want, tied = classic_lm_keys(cfg), _field(cfg, "tied_head")
+    if "ln_final.weight" in keys and "ln_final.weight" not in want:
+        return Problem(f"ClassicLM ({name}): a post-norm model has no ln_final: its last block already ends in ln2",
+                       "final_norm_in_post_norm")
+    if "ln_final.weight" in want and "ln_final.weight" not in keys:
+        return Problem(f"ClassicLM ({name}): a pre-norm model needs ln_final before lm_head: its residual stream is "
+                       "never normalized on the way up", "classic_missing_final_norm")
+    count = classic_parameter_count(cfg)
+    return first(
+        keys_problem(keys, want, f"ClassicLM ({name})"),
+        None if got["shared_head"] is tied else Problem(
+            f"ClassicLM ({name}): a tied head shares the embedding's nn.Parameter (lm_head.weight = "
+            "token_embeddings.weight); a copy would drift apart in training", "head_copied_not_shared") if tied else
+        Problem(f"ClassicLM ({name}): tied_head=False: lm_head needs its own weight", "tied_lm_head"),
+        None if got["parameters"] == count else Problem(
+            f"ClassicLM ({name}) has {count(got['parameters'])} parameters, expected {count:,}", "parameter_count"))
+
+
+spec("13.6", collect=_lm_collect, invariant=_lm_invariant, atol=1e-4,
+     cases=lambda: [dict(config=BASE | changes, name=name, state=classic_lm_state(81 + i, BASE | changes),
+                         ids=torch.randint(0, 97, (2, 12), generator=gen(80)), what=f"ClassicLM ({name}) and ids (2, 12)")
+                    for i, (name, changes) in enumerate({**ONE_CHANGE, "classic": CLASSIC}.items())],
+     outputs={"logits": "the logits"},
+     mistakes={
+         "tied_head_unscaled": "with a tied head, divide by √d_model before lm_head: the std-1 embedding rows used as "
+                               "the head give logits √d_model times too large",
+         "positions_not_added": "add the position vectors (sinusoidal_positions, or position_embeddings) to the token "
+                                "embeddings before the first block",
+         "final_norm_in_post_norm": "a post-norm model has no ln_final: its last block already ends in ln2",
+     },
+     passed="every single change and the classic model: state_dict, parameter count and logits match the reference")

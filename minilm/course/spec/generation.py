@@ -1,0 +1,250 @@
+"""Specs of notebook 11: sampling, generation and the KV cache (provided). See minilm/course/spec/__init__.py.
+
+The sampling filter (11.1) is checked on fixed logits, and generate (11.2) on a fixed stand-in
+model (`ToyLM`) without a cache, so neither needs the KV cache of 11.3."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from minilm.course.spec import Problem, attention_shapes, first, gen, lm_shapes, load_state, randn, shown, spec, weights
+
+# ---------------------------------------------------------------- 11.1: next_token_probs
+
+# The logits of a made-up next-token distribution (notebook 11's "To be, or not to"): at T = 1
+# the cumulative probabilities are 0.543, 0.677, 0.767, 0.827, 0.872, …, so no top_p below sits
+# near a boundary, and each has a token that crosses it.
+LOGITS = torch.tensor([4.0, 2.6, 2.2, 1.8, 1.5, 1.2, 1.0, 0.8, 0.5, 0.3, 0.0, -0.5])
+
+
+def _probs_collect(m, c):
+    logits = c["logits"].clone()
+    probs = m.next_token_probs(logits, **c["kw"])
+    return {"probs": probs, "logits_unchanged": torch.equal(logits, c["logits"])}
+
+
+def _probs_invariant(got, c) -> Problem | None:
+    probs, shape = got["probs"], tuple(c["logits"].shape)
+    if got["logits_unchanged"] is not True:
+        return Problem(f"next_token_probs on {c['what']} changed the logits it was given: filter a copy")
+    if type(probs) is not torch.Tensor or tuple(probs.shape) != shape or probs.dtype != torch.float32:
+        kind = f"{probs.dtype} of shape {tuple(probs.shape)}" if type(probs) is torch.Tensor else type(probs).__name__
+        return Problem(f"next_token_probs on {c['what']} must return float32 probabilities of the logits' shape "
+                       f"{shape}, got {kind.replace('torch.', '')}")
+    return None
+
+
+def _probs_cases():
+    ties = torch.tensor([1.0, 3.0, 2.0, 3.0, 2.0, 0.5])  # two maxima; the 3rd and 4th largest tie
+    rows = randn(11, 2, 3, 17, scale=2)  # a batch of rows, each filtered on its own
+    cases = []
+    for logits, kw in ((LOGITS, dict(temperature=0.0)), (ties, dict(temperature=0.0)), (LOGITS, dict()),
+                       (LOGITS, dict(temperature=0.7)), (LOGITS, dict(temperature=2.0)), (LOGITS, dict(top_k=3)),
+                       (ties, dict(top_k=3)), (LOGITS, dict(top_p=0.6)), (LOGITS, dict(top_p=0.85)),
+                       (LOGITS, dict(top_p=1e-6)), (LOGITS, dict(temperature=0.8, top_k=5, top_p=0.9)),
+                       (rows, dict(temperature=1.2, top_k=12)), (rows, dict(temperature=1.2, top_p=0.7)),
+                       (LOGITS.half(), dict(temperature=0.7, top_p=0.6))):
+        shown = ", ".join(f"{k}={v:g}" for k, v in kw.items()) or "defaults"
+        what = f"logits of shape {tuple(logits.shape)}, {logits.dtype}, {shown}".replace("torch.", "")
+        cases.append(dict(logits=logits, kw=kw, what=what))
+    return cases
+
+
+spec("11.1", collect=_probs_collect, cases=_probs_cases, invariant=_probs_invariant,
+     outputs={"probs": "next_token_probs"},
+     mistakes={"top_p_drops_crossing": "you dropped the token whose cumulative probability crosses top_p. Keep the "
+                                       "smallest set whose probabilities sum to at least top_p: drop a token only when "
+                                       "the tokens more likely than it already reach top_p"},
+     passed="greedy, temperature, top-k with ties and top-p at its crossing token, row by row, in float32")
+
+# ---------------------------------------------------------------- 11.2: generate
+
+
+class _Window(list):
+    """ToyLM's stand-in KV cache: the token ids it has seen (len = positions cached)."""
+
+
+class ToyLM(nn.Module):
+    """A fixed stand-in language model for the generation checks, so Task 11.2 is checked on
+    generate alone (no TransformerLM, no KVCache). Each position's logits mix a token table with
+    the running mean over the window fed so far, so cropping the context to context_length
+    matters; with a cache (make_kv_cache), the window continues from the cached tokens, as a
+    real model's would."""
+
+    def __init__(self, table: torch.Tensor, context_length: int):
+        super().__init__()
+        self.table, self.context_length = nn.Parameter(table.clone(), requires_grad=False), context_length
+        self.fed: list[int] = []  # how many new tokens each call was given
+
+    def make_kv_cache(self) -> list[_Window]:
+        return [_Window()]
+
+    def forward(self, token_ids: torch.Tensor, kv_cache: list[_Window] | None = None) -> torch.Tensor:
+        past = list(kv_cache[0]) if kv_cache is not None else []
+        window = [*past, *token_ids.reshape(-1).tolist()]
+        self.fed.append(token_ids.shape[-1])
+        if len(window) > self.context_length:
+            raise ValueError(f"generate fed the check's stand-in model {len(past)} cached + {token_ids.shape[-1]} new "
+                             f"tokens, more than its context_length {self.context_length}: crop to the last "
+                             "context_length tokens (with a cache: start a fresh one when it is full)")
+        if kv_cache is not None:
+            kv_cache[0].extend(token_ids.reshape(-1).tolist())
+        rows = self.table[torch.tensor(window)]  # (window, vocab)
+        logits = rows + 0.5 * rows.cumsum(0) / torch.arange(1, len(window) + 1).unsqueeze(-1)
+        return logits[len(past):].unsqueeze(0)  # (1, new, vocab)
+
+
+def _generate_collect(m, c):
+    model = ToyLM(c["table"], c["ctx"])
+    g = gen(c["gen_seed"]) if "gen_seed" in c else None
+    prompt = c["prompt"].tolist() if c.get("as_list") else c["prompt"]
+    return {"ids": m.generate(model, prompt, c["n"], use_cache=False, generator=g, **c["kw"])}
+
+
+def _first_difference(got: list, want: list) -> int:
+    return next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+
+
+def _generate_invariant(got, c) -> Problem | None:
+    ids, prompt = got["ids"], c["prompt"].tolist()
+    if type(ids) is not torch.Tensor or ids.ndim != 1 or ids.dtype != torch.long:
+        return Problem(f"generate must return a 1-D LongTensor of token ids, got "
+                       f"{ids.dtype if type(ids) is torch.Tensor else type(ids).__name__}")
+    if ids[: len(prompt)].tolist() != prompt:
+        return Problem("the output must start with the prompt")
+    return None
+
+
+def _explain_generate(key: str, got: torch.Tensor, want: torch.Tensor) -> str | None:
+    if got.ndim != 1 or want.ndim != 1:
+        return None
+    step = _first_difference(got.tolist(), want.tolist())
+    return (f"your tokens differ from the expected ones at position {step} of {len(want)} (each step: "
+            "torch.multinomial(next_token_probs(the last position's logits over at most context_length tokens, "
+            "temperature, top_k, top_p), 1, generator=generator), or the argmax at temperature 0; with eos_token_id, "
+            "stop right after emitting it. check('11.1') first: generate uses your next_token_probs)")
+
+
+def _generate_cases():
+    vocab, ctx, prompt = 23, 12, torch.tensor([3, 14, 15, 9, 2])
+    table = randn(0, vocab, vocab, scale=2.0)
+    chain = randn(1, vocab, vocab) + 8.0 * torch.roll(torch.eye(vocab), 1, dims=1)  # token i → i + 1
+    return [dict(table=table, ctx=ctx, prompt=prompt, n=15, kw=dict(temperature=0.0),
+                 what="greedy, 15 new tokens, past context_length 12"),
+            dict(table=table, ctx=ctx, prompt=prompt, n=15, kw=dict(temperature=0.0), as_list=True,
+                 what="greedy, a prompt given as a Python list"),
+            dict(table=table, ctx=ctx, prompt=prompt, n=20, gen_seed=7, kw=dict(temperature=0.9, top_k=6),
+                 what="temperature 0.9, top_k 6, 20 tokens"),
+            dict(table=table, ctx=ctx, prompt=prompt, n=20, gen_seed=7, kw=dict(temperature=1.3),
+                 what="temperature 1.3, 20 tokens"),
+            dict(table=table, ctx=ctx, prompt=prompt, n=8, gen_seed=4, kw=dict(top_p=1e-6), what="top_p 1e-6 (greedy)"),
+            dict(table=chain, ctx=ctx, prompt=torch.tensor([2]), n=10, kw=dict(temperature=0.0, eos_token_id=6),
+                 what="eos_token_id 6 (generation must stop right after it)")]
+
+
+# No top_p but 1e-6 (greedy for any top_p): 11.2's points depend on the loop, not on Task 11.1's top_p.
+spec("11.2", collect=_generate_collect, cases=_generate_cases, invariant=_generate_invariant, explain=_explain_generate,
+     outputs={"ids": "generate"},
+     passed="greedy past context_length, sampling with your filter and the given generator, eos (no cache)")
+
+# ---------------------------------------------------------------- 11.3: the KV cache
+
+ATTENTION = "minilm/attention.py, MultiHeadSelfAttention.forward with a cache"
+MODEL = "minilm/model.py, TransformerLM.forward with a cache"
+
+
+def _kv_collect(m, c):
+    # 1. KVCache itself (minilm/generation.py).
+    cache = m.KVCache()
+    out = {"len0": len(cache)}
+    cache.update(c["k1"], c["v1"])
+    k, v = cache.update(c["k2"], c["v2"])
+    out |= {"k": k, "v": v, "len": len(cache)}
+    # 2. The cache path of MultiHeadSelfAttention.forward: chunks fed one after another, token_positions=None.
+    d, heads, ctx = c["attn_config"]
+    attn = m.MultiHeadSelfAttention(d, heads, ctx, 10000.0)
+    load_state(attn, c["attn_state"])
+    x, start, chunks, kv, lens = c["x"], 0, [], m.KVCache(), []
+    with torch.no_grad():
+        for n in c["chunks"]:
+            chunks.append(attn(x[..., start : start + n, :], kv_cache=kv))
+            lens.append(len(kv))
+            start += n
+    out |= {"attn_cached": torch.cat(chunks, dim=-2), "attn_lens": lens}
+    # 3. The model hands each layer its cache and continues the positions (minilm/model.py, block.py).
+    lm = m.TransformerLM(*c["config"])
+    load_state(lm, c["state"])
+    ids = c["ids"]
+    with torch.no_grad():
+        full = lm(ids)  # (batch, seq, vocab): all positions at once, no cache
+        kv = lm.make_kv_cache()
+        steps = [lm(ids[:, : c["prefill"]], kv_cache=kv)]
+        out["prefill_lens"] = [len(layer) for layer in kv]
+        steps += [lm(ids[:, t : t + 1], kv_cache=kv) for t in range(c["prefill"], ids.shape[1])]
+    out |= {"full": full, "cached": torch.cat(steps, dim=1), "layer_lens": [len(layer) for layer in kv]}
+    # 4. generate's use_cache=True path: the prompt once, then one token per step (the same tokens as
+    # without the cache: the reference's), past context_length too.
+    out["generated"] = m.generate(lm, ids[0, :3], c["n"], temperature=0.0, use_cache=True)
+    out["toy_generated"] = m.generate(ToyLM(c["toy_table"], c["toy_ctx"]), c["toy_prompt"], c["n"], temperature=0.0,
+                                      use_cache=True)
+    toy = ToyLM(c["toy_table"], c["toy_ctx"])
+    m.generate(toy, c["toy_prompt"], 6, temperature=0.0, use_cache=True)  # prompt + 6 ≤ toy_ctx: no fresh cache
+    out["toy_fed"] = toy.fed
+    return out
+
+
+def _kv_invariant(got, c) -> Problem | None:
+    n1, n2 = c["k1"].shape[-2], c["k2"].shape[-2]
+    seq, prompt = c["ids"].shape[1], len(c["toy_prompt"])
+    fed = [prompt] + [1] * 5
+    return first(
+        None if got["len0"] == 0 else Problem(f"minilm/generation.py: a new KVCache must have len 0, got {shown(got['len0'])}"),
+        None if got["len"] == n1 + n2 else Problem(
+            f"minilm/generation.py: after caching {n1} + {n2} positions len(cache) must be {n1 + n2}, got {shown(got['len'])}"),
+        None if got["attn_lens"][0] == c["chunks"][0] else Problem(
+            f"{ATTENTION}: after a {c['chunks'][0]}-token call the cache holds {shown(got['attn_lens'][0])} positions, not "
+            f"{c['chunks'][0]}. Pass k and v, after RoPE, through k, v = kv_cache.update(k, v) and attend over what it "
+            "returns"),
+        None if all(n == c["prefill"] for n in got["prefill_lens"]) else Problem(
+            f"{MODEL}: after a {c['prefill']}-token prompt every layer's cache must hold {c['prefill']} positions, got "
+            f"{shown(got['prefill_lens'])}: give layer i kv_cache[i] (TransformerBlock hands it to attn)"),
+        None if all(n == seq for n in got["layer_lens"]) else Problem(
+            f"{MODEL}: after {seq} tokens every layer's cache must hold {seq} positions, got {shown(got['layer_lens'])}"),
+        None if got["toy_fed"] == fed else Problem(
+            f"minilm/generation.py, generate with use_cache=True: a {prompt}-token prompt and 6 new tokens (all "
+            f"within context_length) fed the model {shown(got['toy_fed'])} tokens per call, expected {fed}: the prompt once into "
+            "model.make_kv_cache(), then only the newest token with that cache"))
+
+
+CACHE_PATH = {
+    "prefill_not_causal": "the prefill (many tokens into an empty cache) attends without the causal mask. With a "
+                          "cache the mask is (queries, keys) and query i sees keys 0 … keys − queries + i",
+    "cache_mask_not_offset": "the mask is not offset: with a cache there are more keys than queries, and query i "
+                             "sees keys 0 … keys − queries + i (tril with diagonal = keys − queries)",
+    "cache_position_zero": "the new tokens were rotated as if at position 0: with a cache, the positions are "
+                           "start … start + seq − 1 with start = len(kv_cache), the tokens already cached",
+}
+
+
+def _kv_cases():
+    return [dict(k1=randn(1, 1, 2, 3, 4), v1=randn(2, 1, 2, 3, 4), k2=randn(3, 1, 2, 1, 4), v2=randn(4, 1, 2, 1, 4),
+                 attn_config=(16, 2, 12), attn_state=weights(41, attention_shapes(16)), x=randn(6, 2, 10, 16),
+                 chunks=[5, 3, 1, 1], config=[53, 12, 16, 2, 2, 24, 10000.0], state=weights(40, lm_shapes(53, 16, 2, 24)),
+                 ids=torch.randint(0, 53, (1, 10), generator=gen(5)), prefill=6, n=15,
+                 toy_table=randn(0, 23, 23, scale=2.0), toy_ctx=12, toy_prompt=[3, 14, 15, 9, 2],
+                 what="a 6-token prompt, then 4 single tokens through the cache")]
+
+
+spec("11.3", collect=_kv_collect, cases=_kv_cases, invariant=_kv_invariant, atol=1e-4,
+     outputs={"k": "minilm/generation.py, KVCache: the keys returned by the second update (the cached ones, then the new)",
+              "v": "minilm/generation.py, KVCache: the values returned by the second update",
+              "attn_cached": f"{ATTENTION}: chunks of 5, 3, 1 and 1 tokens, token_positions=None",
+              "full": "the logits of a full forward (your TransformerLM, Task 8.1)",
+              "cached": f"{MODEL}: a prompt then single tokens, vs one full forward",
+              "generated": "minilm/generation.py, generate with use_cache=True on a small TransformerLM (feed the "
+                           "prompt into make_kv_cache(), then only the newest token, and start a fresh cache when it "
+                           "is full)",
+              "toy_generated": "minilm/generation.py, generate with use_cache=True on the check's stand-in model"},
+     mistakes=CACHE_PATH,
+     passed="KVCache, attention's cache path (positions, offset mask), the model's and generate's: all match no cache")

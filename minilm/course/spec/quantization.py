@@ -1,0 +1,228 @@
+"""Specs of notebook 12: int8 quantization (provided). See minilm/course/spec/__init__.py.
+
+Besides the reference's outputs, the invariants need none: int8 values in −127 … 127, scales'
+shapes, the layer's output within the quantization error of the float layer, the state_dict's
+names and dtypes, which modules a model holds after quantize_model."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from minilm.course.spec import Problem, first, gen, lm_shapes, load_state, randn, shown, spec, weights
+
+# ---------------------------------------------------------------- 12.1: quantize_int8 and dequantize_int8
+
+
+def rowed_weight(seed: int) -> torch.Tensor:
+    """A (6, 10) weight whose rows differ in size, with an all-zero row (2) and an outlier (row 4)."""
+    w = randn(seed, 6, 10) * torch.tensor([[0.02], [0.5], [1.0], [0.1], [0.05], [3.0]])
+    w[2] = 0.0
+    w[4, 7] = 1.5  # 30x the rest of its row
+    return w
+
+
+def _quantize_collect(m, c):
+    result = m.quantize_int8(c["w"], per_channel=c["per_channel"])
+    if not (type(result) is tuple and len(result) == 2):
+        raise TypeError(f"quantize_int8 must return a tuple (q, scale), got {type(result).__name__}")
+    q, scale = result
+    # dequantize_int8 on the case's own int8 values and scales, so a wrong scale shape above costs it nothing
+    return {"q": q, "scale": scale, "back": m.dequantize_int8(c["q"], c["q_scale"])}
+
+
+def _kind(t) -> str:
+    return str(t.dtype).replace("torch.", "") if type(t) is torch.Tensor else type(t).__name__
+
+
+def _quantize_invariant(got, c) -> Problem | None:
+    q, scale, w = got["q"], got["scale"], c["w"]
+    d_out, d_in = w.shape
+    if type(q) is not torch.Tensor or q.dtype != torch.int8:
+        return Problem(f"quantize_int8 on {c['what']}: q must be a torch.int8 tensor, got {_kind(q)}")
+    if type(scale) is not torch.Tensor or scale.dtype != torch.float32:
+        return Problem(f"quantize_int8 on {c['what']}: scale must be a float32 tensor (for any weight dtype), got "
+                       f"{_kind(scale)}")
+    want = (d_out, 1) if c["per_channel"] else (1, 1)
+    if c["per_channel"] and tuple(scale.shape) == (1, d_in) and d_in != 1:
+        return Problem(f"scale has shape {tuple(scale.shape)}, one per input column: per channel means one scale per "
+                       f"output row (the rows of a (d_out, d_in) weight), shape ({d_out}, 1)", "scale_per_column")
+    if tuple(scale.shape) != want:
+        return Problem(f"{'per-channel' if c['per_channel'] else 'per-tensor'} scale must have shape {want}, got "
+                       f"{tuple(scale.shape)}")
+    if tuple(q.shape) != tuple(w.shape):
+        return Problem(f"q must have w's shape {tuple(w.shape)}, got {tuple(q.shape)}")
+    if not (bool(torch.isfinite(scale).all()) and bool((scale > 0).all())):
+        return Problem("every scale must be finite and > 0: an all-zero row must not divide by 0; give it scale 1")
+    if int(q.min()) < -127:
+        return Problem(f"q holds {int(q.min())}: symmetric int8 uses −127 … 127 with scale max |w| / 127 (−128 has no "
+                       "positive partner)", "range_128")
+    if bool(((w == 0).all(-1) & (q != 0).any(-1)).any()):
+        return Problem("an all-zero row must quantize to zeros")
+    back = got["back"]
+    if type(back) is not torch.Tensor or back.dtype != torch.float32 or back.shape != w.shape:
+        return Problem(f"dequantize_int8 must return a float32 tensor of q's shape, got {_kind(back)}")
+    return None
+
+
+def _quantize_cases():
+    w = rowed_weight(1)
+    ties = torch.tensor([[0.5, 1.5, 2.5, -0.5, -2.5, 127.0]])  # exact ties: torch.round rounds them to even
+    cases = [dict(w=w, per_channel=True, what="a (6, 10) weight with a zero row and an outlier, per channel"),
+             dict(w=w, per_channel=False, what="the same weight per tensor"),
+             dict(w=ties, per_channel=True, what="ties (w / scale = ±0.5, 1.5, 2.5)"),
+             dict(w=w.to(torch.bfloat16), per_channel=True, what="the weight in bfloat16")]
+    g = gen(2)
+    for c in cases:  # int8 values and positive scales for dequantize_int8, one scale per row or one in all
+        c["q"] = torch.randint(-127, 128, tuple(c["w"].shape), generator=g).to(torch.int8)
+        c["q_scale"] = torch.rand(c["w"].shape[0] if c["per_channel"] else 1, 1, generator=g) + 1e-3
+    return cases
+
+
+spec("12.1", collect=_quantize_collect, cases=_quantize_cases, invariant=_quantize_invariant,
+     outputs={"q": "the int8 values q", "scale": "the scales", "back": "dequantize_int8(q, scale)"},
+     mistakes={
+         "truncates": "your int8 values are w / scale truncated towards zero (.to(torch.int8) cuts the fraction off): "
+                      "round to the nearest integer first, with torch.round",
+         "absmax_not_over_127": "your scale is max |w| itself, so every value lands on −1, 0 or 1: divide max |w| by "
+                                "127 so the largest weight maps to ±127",
+     },
+     passed="symmetric absmax int8 per row and per tensor, rounded, zero rows safe, within half a step")
+
+# ---------------------------------------------------------------- 12.2: Int8Linear
+
+
+class _Weight(nn.Module):
+    """A stand-in linear layer, just a weight (out_features, in_features): 12.2 is checked on Int8Linear alone."""
+
+    def __init__(self, weight: torch.Tensor):
+        super().__init__()
+        self.weight = nn.Parameter(weight.clone())
+
+
+def _int8_linear_collect(m, c):
+    d_out, d_in = c["w"].shape
+    layer = m.Int8Linear.from_linear(_Weight(c["w"]), per_channel=c["per_channel"])
+    state = layer.state_dict()
+    out = {"is_int8linear": isinstance(layer, m.Int8Linear), "keys": sorted(state),
+           "dtypes": [str(state[k].dtype) for k in sorted(state)], "parameters": len(list(layer.parameters())),
+           **{k: state[k] if k in state else "missing" for k in ("weight_int8", "scale")}}
+    out["y"] = layer(c["x"])
+    fresh = m.Int8Linear(d_in, d_out, per_channel=c["per_channel"])
+    fresh.load_state_dict(state, strict=False)  # extra or missing keys are judged from "keys"
+    out["y_loaded"] = fresh(c["x"])
+    return out
+
+
+def _int8_linear_invariant(got, c) -> Problem | None:
+    keys, (d_out, d_in) = got["keys"], c["w"].shape
+    if got["is_int8linear"] is not True:
+        return Problem("Int8Linear.from_linear must return an Int8Linear")
+    if "weight" in keys:
+        return Problem("the state_dict holds the float weight as well: an Int8Linear keeps only weight_int8 and scale, "
+                       "or it saves nothing", "keeps_float_weight")
+    if not keys:
+        return Problem("the state_dict is empty: store weight_int8 and scale with self.register_buffer(name, tensor), "
+                       "so state_dict(), load_state_dict() and .to() see them", "not_buffers")
+    if keys != ["scale", "weight_int8"]:
+        return Problem("state_dict keys must be ['scale', 'weight_int8']", detail=f", got {keys}")
+    if got["parameters"] != 0:
+        return Problem("Int8Linear must have no parameters: weight_int8 and scale are buffers (register_buffer), "
+                       "nothing here trains")
+    q, scale = got["weight_int8"], got["scale"]
+    rows = d_out if c["per_channel"] else 1
+    if q.dtype != torch.int8 or tuple(q.shape) != (d_out, d_in):
+        return Problem(f"weight_int8 must be int8 of shape (out_features, in_features) = ({d_out}, {d_in}), got "
+                       f"{_kind(q)}, {tuple(q.shape)}")
+    if scale.dtype != torch.float32 or tuple(scale.shape) != (rows, 1):
+        return Problem(f"scale must be float32 of shape ({rows}, 1), got {_kind(scale)}, {tuple(scale.shape)}")
+    y, x = got["y"], c["x"]
+    if type(y) is not torch.Tensor or y.dtype != x.dtype:
+        return Problem(f"a {_kind(x)} x must give a {_kind(x)} output, got {_kind(y)}")
+    float_y = x.double() @ c["w"].double().T
+    bound = x.double().abs().sum(-1, keepdim=True) * scale.double().T / 2  # |Σ_i x_i (ŵ_ji − w_ji)| ≤ Σ_i |x_i| · scale_j / 2
+    if y.shape != float_y.shape or not bool(((y.double() - float_y).abs() <= bound * (1 + 1e-4) + 1e-5).all()):
+        if y.shape == float_y.shape and torch.allclose(y.double(), x.double() @ q.double().T, rtol=1e-4, atol=1e-4):
+            return Problem("your output is x times the int8 values: multiply them by their scale (dequantize_int8) "
+                           "first", "forgets_scale")
+        return Problem("Int8Linear(x) must be within the quantization error of the float layer: Σ |x_i| · scale_j / 2")
+    return None
+
+
+spec("12.2", collect=_int8_linear_collect, invariant=_int8_linear_invariant,
+     cases=lambda: [dict(w=rowed_weight(2), x=randn(3, 3, 4, 10), per_channel=True, what="Int8Linear from a (6, 10) weight"),
+                    dict(w=rowed_weight(2), x=randn(3, 3, 4, 10), per_channel=False, what="the same per tensor"),
+                    dict(w=rowed_weight(2), x=randn(3, 3, 4, 10).double(), per_channel=True, what="a float64 x")],
+     outputs={"weight_int8": "weight_int8", "scale": "scale", "y": "Int8Linear(x)",
+              "y_loaded": "a new Int8Linear after load_state_dict"},
+     mistakes={"forgets_scale": "your output is x times the int8 values: multiply them by their scale (dequantize_int8) "
+                                "first"},
+     passed="int8 weight and float32 scales as buffers, forward within the quantization error, state_dict round trip")
+
+# ---------------------------------------------------------------- 12.3: quantize_model
+
+
+def _quantize_model_collect(m, c):
+    torch.manual_seed(0)
+    lm = m.TransformerLM(*c["config"])
+    load_state(lm, c["state"])
+    with torch.no_grad():
+        out = {"float_logits": lm(c["ids"])}  # your TransformerLM, Task 8.1
+    got = m.quantize_model(lm, per_channel=c["per_channel"])
+    state = lm.state_dict()
+    out |= {"in_place": got is lm, "keys": sorted(state), "dtypes": [str(state[k].dtype) for k in sorted(state)],
+            "linears_left": [n for n, mod in lm.named_modules() if isinstance(mod, m.Linear)],
+            "int8_linears": sum(isinstance(mod, m.Int8Linear) for mod in lm.modules()),
+            # the embedding and the norm gains, which stay float
+            "kept": [state[k] if k in state else "missing" for k in c["state"] if not _quantized(k)]}
+    try:
+        with torch.no_grad():
+            out["logits"] = lm(c["ids"])
+    except AttributeError as e:
+        raise AttributeError(f"after quantize_model your model raised AttributeError: {e}. Call the sub-modules "
+                             "(self.w1(x)), never read a Linear's .weight: an Int8Linear has none") from None
+    before = {k: v.clone() for k, v in lm.state_dict().items()}
+    m.quantize_model(lm, per_channel=c["per_channel"])
+    after = lm.state_dict()
+    out["idempotent"] = set(after) == set(before) and all(torch.equal(after[k], v) for k, v in before.items())
+    return out
+
+
+def _quantized(name: str) -> bool:
+    return name == "lm_head.weight" or name.endswith(("proj.weight", "w1.weight", "w2.weight", "w3.weight"))
+
+
+def _quantize_model_invariant(got, c) -> Problem | None:
+    keys, layers = got["keys"], c["config"][3]
+    kept = [k for k in c["state"] if not _quantized(k)]
+    changed = [k for k, v in zip(kept, got["kept"]) if type(v) is not torch.Tensor or not torch.equal(v, c["state"][k])]
+    return first(
+        None if got["in_place"] is True else Problem("quantize_model must quantize in place and return the model itself"),
+        None if "lm_head.weight" not in keys else Problem(
+            "lm_head is still a float Linear: quantize every Linear, the output head included", "lm_head_left_float"),
+        None if not any(_quantized(k) for k in keys) else Problem(
+            "the Linears inside the layers are still float: they sit at any depth (layers is a ModuleList of blocks "
+            "holding attn and ffn), so look at the children's children too", "top_level_only"),
+        None if not got["linears_left"] else Problem(
+            f"{shown(len(got['linears_left']))} Linear modules are still float",
+            detail=f": {', '.join(map(str, got['linears_left'][:3]))}"),
+        None if got["int8_linears"] == 7 * layers + 1 else Problem(
+            f"expected {7 * layers + 1} Int8Linear modules (4 attention and 3 feed-forward projections per layer, and "
+            f"lm_head), got {shown(got['int8_linears'])}"),
+        None if not changed else Problem(f"{changed[0]} changed: the embedding and the RMSNorm gains stay float, only "
+                                         "Linears are quantized", "quantizes_every_weight"),
+        None if got["idempotent"] is True else Problem(
+            "quantizing a quantized model must change nothing (leave Int8Linear modules alone)"))
+
+
+def _quantize_model_cases():
+    cfg = [53, 12, 16, 2, 2, 24, 10000.0]
+    state, ids = weights(41, lm_shapes(53, 16, 2, 24)), torch.randint(0, 53, (2, 10), generator=gen(4))
+    return [dict(config=cfg, per_channel=pc, state=state, ids=ids, what=f"TransformerLM(53, 12, 16, 2, 2, 24), per_channel={pc}")
+            for pc in (True, False)]
+
+
+spec("12.3", collect=_quantize_model_collect, cases=_quantize_model_cases, invariant=_quantize_model_invariant,
+     atol=1e-4, free=("kept",),
+     outputs={"float_logits": "the float model's logits (your TransformerLM, Task 8.1)", "logits": "the quantized logits"},
+     passed="every Linear (lm_head too) is an Int8Linear in place; embedding and norms stay float")

@@ -1,0 +1,183 @@
+"""Specs of notebooks 5–6: RoPE, softmax, attention (provided). See minilm/course/spec/__init__.py."""
+
+from __future__ import annotations
+
+import torch
+
+from minilm.course.spec import Problem, attention_shapes, gen, keys_problem, load_state, randn, spec, state_keys, weights
+
+ROPE_HALVES = "your output matches RoPE applied to split halves: rotate adjacent pairs (2i, 2i+1)"
+ROPE_ONE_BASED = "your output matches RoPE with 1-based positions: the first token is at position 0"
+ROPE_FREQUENCY = "the frequencies are off: pair i turns by θ^(−2i/d_k) per position, not θ^(−i/d_k)"
+ROPE_FREQUENCY_DOUBLED = ("the frequencies are off: pair i turns by θ^(−2i/d_k) per position, not θ^(−4i/d_k) "
+                          "(torch.arange(0, d_k, 2) already counts 2i: do not double it)")
+ROPE_MISTAKES = {
+    "rope_split_halves": ROPE_HALVES,
+    "rope_frequency": ROPE_FREQUENCY,
+    "rope_frequency_doubled": ROPE_FREQUENCY_DOUBLED,
+    "rope_one_based": ROPE_ONE_BASED,
+    "rope_wrong_direction": "you rotate the wrong way: x'[2i] = x[2i]cos − x[2i+1]sin, x'[2i+1] = x[2i]sin + x[2i+1]cos",
+}
+POSITIONS_ANY_SHAPE = "token_positions can be batched (here each batch row has its own positions), not only (seq,)"
+
+# ---------------------------------------------------------------- 5: RoPE
+
+
+def _rope_collect(m, c):
+    kw = {"theta": c["theta"]} if "theta" in c else {}
+    if "x" not in c:
+        return {"angles": m.rope_angles(c["pos"], c["d_k"], **kw)}
+    return {"y": m.rope(c["x"], c["pos"], **kw)}
+
+
+def _rope_cases():
+    pos = torch.tensor([[7, 0, 3, 100, 2], [1, 1, 1, 1, 1]])
+    return [dict(pos=torch.arange(6), d_k=8, what="positions 0…5, d_k=8"),
+            dict(pos=pos, d_k=16, theta=500.0, what="batched positions (2, 5), d_k=16, theta=500"),
+            dict(x=randn(21, 2, 6, 8), pos=torch.arange(6), what="x (2, 6, 8), positions 0…5"),
+            dict(x=randn(22, 2, 3, 5, 16), pos=pos.unsqueeze(1), theta=500.0, what="x (2, 3, 5, 16), batched positions "
+                 "(2, 1, 5) and theta=500"),
+            dict(x=randn(40, 3, 4, 8), pos=torch.tensor([[0, 1, 2, 3], [9, 4, 4, 60], [2, 3, 5, 7]]),
+                 what="x (3, 4, 8), batched positions (3, 4)")]
+
+
+def _float32_angles(got, c) -> Problem | None:
+    angles = got.get("angles")
+    if type(angles) is torch.Tensor and angles.dtype != torch.float32:
+        return Problem(f"rope_angles must return float32 angles, got {str(angles.dtype).replace('torch.', '')}",
+                       "wrong_dtype")
+    return None
+
+
+def _rope_on_error(c):
+    if c["pos"].ndim < 2:
+        return None
+    if "x" not in c:
+        return "rope_positions_1d", (f"{POSITIONS_ANY_SHAPE}: multiply token_positions[..., None] by the d_k/2 "
+                                     "frequencies (torch.outer takes 1-D vectors only)")
+    return "rope_positions_1d", POSITIONS_ANY_SHAPE
+
+
+# Angles computed in float32 (as common as float64) are off by ~1e-7·p rad, so rotated outputs at
+# positions in the thousands differ from the reference's by up to ~5e-4: within atol, unlike any mistake.
+spec("5.1", collect=_rope_collect, cases=_rope_cases, invariant=_float32_angles, on_error=_rope_on_error,
+     outputs={"angles": "rope_angles", "y": "rope"}, mistakes=ROPE_MISTAKES, atol=1e-3,
+     passed="angles and rotation match complex-number RoPE on adjacent pairs (1-D and batched positions, any theta)")
+
+
+def _RoPE_collect(m, c):
+    module = m.RotaryPositionalEmbedding(c["theta"], c["d_k"], c["max_len"])
+    return {"keys": state_keys(module), "y": module(c["x"], c["pos"])}
+
+
+def _RoPE_cases():
+    x = randn(23, 3, 10, 8)
+    return [dict(theta=10000.0, d_k=8, max_len=64, x=x, pos=torch.tensor([0, 5, 63, 2, 2, 9, 1, 40, 17, 33]),
+                 what="RotaryPositionalEmbedding(10000, 8, 64), x (3, 10, 8), positions (10,)"),
+            dict(theta=10000.0, d_k=8, max_len=64, x=x, pos=torch.randint(0, 64, (3, 10), generator=gen(41)),
+                 what="RotaryPositionalEmbedding(10000, 8, 64), x (3, 10, 8), batched positions (3, 10)")]
+
+
+spec("5.2", collect=_RoPE_collect, cases=_RoPE_cases, atol=1e-3, outputs={"y": "the rotation"}, mistakes=ROPE_MISTAKES,
+     invariant=lambda got, c: None if got["keys"] == [] else Problem(
+         "cos/sin are derived, not learned: register them with persistent=False", "persistent_buffers",
+         f" (state_dict has {got['keys']})"),
+     on_error=lambda c: None if c["pos"].ndim < 2 else (
+         "rope_table_positions_1d", f"{POSITIONS_ANY_SHAPE}: index the tables with the whole tensor, "
+                                    "self.cos[token_positions] (index_select takes a 1-D index only)"),
+     passed="precomputed cos/sin (not in the state_dict) give the same rotation as rope (1-D and batched positions)")
+
+# ---------------------------------------------------------------- 6: attention
+
+
+def _softmax_cases():
+    x = randn(24, 3, 4, 5)
+    return [*(dict(x=x, dim=d, what=f"x (3, 4, 5), dim={d}") for d in (-1, 0, 1)),
+            dict(x=torch.tensor([[1e4, 0.0, -1e4], [1e4, 1e4, 1e4], [-1e4, -1e4, -1e4]]), dim=-1, what="inputs of ±1e4")]
+
+
+spec("6.1", collect=lambda m, c: {"y": m.softmax(c["x"], dim=c["dim"])}, cases=_softmax_cases, outputs={"y": "softmax"},
+     mistakes={**{f"softmax_wrong_dim ({d})": f"you normalized over dim {d}, not over the dim asked: use the dim argument"
+                  for d in (-1, 0, 1)},
+               "softmax_unstable": "exp overflows for large inputs: subtract the max along dim before exp"},
+     passed="matches F.softmax on every dim, stable at ±1e4")
+
+
+def _sdpa_cases():
+    q, k, v = randn(25, 2, 3, 4, 8), randn(26, 2, 3, 6, 8), randn(27, 2, 3, 6, 5)
+    # Every row keeps at least one True and one False, so the inverted mask is a valid mask too.
+    mask = torch.rand(4, 6, generator=gen(28)) > 0.5
+    mask[:, 0], mask[:, 1] = True, False
+    return [dict(q=q, k=k, v=v, what="4 queries, 6 keys, no mask"), dict(q=q, k=k, v=v, mask=mask, what="a boolean mask")]
+
+
+spec("6.2", collect=lambda m, c: {"y": m.scaled_dot_product_attention(c["q"], c["k"], c["v"],
+                                                                      *([c["mask"]] if "mask" in c else []))},
+     cases=_sdpa_cases, outputs={"y": "attention"},
+     mistakes={
+         "no_scaling": "divide the scores q·k by sqrt(d_k) before the softmax",
+         "mask_inverted": "your mask is inverted: True means a query MAY attend to that key",
+         "softmax_over_queries": "normalize each query's scores over the keys (the last dim), not over the queries",
+         "mask_ignored": "your attention ignores the mask: where mask is False, set the score to -inf before the softmax, "
+                         "so that key gets exactly zero weight",
+         "mask_filled_with_zero": "you filled the masked scores with 0, but a score of 0 still gets the weight "
+                                  "exp(0) / Σ exp(scores) > 0: fill them with -inf, so the softmax gives them exactly 0",
+     },
+     passed="matches F.scaled_dot_product_attention, with and without a mask")
+
+
+def layer_collect(module, c) -> dict:
+    """A layer's state_dict names, then its output on x (and positions, when given) with the case's weights."""
+    out = {"keys": state_keys(module)}
+    load_state(module, c["state"])
+    out["y"] = module(c["x"], c["pos"]) if "pos" in c else module(c["x"])
+    return out
+
+
+MHSA_MISTAKES = {
+    "not_causal": "apply the causal mask: query t may only see keys 0…t",
+    "no_scaling": "divide the scores by sqrt(d_k) (d_k = d_model / num_heads)",
+    "rope_split_halves": ROPE_HALVES,
+    "rope_one_based": ROPE_ONE_BASED,
+    "rope_frequency": ROPE_FREQUENCY,
+    "rope_frequency_doubled": ROPE_FREQUENCY_DOUBLED,
+    "no_rope": "apply RoPE to q and k when theta is given",
+    "heads_interleaved": "head h must use rows h·d_k … (h+1)·d_k − 1 of each projection: split d_model as (heads d_k)",
+    "heads_not_transposed": "you reshaped the heads' outputs (…, heads, seq, d_k) straight to (…, seq, d_model) without "
+                            "first moving the heads dim next to d_k, so each row mixes heads and positions: use "
+                            "rearrange '… heads seq d_k -> … seq (heads d_k)' (or transpose(-3, -2), then reshape) "
+                            "before output_proj",
+    "heads_merged_d_k_first": "you merged the heads as (d_k heads), interleaving their columns: head h's output must fill "
+                              "columns h·d_k … (h+1)·d_k − 1, so merge with '… heads seq d_k -> … seq (heads d_k)'",
+    "scaled_by_d_model": "you divided the scores by sqrt(d_model): each head's scores are dot products of d_k-dim "
+                         "vectors, so divide by sqrt(d_k), d_k = d_model / num_heads",
+    "causal_sees_next_token": "your causal mask lets query t see key t + 1: keep the diagonal and what lies below it "
+                              "(tril with diagonal=0: True where key ≤ query), nothing above",
+    "rope_on_v": "you rotated v too: RoPE rotates q and k, not v (the rotation is there to make q·k depend on the "
+                 "relative position; the values stay as v_proj made them)",
+}
+
+
+def _mhsa(m, c):
+    return m.MultiHeadSelfAttention(c["d"], c["heads"], *([c["max_len"], c["theta"]] if "theta" in c else []))
+
+
+def _mhsa_cases():
+    d, h, x = 32, 4, randn(29, 2, 9, 32)
+    state = weights(38, attention_shapes(d))
+    return [dict(d=d, heads=h, max_len=32, theta=10000.0, state=state, x=x, what="MultiHeadSelfAttention(32, 4) with RoPE"),
+            dict(d=d, heads=h, max_len=32, theta=10000.0, state=state, x=x,
+                 pos=torch.tensor([[0, 1, 2, 3, 4, 5, 6, 7, 8], [3, 4, 5, 6, 10, 11, 12, 13, 31]]),
+                 what="MultiHeadSelfAttention(32, 4) with RoPE and batched token_positions (2, 9)"),
+            dict(d=d, heads=h, state=weights(39, attention_shapes(d)), x=x, what="MultiHeadSelfAttention(32, 4) without RoPE")]
+
+
+spec("6.3", collect=lambda m, c: layer_collect(_mhsa(m, c), c), cases=_mhsa_cases, outputs={"y": "the output"},
+     invariant=lambda got, c: keys_problem(got["keys"], list(attention_shapes(c["d"])),
+                                           f"MultiHeadSelfAttention({c['d']}, {c['heads']})"),
+     on_error=lambda c: None if c.get("pos") is None or c["pos"].ndim < 2 else (
+         "attention_positions_1d", "token_positions is (batch, seq), one row per batch row, and q and k are (batch, "
+                                   "heads, seq, d_k): give RoPE the positions with a heads axis, "
+                                   "token_positions.unsqueeze(-2), so each head gets its batch row's positions"),
+     mistakes=MHSA_MISTAKES,
+     passed="causal, per-head rows, RoPE on q and k (1-D and batched positions): matches F.scaled_dot_product_attention")

@@ -1,0 +1,337 @@
+"""Specs of notebooks 9–10: data, BPE and training (provided). See minilm/course/spec/__init__.py."""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+
+import numpy as np
+import torch
+from torch import nn
+
+from minilm.course.spec import Problem, gen, randn, shown, spec
+
+# ---------------------------------------------------------------- 9.1: get_batch
+
+
+def _get_batch_collect(m, c):
+    data = c["data"].numpy().astype(c["np_dtype"])  # token i is off + i: a window's first token names its start
+    torch.manual_seed(c["seed"])
+    x, y = m.get_batch(data, c["batch"], c["ctx"], "cpu")
+    torch.manual_seed(c["seed"])
+    again, _ = m.get_batch(data, c["batch"], c["ctx"], "cpu")
+    starts = []
+    if c.get("small"):  # ctx + 3 tokens: the valid starts are 0, 1 and 2, and 300 draws see each
+        small = np.arange(c["ctx"] + 3, dtype=np.int64)
+        torch.manual_seed(c["seed"])
+        starts = sorted(set(m.get_batch(small, 300, c["ctx"], "cpu")[0][:, 0].tolist()))
+    return {"x": x, "y": y, "again": again, "starts": starts}
+
+
+def _get_batch_invariant(got, c) -> Problem | None:
+    x, y, shape = got["x"], got["y"], (c["batch"], c["ctx"])
+    for name, t in (("x", x), ("y", y)):
+        if type(t) is not torch.Tensor:
+            return Problem(f"get_batch returned {name} of type {type(t).__name__}, expected a tensor")
+        if tuple(t.shape) != shape:
+            return Problem(f"{name} has shape {tuple(t.shape)}, expected (batch_size, context_length) = {shape}")
+        if t.dtype != torch.long:
+            return Problem(f"{name} has dtype {t.dtype}, expected torch.long (int64)"
+                           + (f" (for a {c['np_dtype']} dataset too)" if c["np_dtype"] != "int64" else ""))
+    if not bool((x[:, 1:] - x[:, :-1] == 1).all()):
+        return Problem("each row of x must be consecutive tokens dataset[i : i + context_length]")
+    if torch.equal(y, x):
+        return Problem("y equals x: the targets must be the inputs shifted by one "
+                       "(y = dataset[i + 1 : i + 1 + context_length])", "targets_not_shifted")
+    if not torch.equal(y, x + 1):
+        return Problem("y must be x shifted by one: y[b, t] = dataset[i + t + 1], the token that follows x[b, t]",
+                       "targets_not_shifted")
+    start, n = x[:, 0] - c["data"][0].item(), len(c["data"])
+    if bool((start < 0).any()) or bool((start > n - c["ctx"] - 1).any()):
+        return Problem("a window starts outside 0 … len(dataset) − context_length − 1")
+    if type(got["again"]) is not torch.Tensor or not torch.equal(got["again"], x):
+        return Problem("two calls after the same torch.manual_seed gave different batches: draw the starts with torch.randint")
+    if c.get("small") and got["starts"] != [0, 1, 2]:
+        n_small, ctx = c["ctx"] + 3, c["ctx"]
+        if got["starts"] == [0, 1]:
+            return Problem(f"with {n_small} tokens and context_length {ctx} the valid starts are 0, 1 and 2, but 2 "
+                           "(= len(dataset) − context_length − 1) was never drawn in 300 draws: torch.randint's high is "
+                           "exclusive, so torch.randint(0, len(dataset) − context_length, …) already includes the last "
+                           "start", "last_start_never_drawn")
+        return Problem(f"with {n_small} tokens and context_length {ctx} the valid starts are 0, 1 and 2 (uniformly), "
+                       f"got starts {shown(got['starts'])}", "start_range")
+    return None
+
+
+spec("9.1", collect=_get_batch_collect, invariant=_get_batch_invariant, free=("x", "y", "again", "starts"),
+     cases=lambda: [dict(data=torch.arange(1000), np_dtype="int64", batch=4, ctx=8, seed=0, small=True,
+                         what="1000 int64 tokens, batch 4, context 8"),
+                    dict(data=torch.arange(50), np_dtype="uint16", batch=2, ctx=5, seed=0, what="a uint16 dataset")],
+     passed="(x, y) are int64 windows shifted by one, starts uniform over every valid offset")
+
+# ---------------------------------------------------------------- 9.2: train_bpe
+
+# A small corpus where every rule of the docstring decides some merge: repeated words (counts
+# weighted by frequency), ties, pre-token boundaries, "aaa" (overlapping pairs), multi-byte
+# characters, a contraction and digits.
+BPE_CORPUS = ("low low low low low lower lower newest newest newest newest newest newest widest widest widest\n"
+              "aaa aaa aaab baaa ab ab ba\n"
+              "It's a café; we'll see cafés, 2024 and 2025!\n")
+BPE_MERGES = 40
+
+
+def merge_ids(merges: list[tuple[bytes, bytes]]) -> torch.Tensor:
+    """Merges as (left id, right id) rows: ids 0–255 the bytes, 256 + k the k-th merge's token (-1 if unknown)."""
+    ids = {bytes([i]): i for i in range(256)}
+    rows = []
+    for k, (left, right) in enumerate(merges):
+        rows.append([ids.get(left, -1), ids.get(right, -1)])
+        ids.setdefault(left + right, 256 + k)
+    return torch.tensor(rows, dtype=torch.long).reshape(-1, 2)
+
+
+def _train_bpe_collect(m, c):
+    result = m.train_bpe(c["text"], c["num_merges"])
+    call = f"train_bpe({c['what']})"
+    if not (type(result) is tuple and len(result) == 2):
+        raise TypeError(f"{call} returned {type(result).__name__}, expected a tuple (vocab, merges)")
+    vocab, merges = result
+    if type(vocab) is not dict or type(merges) is not list:
+        raise TypeError(f"{call}: expected vocab a dict {{id: bytes}} and merges a list, got {type(vocab).__name__} "
+                        f"and {type(merges).__name__}")
+    for k, pair in enumerate(merges):
+        if not (type(pair) is tuple and len(pair) == 2 and all(type(p) is bytes for p in pair)):
+            raise TypeError(f"{call}: merges[{k}] must be a pair (bytes, bytes), got {type(pair).__name__}")
+    # bytes as hex strings: outputs cross to the grader as plain data (tensors, numbers, str, lists)
+    return {"merge_ids": merge_ids(merges), "merges": [[left.hex(), right.hex()] for left, right in merges],
+            "vocab": [[i, vocab[i].hex() if type(vocab[i]) is bytes else "?"] for i in sorted(vocab)]}
+
+
+def _train_bpe_invariant(got, c) -> Problem | None:
+    call, n = f"train_bpe({c['what']})", len(got["merges"])
+    ids = [i for i, _ in got["vocab"]]
+    if ids != list(range(256 + n)):
+        return Problem(f"{call}: vocab's ids must be 0 … 255 + len(merges) = {255 + n}, one per byte and per merge")
+    if any(h != bytes([i]).hex() for i, h in got["vocab"][:256]):
+        return Problem(f"{call}: vocab[i] must be bytes([i]) for i = 0 … 255")
+    if any(got["vocab"][256 + k][1] != a + b for k, (a, b) in enumerate(got["merges"])):
+        return Problem(f"{call}: vocab[256 + k] must be the bytes of merges[k] joined, left + right")
+    return None
+
+
+def _merges_of(ids: torch.Tensor) -> list[tuple[bytes, bytes]]:
+    tokens, merges = [bytes([i]) for i in range(256)], []
+    for left, right in ids.tolist():
+        merges.append((tokens[left] if left >= 0 else b"?", tokens[right] if right >= 0 else b"?"))
+        tokens.append(merges[-1][0] + merges[-1][1])
+    return merges
+
+
+def _explain_merges(key: str, got: torch.Tensor, want: torch.Tensor) -> str | None:
+    """Which merge differs first (or how many were made), for a check's message."""
+    if key != "merge_ids" or got.ndim != 2 or want.ndim != 2:
+        return None
+    mine, expected = _merges_of(got), _merges_of(want)
+    first = next((k for k, (a, b) in enumerate(zip(mine, expected)) if a != b), None)
+    if first is None:
+        return (f"you returned {len(mine)} merges, expected {len(expected)} (training stops when num_merges are made "
+                "or when every chunk is a single token, with no pair left to merge)")
+    return (f"merge {first} is {mine[first]!r}, expected {expected[first]!r} (the most frequent pair over the chunks, "
+            "each weighted by its count; a tie goes to the greatest pair)")
+
+
+spec("9.2", collect=_train_bpe_collect, invariant=_train_bpe_invariant, explain=_explain_merges,
+     cases=lambda: [dict(text=BPE_CORPUS, num_merges=BPE_MERGES, what=f"the check's corpus, {BPE_MERGES} merges"),
+                    dict(text="aaa aaa aaab", num_merges=3, what='"aaa aaa aaab", 3 merges'),
+                    dict(text=BPE_CORPUS, num_merges=0, what="the check's corpus, 0 merges"),
+                    dict(text="ab ab", num_merges=10, what='"ab ab", 10 merges (only 2 are possible)')],
+     outputs={"merge_ids": "the merges"},
+     mistakes={
+         "bpe_no_pretokenization": "your merges cross pre-token boundaries: split the text with "
+                                   "regex.finditer(GPT2_PATTERN, text) first and count pairs only inside each chunk",
+         "bpe_tie_smallest_pair": "on a tie you took the smallest pair; the rule is the lexicographically greatest "
+                                  "(the max of (count, pair))",
+         "bpe_counts_not_weighted": "count each chunk's pairs as many times as the chunk occurs in the text, not once "
+                                    "per distinct chunk",
+         "bpe_merges_right_to_left": "replace a pair's occurrences left to right: with the merge (a, a), \"aaa\" becomes "
+                                     "[aa, a], not [a, aa]",
+     },
+     passed=f"the {BPE_MERGES} merges of the check's corpus match, vocab = 256 bytes + one token per merge, "
+            "stops when no pair is left")
+
+# ---------------------------------------------------------------- 10: training
+
+
+def _cross_entropy_invariant(got, c) -> Problem | None:
+    loss = got["loss"]
+    if type(loss) is torch.Tensor and loss.numel() == 1 and not bool(torch.isfinite(loss).all()):
+        return Problem(f"cross_entropy gives {loss.item()} for {c['what']}: exp overflows. Use the log-sum-exp trick: "
+                       "subtract the max logit before exp and add it back after the log", "no_logsumexp")
+    return None
+
+
+def _cross_entropy_cases():
+    return [dict(logits=randn(1, 4, 7), targets=torch.randint(0, 7, (4,), generator=gen(2)), what="logits (4, 7)"),
+            dict(logits=randn(3, 2, 3, 11, scale=3), targets=torch.randint(0, 11, (2, 3), generator=gen(4)),
+                 what="logits (2, 3, 11)"),
+            dict(logits=randn(5, 1, 5), targets=torch.tensor([4]), what="logits (1, 5)"),
+            dict(logits=randn(6, 2, 2, 2, 13), targets=torch.randint(0, 13, (2, 2, 2), generator=gen(7)),
+                 what="logits (2, 2, 2, 13)"),
+            *(dict(logits=randn(8, 3, 9, scale=scale), targets=torch.tensor([0, 4, 8]), what=f"logits scaled by {scale:g}")
+              for scale in (1e4, -1e4))]
+
+
+spec("10.1", collect=lambda m, c: {"loss": m.cross_entropy(c["logits"], c["targets"])}, cases=_cross_entropy_cases,
+     invariant=_cross_entropy_invariant, outputs={"loss": "cross_entropy"}, atol=1e-4,
+     mistakes={"sum_not_mean": "you summed the losses; the contract is the mean over every position"},
+     passed="matches F.cross_entropy on 4 cases, stable at ±1e4")
+
+
+def _clip_collect(m, c):
+    params = [nn.Parameter(p.clone()) for p in c["params"]]
+    for p, g in zip(params, c["grads"]):
+        p.grad = g.clone()
+    no_grad = nn.Parameter(torch.ones(3))  # .grad is None: must be skipped
+    norm = m.clip_grad_norm(params + [no_grad], c["max_norm"])
+    return {"norm": torch.as_tensor(norm, dtype=torch.float32).reshape(()),
+            "grads": [p.grad for p in params], "no_grad_untouched": no_grad.grad is None}
+
+
+def _clip_cases():
+    cases = []
+    for scale, max_norm in ((10.0, 1.0), (0.01, 1.0), (3.0, 2.5)):
+        g = gen(1)
+        params = [torch.randn(*s, generator=g) for s in ((3, 4), (5,), (2, 2, 2))]
+        cases.append(dict(params=params, grads=[torch.randn(p.shape, generator=g) * scale for p in params],
+                          max_norm=max_norm, what=f"gradients of size ~{scale:g}, max_norm {max_norm:g}"))
+    return cases
+
+
+spec("10.2", collect=_clip_collect, cases=_clip_cases,
+     invariant=lambda got, c: None if got["no_grad_untouched"] is True else Problem(
+         "a parameter without a gradient must be left alone (its .grad stays None)"),
+     outputs={"norm": "the returned norm (before clipping)", "grads": "the gradients after clipping"},
+     mistakes={"per_parameter_clipping": "you clipped per parameter, each on its own; compute ONE global norm over all "
+                                         "gradients and scale them all by the same factor"},
+     passed="matches clip_grad_norm_ above and below max_norm, one global norm")
+
+
+def _lr_collect(m, c):
+    return {"lr": torch.tensor([float(m.lr_cosine_schedule(it, **c["args"])) for it in c["its"]], dtype=torch.float64)}
+
+
+spec("10.3", collect=_lr_collect, atol=1e-9, rtol=1e-9, outputs={"lr": "the learning rates"},
+     cases=lambda: [dict(args=dict(max_lr=1.0, min_lr=0.1, warmup_iters=7, cosine_cycle_iters=21), its=list(range(25)),
+                         what="it = 0 … 24 (max_lr 1, min_lr 0.1, warmup 7, cycle 21)")],
+     mistakes={
+         "warmup_off_by_one": "the warmup is off by one: at it = 0 the rate must be 0, rising as "
+                              "it / warmup_iters · max_lr to max_lr at it = warmup_iters",
+         "cosine_past_cycle": "after cosine_cycle_iters the rate stays at min_lr, but yours follows the cosine back up: "
+                              "return min_lr for it > cosine_cycle_iters",
+     },
+     passed="matches CS336's schedule for 25 iterations: warmup, cosine and the floor")
+
+
+def _adamw_collect(m, c):
+    groups = [[nn.Parameter(p.clone()) for p in grp] for grp in c["init"]]
+    opt = m.AdamW([{"params": ps, **hp} for ps, hp in zip(groups, c["group_hparams"])], **c["hparams"])
+    flat = [p for ps in groups for p in ps]
+    for step_grads in c["grads"]:
+        for p, g in zip(flat, step_grads):
+            p.grad = g.clone()
+        opt.step()
+    out = {"params": [p.detach().clone() for p in flat]}
+    # A schedule changes group["lr"] between steps: the optimizer must read it each step.
+    p = nn.Parameter(torch.ones(3))
+    opt = m.AdamW([p], lr=0.1, weight_decay=0.0)
+    opt.param_groups[0]["lr"] = 0.0
+    p.grad = torch.ones(3)
+    opt.step()
+    out["lr_zero_step"] = p.detach().clone()
+    return out
+
+
+def _adamw_cases():
+    init = [randn(1, 4, 3), randn(2, 5)]
+    grads = [[randn(10 * t + i, *p.shape) for i, p in enumerate(init)] for t in range(6)]
+    return [dict(init=[init], group_hparams=[{}], hparams=dict(lr=0.05, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.5),
+                 grads=grads, what="6 steps, weight_decay 0.5")]
+
+
+spec("10.4", collect=_adamw_collect, cases=_adamw_cases, atol=1e-6,
+     invariant=lambda got, c: None if type(got["lr_zero_step"]) is torch.Tensor and torch.equal(
+         got["lr_zero_step"], torch.ones(3)) else Problem(
+         "after setting param_groups[0]['lr'] = 0 a step must not move the parameters: read lr from the param group "
+         "at every step"),
+     outputs={"params": "the parameters"},
+     mistakes={
+         "adam_l2": "you added weight_decay · p to the gradient (Adam with L2); AdamW's decay is decoupled: "
+                    "p ← p − lr · weight_decay · p, separately from the moments",
+         "no_bias_correction": "missing bias correction: divide m by 1 − β1ᵗ and v by 1 − β2ᵗ (t counts from 1)",
+         "decay_without_lr": "your decay is p ← p − weight_decay · p; AdamW decays by weight_decay times the learning "
+                             "rate: p ← p − lr · weight_decay · p (so the schedule scales the decay too)",
+     },
+     passed="matches torch.optim.AdamW for 6 steps, decoupled decay and bias correction")
+
+
+class Momentum(torch.optim.Optimizer):
+    """SGD with momentum: a stand-in optimizer whose state (a buffer per parameter) a checkpoint
+    must keep. Not torch's own optimizers: their step imports torch._dynamo, a second of every
+    `minilm status`."""
+
+    def __init__(self, params, lr: float = 0.01, beta: float = 0.9):
+        super().__init__(params, dict(lr=lr, beta=beta))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    buf = self.state[p].setdefault("momentum", torch.zeros_like(p))
+                    buf.mul_(group["beta"]).add_(p.grad)
+                    p.add_(buf, alpha=-group["lr"])
+
+
+def _checkpoint_collect(m, c):
+    def setup(seed):
+        torch.manual_seed(seed)
+        model = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2))  # release: not a task (a model to checkpoint)
+        return model, Momentum(model.parameters(), lr=0.01)
+
+    def step(model, opt, x):
+        opt.zero_grad()
+        model(x).pow(2).mean().backward()
+        opt.step()
+
+    model, opt = setup(c["seed"])
+    for x in c["xs"]:
+        step(model, opt, x)
+    model2, opt2 = setup(c["seed"] + 1)  # other weights, and no optimizer state yet
+    if c["to_path"]:
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "ckpt.pt")
+            m.save_checkpoint(model, opt, c["iteration"], path)
+            iteration = m.load_checkpoint(path, model2, opt2)
+    else:
+        buffer = io.BytesIO()
+        m.save_checkpoint(model, opt, c["iteration"], buffer)
+        buffer.seek(0)
+        iteration = m.load_checkpoint(buffer, model2, opt2)
+    out = {"iteration": iteration if type(iteration) is int else repr(type(iteration))[:60],
+           "restored": [t.detach().clone() for t in model2.state_dict().values()]}
+    # Resuming must continue exactly: the optimizer's state is restored too.
+    step(model2, opt2, c["more"])
+    out["resumed"] = [t.detach().clone() for t in model2.state_dict().values()]
+    return out
+
+
+spec("10.5", collect=_checkpoint_collect,
+     cases=lambda: [dict(seed=0, xs=[randn(s, 5, 4) for s in range(3)], more=randn(9, 5, 4), iteration=3, to_path=False,
+                         what="a file object, iteration 3")],
+     invariant=lambda got, c: None if got["iteration"] == c["iteration"] else Problem(
+         f"load_checkpoint returned {shown(got['iteration'])}, expected the saved iteration {c['iteration']}"),
+     outputs={"restored": "the restored model's weights",
+              "resumed": "the weights after one more step from the restored checkpoint (save and restore the "
+                         "optimizer's state_dict too)"},
+     passed="model, optimizer state and iteration round-trip through a file object")
