@@ -5,7 +5,8 @@
 
 The release holds minilm/ (the stubs and the provided modules, the grader included),
 notebooks/ with the reference's stored outputs, the visible tests/, the root conftest.py,
-a README.md of its own (the student's two commands, loop, rules and tasks), environment.yml, a pyproject.toml that no longer mentions `solutions`, a
+a README.md of its own (what the course is, the student's two commands and loop) with docs/students.md
+(the loop in full, the rules and the tasks), environment.yml, a pyproject.toml that no longer mentions `solutions`, a
 .gitignore, and a GitHub Actions workflow (.github/workflows/grade.yml) generated from the task
 registry that runs the visible checks on every push.
 It never holds solutions/ or the grader's hidden inputs: before it returns, every file written is
@@ -290,14 +291,19 @@ def _section(readme: str, heading: str) -> str:
     return readme[start + 1:end if end >= 0 else len(readme)].rstrip() + "\n"
 
 
+# The docs/ the edition ships: the students' only (the others describe what the edition cannot run).
+STUDENT_DOCS = ("students.md",)
+# Words of the instructor's repository that neither the edition's README nor its docs may use.
+INSTRUCTOR_WORDS = ("solutions", "--impl", "minilm grade", "minilm release", "minilm export", "minilm expected")
+
+
 def student_readme() -> str:
-    """The student edition's README: what the course is, the student's two commands, their loop
-    and rules, and the tasks, taken from the course README's student sections; nothing an
-    instructor runs (no `solutions`, no grader), which the edition cannot run."""
+    """The student edition's README: what the course is, the student's two commands and their loop,
+    taken from the course README's student parts, and a link to docs/students.md (the rules and the
+    tasks); nothing an instructor runs (no `solutions`, no grader), which the edition cannot run."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     intro = readme[:readme.index("\n## ")].rstrip() + "\n"
     loop = _section(readme, "How you work (students)").replace("## How you work (students)", "## How you work")
-    tasks_table = _section(readme, "Tasks")
     commands = f"""## Two commands
 
 Set up and open the course (Python ≥ 3.10, in a fresh virtual environment or conda env; on Linux,
@@ -319,13 +325,31 @@ Until you have written every task it fails, and each failure names its task
 `minilm --help` lists the other commands; the loop below uses `minilm status`, `minilm check` and
 `minilm test ID`.
 """
+    docs = """## Docs
+
+- [docs/students.md](docs/students.md): the loop in full, `minilm train`, how failing cells are named,
+  where your grade is decided, the from-scratch rules and every task.
+"""
     footer = """## For instructors
 
 This is the student edition of the course, written from the instructor's repository, which holds
 the reference, the grader, the hidden inputs and the instructor's documentation. Grades are
 decided there, never in this repository.
 """
-    return "\n".join([intro, commands, loop, tasks_table, footer])
+    return "\n".join([intro, commands, loop, docs, footer])
+
+
+def student_docs() -> dict[str, str]:
+    """The edition's docs/: the students' docs of the course, as they are, refused if one mentions what
+    only the instructor's repository has."""
+    found = {}
+    for name in STUDENT_DOCS:
+        text = (ROOT / "docs" / name).read_text(encoding="utf-8")
+        words = [w for w in INSTRUCTOR_WORDS if w in text]
+        if words:
+            raise ReleaseError(f"docs/{name} mentions {', '.join(words)}, which the student edition does not have")
+        found[name] = text
+    return found
 
 
 def write_release(out: Path, regenerate: bool = False) -> list[Path]:
@@ -348,7 +372,14 @@ def write_release(out: Path, regenerate: bool = False) -> list[Path]:
         if not (ROOT / name).exists():
             raise ReleaseError(f"{name} is missing from the course root")
         shutil.copy2(ROOT / name, out / name)
-    (out / "README.md").write_text(student_readme(), encoding="utf-8")
+    readme = student_readme()
+    words = [w for w in INSTRUCTOR_WORDS if w in readme]
+    if words:
+        raise ReleaseError(f"the student README would mention {', '.join(words)}: see the README's student sections")
+    (out / "README.md").write_text(readme, encoding="utf-8")
+    (out / "docs").mkdir()
+    for name, text in student_docs().items():
+        (out / "docs" / name).write_text(text, encoding="utf-8")
     (out / "pyproject.toml").write_text(rewrite_pyproject((ROOT / "pyproject.toml").read_text(encoding="utf-8")),
                                         encoding="utf-8")
     ignore = (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines() if (ROOT / ".gitignore").exists() else []

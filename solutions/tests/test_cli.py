@@ -1,4 +1,4 @@
-"""The `minilm` command: every command the README shows is one of its subcommands and is
+"""The `minilm` command: every command the README and docs/*.md show is one of its subcommands and is
 exercised here, either run for real (status, check, test) or dispatched to the module whose own
 tests run it (train: tests/test_train.py, grade: test_grade.py, release: test_release.py, …)."""
 
@@ -28,17 +28,26 @@ def minilm(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
                           text=True, timeout=timeout)
 
 
-def readme_commands() -> list[list[str]]:
-    """Every `minilm …` line of the README's bash blocks, as argv (comments and env prefixes dropped)."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def bash_blocks(path) -> list[str]:
+    """Every ```bash block of one Markdown file."""
+    return re.findall(r"```bash\n(.*?)```", path.read_text(encoding="utf-8"), flags=re.S)
+
+
+def readme_commands(paths=None) -> list[list[str]]:
+    """Every `minilm …` line of the bash blocks of the README and docs/*.md (or of `paths`), as argv
+    (comments and env prefixes dropped)."""
     out = []
-    for block in re.findall(r"```bash\n(.*?)```", readme, flags=re.S):
-        for line in block.splitlines():
-            argv = shlex.split(line.split("  #")[0].split(" # ")[0])
-            while argv and re.fullmatch(r"[A-Z_]+=\S*", argv[0]):
-                argv = argv[1:]
-            if argv[:1] == ["minilm"]:
-                out.append(argv[1:])
+    for path in DOCS if paths is None else paths:
+        for block in bash_blocks(path):
+            for line in block.splitlines():
+                argv = shlex.split(line.split("  #")[0].split(" # ")[0])
+                while argv and re.fullmatch(r"[A-Z_]+=\S*", argv[0]):
+                    argv = argv[1:]
+                if argv[:1] == ["minilm"]:
+                    out.append(argv[1:])
     return out
 
 
@@ -47,14 +56,20 @@ def test_the_console_script_is_declared():
     assert scripts == {"minilm": "minilm.course.cli:main"}
 
 
-def test_the_readme_uses_only_minilm_subcommands():
-    commands = readme_commands()
-    used = {argv[0] for argv in commands}
-    assert {"status", "check", "test", "train", "grade", "release", "notebooks", "stubs", "export", "expected"} <= used
+def test_the_readme_and_docs_use_only_minilm_subcommands():
+    assert {p.name for p in DOCS} >= {"README.md", "students.md", "instructors.md", "grading.md", "training.md",
+                                       "benchmarks.md"}
     known = {"status", "check", "test", *cli.DELEGATED, *cli.INSTRUCTOR}
-    assert used <= known, used - known
-    blocks = "".join(re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), flags=re.S))
-    assert not re.search(r"python -m (minilm|solutions\.(release|notebooks|make_stubs|export|expected))\b", blocks)
+    for path in DOCS:
+        used = {argv[0] for argv in readme_commands([path])}
+        assert used <= known, f"{path.relative_to(ROOT)} shows commands minilm does not have: {used - known}"
+        blocks = "".join(bash_blocks(path))
+        assert not re.search(r"python -m (minilm|solutions\.(release|notebooks|make_stubs|export|expected))\b", blocks), \
+            f"{path.relative_to(ROOT)}: a module run instead of its minilm subcommand"
+    used = {argv[0] for argv in readme_commands()}
+    assert {"status", "check", "test", "train", "grade", "release", "notebooks", "stubs", "export", "expected"} <= used
+    # The README shows the two commands and the student's loop; everything else is in docs/.
+    assert {argv[0] for argv in readme_commands([ROOT / "README.md"])} == {"test", "check", "status"}
 
 
 def test_help_lists_every_subcommand_and_each_has_complete_help():

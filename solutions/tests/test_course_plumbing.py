@@ -114,21 +114,91 @@ def test_environment_yml_lists_the_same_dependencies_as_pyproject():
     assert "python>=3.10" in text.replace(" ", "")
 
 
+STUDENTS_DOC = ROOT / "docs" / "students.md"
+
+
 def test_readme_task_table_matches_the_registry():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    # The tasks table lives in docs/students.md (the README links it; the student edition ships it).
+    doc = STUDENTS_DOC.read_text(encoding="utf-8")
     for t in tasks.TASKS:
         row = f"| {t.id} | `{t.function}`: {t.title} | `{t.file}` | `{t.notebook}` | {t.points} |"
-        assert row in readme, f"README's task table is out of date for task {t.id}"
-    assert f"Total: {sum(t.points for t in tasks.TASKS)} points." in readme
+        assert row in doc, f"docs/students.md's task table is out of date for task {t.id}"
+    assert f"Total: {sum(t.points for t in tasks.TASKS)} points." in doc
 
 
 def test_readme_lists_every_from_scratch_rule():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("**Build it yourself.**"):readme.index("## How instructors work")]
+    doc = STUDENTS_DOC.read_text(encoding="utf-8")
+    start = doc.index("**Build it yourself.**")
+    end = doc.find("\n## ", start)
+    section = doc[start:end if end >= 0 else len(doc)]
     rows = [line.split("|")[1] for line in section.splitlines() if line.startswith("| ")]
     listed = {i.strip() for row in rows for i in row.split(",")}
-    assert {t.id for t in tasks.TASKS if t.forbidden} <= listed, "README's from-scratch table misses a task"
+    assert {t.id for t in tasks.TASKS if t.forbidden} <= listed, "docs/students.md's from-scratch table misses a task"
     assert {i for i in listed if i[0].isdigit()} <= {t.id for t in tasks.TASKS if t.forbidden}
+
+
+def markdown_links(path) -> list[str]:
+    """Every link target of a Markdown file (inline `[text](target)` links and images), code spans
+    and fenced blocks left out."""
+    text = re.sub(r"```.*?```", "", path.read_text(encoding="utf-8"), flags=re.S)
+    text = re.sub(r"`[^`\n]*`", "", text)
+    return re.findall(r"\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)", text)
+
+
+def markdown_anchors(path) -> set[str]:
+    """GitHub's anchors for a Markdown file's headings."""
+    text = re.sub(r"```.*?```", "", path.read_text(encoding="utf-8"), flags=re.S)
+    anchors = set()
+    for heading in re.findall(r"^#{1,6}\s+(.*?)\s*#*\s*$", text, flags=re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        anchors.add(slug)
+    return anchors
+
+
+def test_every_relative_link_in_the_readme_and_docs_resolves():
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    assert len(docs) > 1, "docs/ is missing"
+    broken = []
+    for doc in docs:
+        links = markdown_links(doc)
+        if doc.name == "README.md":
+            assert "docs/students.md" in links, "the README does not link docs/students.md"
+        for link in links:
+            if re.match(r"[a-z][a-z0-9+.-]*:", link, flags=re.I):  # https:, mailto:
+                continue
+            target, _, anchor = link.partition("#")
+            path = (doc.parent / target).resolve() if target else doc
+            if not path.exists():
+                broken.append(f"{doc.relative_to(ROOT)}: {link} (no such file)")
+            elif anchor and path.suffix == ".md" and anchor not in markdown_anchors(path):
+                broken.append(f"{doc.relative_to(ROOT)}: {link} (no such heading)")
+    assert not broken, "broken links:\n" + "\n".join(broken)
+    # Every doc is linked from the README.
+    readme_links = {(ROOT / link.partition("#")[0]).resolve() for link in markdown_links(ROOT / "README.md")}
+    assert {d.resolve() for d in docs[1:]} <= readme_links, "a doc the README does not link"
+
+
+def test_readme_tree_names_only_real_paths_and_every_exercise_module():
+    # The README's annotated tree: each line's name(s), under the folders above it by indentation
+    # (two spaces a level), exist; `a … b` names a range by its ends, `*` a glob, a notebook its stem.
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme[readme.index("## Layout"):].split("```")[1]
+    folders: list[str] = []
+    named = set()
+    for line in block.strip("\n").splitlines():
+        level = (len(line) - len(line.lstrip(" "))) // 2
+        field = re.split(r"\s{2,}", line.strip())[0]
+        folders = folders[:level]
+        for name in (n.strip() for part in field.split(",") for n in part.split(" … ")):
+            path = "".join(folders) + name
+            assert list(ROOT.glob(path)) or list(ROOT.glob(path + ".ipynb")), f"README's tree: {path} does not exist"
+            named.add(path)
+        if field.endswith("/") and "," not in field:
+            folders.append(field)
+    assert {"README.md", "pyproject.toml", "environment.yml", "conftest.py", ".ci/run", "docs/", "tests/",
+            "solutions/tests/", "benchmarks/", "minilm/course/rules/", "minilm/course/sandboxed/", "minilm/course/spec/",
+            "solutions/grading/"} <= named
+    assert {f"minilm/{m}.py" for m in tasks.EXERCISE_MODULES} <= named, "README's tree misses an exercise module"
 
 
 def test_ci_runs_the_readme_test_command():

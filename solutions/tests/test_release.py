@@ -39,7 +39,8 @@ def student_env(release: Path) -> dict[str, str]:
 
 def test_release_has_the_student_files_and_nothing_secret(release):
     for name in ("minilm/__init__.py", "minilm/course/tasks.py", "minilm/course/sandboxed/worker.py", "notebooks/sanitize.cfg", "tests",
-                 "conftest.py", "README.md", "environment.yml", "pyproject.toml", ".gitignore", rel.WORKFLOW):
+                 "conftest.py", "README.md", "docs/students.md", "environment.yml", "pyproject.toml", ".gitignore",
+                 rel.WORKFLOW):
         assert (release / name).exists(), name
     for module in tasks.EXERCISE_MODULES:
         assert 'raise NotImplementedError("Task ' in (release / "minilm" / f"{module}.py").read_text(encoding="utf-8")
@@ -175,20 +176,41 @@ def test_release_tests_fail_in_stub_mode_with_the_todo_lines(release):
 
 def test_student_readme_gives_the_students_own_two_commands(release):
     text = (release / "README.md").read_text(encoding="utf-8")
+    doc = (release / "docs" / "students.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
     assert [b.strip() for b in blocks[:2]] == [rel.STUDENT_SETUP, rel.STUDENT_TEST], blocks[:2]
-    # Nothing only an instructor's repository can run.
+    # Nothing only an instructor's repository can run, in the README or the docs it ships.
     for word in ("solutions", "--impl", "minilm grade", "minilm release", "minilm export", "minilm expected"):
         assert word not in text, word
-    # Every command it shows is one of the edition's, and answers --help there.
+        assert word not in doc, f"docs/students.md: {word}"
+    # Every command the README shows is one of the edition's, and answers --help there; so does every
+    # command of its docs.
     shown = {line.split()[1] for b in blocks for line in b.splitlines() if line.startswith("minilm ")}
     assert shown == {"test", "check", "status"}, shown
-    for command in shown:
+    doc_blocks = re.findall(r"```bash\n(.*?)```", doc, flags=re.S)
+    in_doc = {line.split()[1] for b in doc_blocks for line in b.splitlines() if line.startswith("minilm ")}
+    assert {"test", "check", "status", "train"} <= in_doc, in_doc
+    for command in shown | in_doc:
         r = subprocess.run([sys.executable, "-m", "minilm", command, "--help"], cwd=release, env=student_env(release),
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 0 and "usage:" in r.stdout, r.stderr
-    for section in ("## Two commands", "## How you work", "**Build it yourself.**", "## Tasks"):
+    for section in ("## Two commands", "## How you work", "(docs/students.md)"):
         assert section in text, section
+    for section in ("## How you work", "**Build it yourself.**", "## Tasks"):
+        assert section in doc, f"docs/students.md: {section}"
+
+
+def test_the_editions_docs_are_the_students_only_and_every_link_resolves(release):
+    assert sorted(p.relative_to(release / "docs").as_posix() for p in (release / "docs").rglob("*")) == ["students.md"]
+    assert (release / "docs" / "students.md").read_bytes() == (tasks.ROOT / "docs" / "students.md").read_bytes()
+    for page in (release / "README.md", release / "docs" / "students.md"):
+        text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+        text = re.sub(r"`[^`\n]*`", "", text)
+        for link in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z][a-z0-9+.-]*:", link, flags=re.I):
+                continue
+            target = link.partition("#")[0]
+            assert not target or (page.parent / target).exists(), f"{page.relative_to(release)}: {link} is broken"
 
 
 @pytest.mark.slow  # the student's test command, in a subprocess, up to its first failure
