@@ -45,7 +45,7 @@ def _todo_message(item) -> str | None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_call(item):
     """A test of a task that is still a stub, or whose code breaks the task's "from scratch"
-    rule (minilm/course/rules.py), fails at once with the task's one line, instead of running (and
+    rule (minilm/course/rules/), fails at once with the task's one line, instead of running (and
     hypothesis shrinking) every example against a NotImplementedError or a forbidden built-in."""
     message = _todo_message(item)
     if message:

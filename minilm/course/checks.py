@@ -57,7 +57,7 @@ class Verdict:
 
     @property
     def line(self) -> str:
-        if self.status == TODO or self.message.startswith(f"Task {self.task}: "):  # a stub, or a rule (minilm/course/rules.py)
+        if self.status == TODO or self.message.startswith(f"Task {self.task}: "):  # a stub, or a rule (minilm/course/rules/)
             return f"{SYMBOL[self.status]} {self.message}"
         title = tasks.get(self.task).function
         return f"{SYMBOL[self.status]} Task {self.task} {title}: {self.message}"
@@ -188,7 +188,7 @@ def record(task_id: str) -> Recording:
 def run(task_id: str) -> Verdict:
     """Run one task's check and return its verdict (never raises for student errors).
 
-    Code that breaks the task's "from scratch" rule (minilm/course/rules.py: a forbidden built-in,
+    Code that breaks the task's "from scratch" rule (minilm/course/rules/: a forbidden built-in,
     or a way around the rules) fails at once with the rule's one line, before the check runs."""
     _load()
     tasks.get(task_id)
