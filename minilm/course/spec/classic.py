@@ -297,7 +297,7 @@ def _lm_invariant(got, c) -> Problem | None:
             "token_embeddings.weight); a copy would drift apart in training", "head_copied_not_shared") if tied else
         Problem(f"ClassicLM ({name}): tied_head=False: lm_head needs its own weight", "tied_lm_head"),
         None if got["parameters"] == count else Problem(
-            f"ClassicLM ({name}) has {count(got['parameters'])} parameters, expected {count:,}", "parameter_count"))
+            f"ClassicLM ({name}) has {shown(got['parameters'])} parameters, expected {count:,}", "parameter_count"))
 
 
 spec("13.6", collect=_lm_collect, invariant=_lm_invariant, atol=1e-4,
