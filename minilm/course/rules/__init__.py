@@ -1,24 +1,16 @@
-"""The "from scratch" rule, checked statically (provided: not an exercise). It fails closed:
+"""The "from scratch" rule, checked statically (provided: not an exercise). It fails closed: a task's
+code may use a library name only if allowed.py lists it for the task and it is in none of the task's
+families of built-ins; an attribute of an object the scan cannot follow must be a known method or a
+name the course or the student's code defines. Refused anywhere: private names, modules as values,
+Python built-ins off the list, computed getattr, patching a library, jaxtyping shapes that are code,
+the student's classes handed to a library, torch.load or torch.save but as plain calls.
 
-- a library name a task's code uses must be on the task's list: ALLOWED in allowed.py, minus the
-  families of built-ins the task builds or must reuse the student's own of (6.1: nothing softmax-like);
-- an attribute of an object the scan cannot follow (x.amax, p.grad.mul_) must be a public method of a
-  tensor, a module or a plain value, or a name the course or the student's code defines, and in no family;
-- refused anywhere: private names and dunders, modules as values, Python built-ins off the list (exec,
-  open, vars …), computed getattr, assigning to a library's names, jaxtyping shapes that are code, the
-  student's classes handed to a library, torch.load or torch.save but as Task 10.5's plain calls.
-
-It never imports or runs the source. It follows import aliases, aliases by assignment (F =
-torch.nn.functional) and getattr with a constant name; a method's own `self` or `cls` (in a class built
-on nn.Module or Optimizer, never rebound) is the student's, judged where its attributes are set.
-Who pays: code in a task's function or class costs that task; a helper, the tasks whose code uses it
-(the module when none does); other module-level code, every task of the module (imports and aliases
-only where used). scan_package also judges a task by the other tasks' code it names and by the code
-defining the attributes it uses, with its own rules:
+It never imports or runs the source. Code in a task's function or class costs that task; a helper,
+the tasks whose code uses it (all when none does); other module-level code, every task of the module.
+scan_package also judges a task by the other tasks' code it names or whose attributes it uses:
 
     scan(source, "minilm/attention.py")   # {"6.1": [Violation, …], "6.2": [], "6.3": []}
-    violations_for("6.1")[0].message       # 'Task 6.1: your softmax calls torch.softmax
-                                           #  (minilm/attention.py:31); build it from exp and sum'
+    violations_for("6.1")[0].message       # 'Task 6.1: your softmax calls torch.softmax …'
 """
 
 from __future__ import annotations
@@ -84,15 +76,13 @@ def _tokens(name: str) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=None)
 def _contains_name(name: str, builtin: str) -> bool:
-    """`name` is `builtin` or holds its words in a row: torch's variants carry the built-in's name
-    (native_layer_norm, BatchNorm1d, linear_cross_entropy, NLLLoss2d)."""
+    # torch's variants carry the built-in's words in a row: native_layer_norm, BatchNorm1d, NLLLoss2d
     have, want = _tokens(name), _tokens(builtin)
     return name == builtin or bool(want) and any(have[i:i + len(want)] == want for i in range(len(have)))
 
 
 @functools.lru_cache(maxsize=None)
 def _family_matches(family: Family, name: str) -> bool:
-    """The library name `name` is one of the family's built-ins, by any path or variant."""
     parts, dotted = name.split("."), name + "."
     if parts[0] not in ("torch", "einops") or any(dotted.startswith(e + ".") for e in family.except_):
         return False
@@ -102,15 +92,13 @@ def _family_matches(family: Family, name: str) -> bool:
 
 @functools.lru_cache(maxsize=None)
 def _attr_matches(family: Family, attr: str) -> bool:
-    """An attribute of an unknown object: a method form, a built-in's name, or a multi-word
-    built-in's words (.native_layer_norm; not .linear_q, which may be the student's own)."""
+    # a multi-word built-in's words (.native_layer_norm), not a one-word one's (.linear_q may be the student's)
     return (attr in family.methods or attr in family.names
             or any(len(_tokens(n)) > 1 and _contains_name(attr, n) for n in family.names))
 
 
 @functools.lru_cache(maxsize=None)
 def _validate_names() -> frozenset[str]:
-    """The public functions of the provided minilm/course/validate.py (read, not imported)."""
     tree = ast.parse((tasks.COURSE_DIR / "validate.py").read_text(encoding="utf-8"))
     return frozenset(n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_"))
 
@@ -124,7 +112,6 @@ def _importable_minilm(parts: list[str]) -> bool:
 
 
 def _bound_names(stmt: ast.stmt) -> list[str]:
-    """The names a top-level statement binds."""
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return [stmt.name]
     if isinstance(stmt, (ast.Import, ast.ImportFrom)):
@@ -134,7 +121,6 @@ def _bound_names(stmt: ast.stmt) -> list[str]:
 
 
 def _rebinds(fn: ast.AST, name: str, own: ast.arg) -> bool:
-    """Anything inside fn binds `name` again, besides its parameter `own`."""
     return any((isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load))
                or (isinstance(n, ast.arg) and n.arg == name and n is not own)
                or (isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names)
@@ -144,7 +130,7 @@ def _rebinds(fn: ast.AST, name: str, own: ast.arg) -> bool:
 
 
 def _defined_attrs(nodes: list[ast.AST]) -> set[str]:
-    """The attribute names code defines: stores to attributes, and the names class bodies bind."""
+    """Stores to attributes, and the names class bodies bind."""
     return set().union(*(_defined_by(n) for n in nodes))
 
 
@@ -176,15 +162,13 @@ def _from_module(node: ast.ImportFrom) -> str | None:
 
 
 def _plain_call(call: ast.Call, q: str) -> bool:
-    """torch.save(obj, f) or torch.load(f[, map_location][, weights_only=True][, mmap=…]): no pickle
-    module or protocol (the third positional argument), no **kwargs, torch.load's restricted unpickler."""
+    """No pickle module or protocol (a third positional argument), no **kwargs, weights_only=True if given."""
     return len(call.args) <= 2 and not any(isinstance(a, ast.Starred) for a in call.args) and not any(
         kw.arg is None or kw.arg.startswith("pickle_") or (q == "torch.load" and kw.arg == "weights_only" and not (
             isinstance(kw.value, ast.Constant) and kw.value.value is True)) for kw in call.keywords)
 
 
 def _const(node: ast.AST, name: bool = False) -> bool:
-    """A constant string (`name`: one that is an identifier; any other string is no attribute name)."""
     return isinstance(node, ast.Constant) and isinstance(node.value, str) and (not name or node.value.isidentifier())
 
 
@@ -229,18 +213,15 @@ class _Module:
         self.exempt, self.out = frozenset(), []  # the `self` of the method being walked; the findings
 
     def is_alias_binding(self, stmt: ast.stmt) -> bool:
-        """An import, or `name = <a resolved name>`: costs nothing by itself."""
         pairs = _alias_pairs(stmt)
         return isinstance(stmt, (ast.Import, ast.ImportFrom)) or bool(pairs) and all(
             self.resolve(v) is not None for _, v in pairs)
 
     def _dynamic(self, node: ast.AST) -> str | None:
-        """getattr/setattr/delattr/hasattr when it is Python's own (not shadowed)."""
         f = node.func if isinstance(node, ast.Call) else None
         return f.id if isinstance(f, ast.Name) and f.id in _DYNAMIC and f.id not in self.own else None
 
     def resolve(self, node: ast.AST) -> str | None:
-        """The qualified name an expression denotes (torch.nn.functional.softmax), if known."""
         if isinstance(node, ast.Name):
             return self.aliases.get(node.id)
         base, attr = (node.value, node.attr) if isinstance(node, ast.Attribute) else (
@@ -258,7 +239,6 @@ class _Module:
         self.out.append(_Finding(getattr(node, "lineno", 1), verb, what, "way", what, advice, not unlisted))
 
     def _name(self, node, q: str, call: bool, store: bool = False, alias: bool = False) -> None:
-        """Judge a use of the resolved name q (`alias`: as the value of an alias binding)."""
         verb, parts = "calls" if call else "uses", q.split(".")
         if store:
             return self._way(node, "assigns to", q, allowed.PATCHING_ADVICE)
@@ -282,7 +262,6 @@ class _Module:
                       else allowed.LOAD_ADVICE)
 
     def _attr(self, node: ast.AST, attr: str, call: bool, base: str) -> None:
-        """Judge `<an object the scan cannot follow>.attr` (`base`: how to show that object)."""
         verb, text = "calls" if call else "uses", f"{base}.{attr}"
         if attr.startswith("_") and attr not in allowed.DUNDERS or attr in allowed.NEVER_ATTRIBUTES:
             return self._way(node, verb, text, allowed.PRIVATE_ADVICE, unlisted=True)
@@ -308,7 +287,7 @@ class _Module:
                     self._way(node, "imports", q, allowed.LIST_ADVICE, unlisted=True)
 
     def _walk(self, node: ast.AST, call: bool = False, alias: bool = False) -> None:
-        """Judge node; `alias`: node is the value of an alias binding (F = torch.nn.functional)."""
+        """`alias`: node is the value of an alias binding (F = torch.nn.functional)."""
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             return self._import(node)
         if isinstance(node, ast.ClassDef):  # its methods' first parameters: the real self and cls
@@ -397,14 +376,12 @@ class _Module:
             and node.func.id == "super" and "super" not in self.own)
 
     def _is_class(self, node: ast.AST) -> bool:
-        """A class of the student's code: one this module defines, or another exercise module's."""
         q = self.resolve(node) or ""
         return (isinstance(node, ast.Name) and node.id in self.classes and node.id not in self.aliases
                 or q.startswith("minilm.") and len(q.split(".")) == 3 and q.split(".")[2][:1].isupper())
 
 
 def _judge(task: tasks.Task, f: _Finding) -> tuple[str, str] | None:
-    """(what, advice) when finding f breaks task's rules, else None."""
     def _unlisted(what):
         return f"{what}, which is not on Task {task.id}'s list of allowed operations ({LIST_FILE})"
 
@@ -418,9 +395,8 @@ def _judge(task: tasks.Task, f: _Finding) -> tuple[str, str] | None:
 
 
 def scan(source: str | bytes, filename: str) -> dict[str, list[Violation]]:
-    """Every task of the exercise module `filename` (its stem names the module, e.g.
-    "minilm/attention.py") → the violations of its rules in `source`, in line order. Never raises
-    for the source's content: a syntax error is a violation. One module alone: see scan_package."""
+    """Each task of the exercise module `filename` → its violations in `source`, in line order. A
+    syntax error is a violation, never an exception."""
     return _scan_module(source, filename).violations
 
 
@@ -446,11 +422,9 @@ def _parse(source, filename: str) -> ast.Module | Exception:
 
 
 def scan_package(sources: dict[str, str | bytes], folder: str = "minilm") -> dict[str, list[Violation]]:
-    """scan() of every exercise module in `sources` (module name → source), and what each task
-    reaches, in any module, through the other tasks' code that those tasks' own rules allow but its
-    rules refuse: the tasks it names (gelu calling sinusoidal_positions, Task 13.2, for its F.gelu)
-    and the code defining the attributes it uses (kv_cache.f set by KVCache). What the other task's
-    rules refuse costs that task alone."""
+    """scan() of every module in `sources` (name → source), and what each task reaches through other
+    tasks' code it names or whose attributes it uses (gelu calling sinusoidal_positions for its F.gelu,
+    kv_cache.f set by KVCache). What the other task's own rules refuse costs that task alone."""
     trees = {m: _parse(s, f"{folder}/{m}.py") for m, s in sources.items()}
     defined = _defined_attrs([t for t in trees.values() if isinstance(t, ast.Module)])
     scans = {m: _scan_module(t, f"{folder}/{m}.py", defined) for m, t in trees.items()}
@@ -507,8 +481,7 @@ def _scan_module(source, filename: str, defined: set[str] = frozenset()) -> _Sca
 
 
 def _tasks_named(mod: _Module, nodes: list[ast.AST], owner: dict[str, str]) -> set[str]:
-    """The tasks (ids) whose function or class `nodes` name: this module's, or another exercise
-    module's (imported, or as an attribute of an imported module)."""
+    """The ids of the tasks, of any module, whose function or class `nodes` name."""
     out = set()
     for n in (n for root in nodes for n in ast.walk(root)):
         q = mod.imported.get(n.id) if isinstance(n, ast.Name) else mod.resolve(n) if isinstance(n, ast.Attribute) else None
@@ -521,7 +494,6 @@ def _tasks_named(mod: _Module, nodes: list[ast.AST], owner: dict[str, str]) -> s
 
 
 def _uses(nodes: list[ast.AST], helpers: dict[str, list[ast.stmt]]) -> set[str]:
-    """The helpers `nodes` use, directly or through other helpers."""
     todo, seen = [n.id for root in nodes for n in ast.walk(root) if isinstance(n, ast.Name) and n.id in helpers], set()
     while todo:
         if (h := todo.pop()) not in seen:
@@ -532,8 +504,7 @@ def _uses(nodes: list[ast.AST], helpers: dict[str, list[ast.stmt]]) -> set[str]:
 
 def _scan_tree(tree: ast.Module, mod_tasks: list[tasks.Task], scan: _Scan, defined: set[str]
                ) -> list[tuple[str, str, _Finding]]:
-    """(task id, "your …", finding) for every finding, attributed as the docstring says; in scan,
-    the other tasks each task's code names and the attributes it defines."""
+    """(task id, "your …", finding) for every finding; fills scan.names and scan.defines."""
     owner = {name: t.id for t in mod_tasks for name in t.names}
     mod, module, all_ids = _Module(tree, set(owner), defined), mod_tasks[0].module, [t.id for t in mod_tasks]
     regions: dict[str, list[tuple[str, ast.stmt]]] = {t.id: [] for t in mod_tasks}  # task → (name, stmt)
@@ -579,8 +550,7 @@ def _scan_tree(tree: ast.Module, mod_tasks: list[tasks.Task], scan: _Scan, defin
 
 
 def implementation_file(module: str) -> Path:
-    """The current implementation's file for exercise module `module`: the student's
-    minilm/<module>.py, or solutions/<module>.py under MINILM_IMPL=solutions."""
+    """minilm/<module>.py, or solutions/<module>.py under MINILM_IMPL=solutions."""
     import minilm  # cheap: never imports torch or any exercise module
 
     return tasks.ROOT / ("solutions" if minilm.implementation() == "solutions" else "minilm") / f"{module}.py"
@@ -592,8 +562,8 @@ def _scan_files(stamps: tuple[tuple[str, str, int, int], ...], folder: str) -> d
 
 
 def violations_for(task_id: str) -> list[Violation]:
-    """The violations of Task `task_id`'s rules in the current implementation's files (empty when
-    its file is missing: importing it then fails on its own)."""
+    """Task `task_id`'s violations in the current implementation (none when its file is missing:
+    importing it fails on its own)."""
     task = tasks.get(task_id)
     paths = {m: implementation_file(m) for m in tasks.EXERCISE_MODULES}
     if not paths[task.module].is_file():
