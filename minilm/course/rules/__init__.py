@@ -16,7 +16,6 @@ scan_package also judges a task by the other tasks' code it names or whose attri
 from __future__ import annotations
 
 import ast
-import builtins
 import functools
 import re
 from dataclasses import dataclass
@@ -27,13 +26,7 @@ from minilm.course.rules import allowed
 from minilm.course.rules.allowed import FAMILIES, Family
 
 LIST_FILE = "minilm/course/rules/allowed.py"
-_PYTHON_BUILTINS = frozenset(dir(builtins)) | {"__builtins__", "__file__", "__name__", "__class__"}
-_DYNAMIC = ("getattr", "setattr", "delattr", "hasattr")
 _MODULE = "module"  # the scope of module-level code: every task of the module
-# A jaxtyping shape that jaxtyping does not evaluate: names (*batch, #n, _), numbers and ..., by spaces.
-_SHAPE_NAME = r"(?:\.\.\.|[*#?]{0,2}\w+)"
-_SHAPE = re.compile(rf"\s*(?:{_SHAPE_NAME}(?:\s+{_SHAPE_NAME})*)?\s*")  # one way to match: no backtracking blow-up
-_KNOWN = allowed.METHODS | allowed.COURSE_NAMES | allowed.DUNDERS  # an unknown object's attributes
 _ANY_TASK_MAY_USE = allowed.ALLOWED | {n for t in tasks.TASKS for n in t.allowed}  # what an import may name
 
 
@@ -208,7 +201,7 @@ class _Module:
         classes, self.plain = [n for n in nodes if isinstance(n, ast.ClassDef)], set()
         for _ in classes:
             self.plain |= {c.name for c in classes if not c.keywords and all(
-                self.resolve(b) in ("torch.nn.Module", "torch.optim.Optimizer")
+                self.resolve(b) in allowed.SELF_BASES
                 or (isinstance(b, ast.Name) and b.id in self.plain and b.id not in self.aliases) for b in c.bases)}
         self.exempt, self.out = frozenset(), []  # the `self` of the method being walked; the findings
 
@@ -219,7 +212,7 @@ class _Module:
 
     def _dynamic(self, node: ast.AST) -> str | None:
         f = node.func if isinstance(node, ast.Call) else None
-        return f.id if isinstance(f, ast.Name) and f.id in _DYNAMIC and f.id not in self.own else None
+        return f.id if isinstance(f, ast.Name) and f.id in allowed.DYNAMIC and f.id not in self.own else None
 
     def resolve(self, node: ast.AST) -> str | None:
         if isinstance(node, ast.Name):
@@ -256,7 +249,7 @@ class _Module:
                 len(parts) < 3 or parts[1:] == ["course", "validate"])):
             # in a tuple, a dict, a default …: what is reached through it is out of the scan's sight
             self._way(node, "uses", f"the module {q} as a value", allowed.MODULE_VALUE_ADVICE)
-        elif not (call or alias) and (q in ("torch.load", "torch.save") or parts[0] == "jaxtyping"):
+        elif not (call or alias) and (q in allowed.PICKLERS or parts[0] == "jaxtyping"):
             # a pickler's call or a jaxtyping shape made later would be out of the scan's sight
             self._way(node, "uses", f"{q} as a value", allowed.SHAPE_ADVICE if parts[0] == "jaxtyping"
                       else allowed.LOAD_ADVICE)
@@ -265,7 +258,7 @@ class _Module:
         verb, text = "calls" if call else "uses", f"{base}.{attr}"
         if attr.startswith("_") and attr not in allowed.DUNDERS or attr in allowed.NEVER_ATTRIBUTES:
             return self._way(node, verb, text, allowed.PRIVATE_ADVICE, unlisted=True)
-        known = attr in _KNOWN or attr in self.defined
+        known = attr in allowed.KNOWN_ATTRIBUTES or attr in self.defined
         if any(attr in fam.methods for fam in FAMILIES.values()):
             text = f"Tensor.{attr}"  # a tensor method that is a built-in (x.softmax(-1))
         self.out.append(_Finding(getattr(node, "lineno", 1), verb, text, "method", attr, known=known))
@@ -275,7 +268,7 @@ class _Module:
         if base is None:
             return self._way(node, "imports", "." * node.level + (node.module or ""), allowed.IMPORT_ADVICE)
         if any(a.name == "*" for a in node.names):
-            self._way(node, "imports", f"* from {base}", "import the names you use one by one")
+            self._way(node, "imports", f"* from {base}", allowed.STAR_ADVICE)
         for q in (f"{base}.{a.name}" if base else a.name for a in node.names if a.name != "*"):
             parts = q.split(".")
             if parts[0] == "minilm" and not _importable_minilm(parts) or parts[0] not in allowed.IMPORTABLE | {"minilm"}:
@@ -330,13 +323,13 @@ class _Module:
             for part in node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]:
                 if not _const(part) and self.resolve(part) is not None:
                     self._walk(part, alias=True)  # Tensor, torch.Tensor: a type
-                elif not (_const(part) and _SHAPE.fullmatch(part.value)):
+                elif not (_const(part) and allowed.SHAPE.fullmatch(part.value)):
                     self._way(part, "has", f"the jaxtyping shape {_short(part)}", allowed.SHAPE_ADVICE)
                     self._walk(part)
             return
         if isinstance(node, ast.Call):
             q = self.resolve(node.func)
-            if q in ("torch.load", "torch.save") and not _plain_call(node, q):
+            if q in allowed.PICKLERS and not _plain_call(node, q):
                 self._way(node, "calls", f"{q} with a pickler or options", allowed.LOAD_ADVICE)
             for arg in [*node.args, *(k.value for k in node.keywords)] if q and q[:7] != "minilm." else []:
                 if self._is_class(arg):  # torch.save(obj, f, pickle_module=MyPickler)
@@ -360,7 +353,7 @@ class _Module:
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             if node.id in self.aliases:
                 self._name(node, self.aliases[node.id], call, alias=alias)
-            elif node.id in _PYTHON_BUILTINS and node.id not in self.own and node.id not in allowed.PYTHON_BUILTINS:
+            elif node.id in allowed.REFUSED_BUILTINS and node.id not in self.own:
                 self._way(node, "calls" if call else "uses", node.id, allowed.DYNAMIC_ADVICE, unlisted=True)
             return
         self._walk_all(ast.iter_child_nodes(node))
@@ -462,12 +455,12 @@ def _scan_module(source, filename: str, defined: set[str] = frozenset()) -> _Sca
     tree, problem = _parse(source, filename), None
     if isinstance(tree, Exception):
         problem = (getattr(tree, "lineno", None) or 1, f"a syntax error: {getattr(tree, 'msg', None) or tree}",
-                   "fix it: nothing in this file runs until it parses")
+                   allowed.SYNTAX_ADVICE)
     elif mod_tasks:
         try:
             found = _scan_tree(tree, mod_tasks, scan, defined)
         except RecursionError:
-            problem = (1, "code nested too deeply to check", "write it with fewer nested expressions")
+            problem = (1, "code nested too deeply to check", allowed.NESTING_ADVICE)
     for t in mod_tasks if problem else []:
         scan.violations[t.id].append(Violation(t.id, filename, problem[0], problem[1], problem[2], "has", "your module"))
     for task_id, where, f in found if mod_tasks and not problem else []:
