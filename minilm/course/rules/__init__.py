@@ -26,7 +26,6 @@ from minilm.course.rules import allowed
 from minilm.course.rules.allowed import FAMILIES, Family
 
 LIST_FILE = "minilm/course/rules/allowed.py"
-_MODULE = "module"  # the scope of module-level code: every task of the module
 _ANY_TASK_MAY_USE = allowed.ALLOWED | {n for t in tasks.TASKS for n in t.allowed}  # what an import may name
 
 
@@ -185,8 +184,8 @@ class _Module:
             if isinstance(node, ast.Import):
                 self.aliases |= {a.asname or a.name.split(".")[0]: a.name if a.asname else a.name.split(".")[0]
                                  for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and _from_module(node):
-                self.aliases |= {a.asname or a.name: f"{_from_module(node)}.{a.name}" for a in node.names if a.name != "*"}
+            elif isinstance(node, ast.ImportFrom) and (base := _from_module(node)):
+                self.aliases |= {a.asname or a.name: f"{base}.{a.name}" for a in node.names if a.name != "*"}
         self.own |= set(self.aliases)
         # `name = <a resolved name>` anywhere: one namespace, so F = torch.nn.functional; F.linear(…) is
         # seen wherever it is written. Twice: an alias of an alias defined later.
@@ -271,7 +270,7 @@ class _Module:
             self._way(node, "imports", f"* from {base}", allowed.STAR_ADVICE)
         for q in (f"{base}.{a.name}" if base else a.name for a in node.names if a.name != "*"):
             parts = q.split(".")
-            if parts[0] == "minilm" and not _importable_minilm(parts) or parts[0] not in allowed.IMPORTABLE | {"minilm"}:
+            if not (_importable_minilm(parts) if parts[0] == "minilm" else parts[0] in allowed.IMPORTABLE):
                 self._way(node, "imports", q, allowed.IMPORT_ADVICE)
             elif parts[0] != "minilm" and q != "__future__.annotations":
                 if any(p.startswith("_") for p in parts):
@@ -375,16 +374,16 @@ class _Module:
 
 
 def _judge(task: tasks.Task, f: _Finding) -> tuple[str, str] | None:
-    def _unlisted(what):
-        return f"{what}, which is not on Task {task.id}'s list of allowed operations ({LIST_FILE})"
-
-    if f.kind in ("way", "self"):
-        return ((f.what if f.known else _unlisted(f.what)), f.advice) if f.kind == "way" else None
+    if f.kind == "self":
+        return None
     listed = (f.name in allowed.ALLOWED or f.name in task.allowed) if f.kind == "name" else f.known
+    what = f.what if listed else f"{f.what}, which is not on Task {task.id}'s list of allowed operations ({LIST_FILE})"
+    if f.kind == "way":
+        return what, f.advice
     for family, advice in task.forbidden:  # the family's own advice first, listed or not
         if (_family_matches if f.kind == "name" else _attr_matches)(FAMILIES[family], f.name):
-            return (f.what if listed else _unlisted(f.what)), advice
-    return None if listed else (_unlisted(f.what), allowed.LIST_ADVICE)
+            return what, advice
+    return None if listed else (what, allowed.LIST_ADVICE)
 
 
 def scan(source: str | bytes, filename: str) -> dict[str, list[Violation]]:
@@ -430,12 +429,7 @@ def scan_package(sources: dict[str, str | bytes], folder: str = "minilm") -> dic
         used = {f.name for f in found if f.kind in ("method", "self") and f.name not in allowed.METHODS}
         names.setdefault(tid, set()).update(o for o, attrs in defines.items() if o != tid and used & attrs)
     for tid in result:
-        task, reached, todo = tasks.get(tid), set(), list(names.get(tid, ()))
-        while todo:
-            other = todo.pop()
-            if other not in reached and other != tid:
-                reached.add(other)
-                todo += names.get(other, ())
+        task, reached = tasks.get(tid), _reach(list(names.get(tid, ())), lambda o: list(names.get(o, ()))) - {tid}
         for other in sorted(reached, key=lambda o: (":" not in o, o)):  # provided code by its own name first
             via = f"your {other.split(':')[1]}" if ":" in other else f"your {tasks.get(other).function} (Task {other})"
             for f in findings.get(other, ()):
@@ -452,18 +446,18 @@ def scan_package(sources: dict[str, str | bytes], folder: str = "minilm") -> dic
 def _scan_module(source, filename: str, defined: set[str] = frozenset()) -> _Scan:
     mod_tasks = [t for t in tasks.TASKS if t.module == Path(filename).stem]
     scan = _Scan({t.id: [] for t in mod_tasks}, {t.id: [] for t in mod_tasks}, {}, {})
-    tree, problem = _parse(source, filename), None
+    tree, problem, found = _parse(source, filename), None, []
     if isinstance(tree, Exception):
-        problem = (getattr(tree, "lineno", None) or 1, f"a syntax error: {getattr(tree, 'msg', None) or tree}",
-                   allowed.SYNTAX_ADVICE)
+        what = f"a syntax error: {getattr(tree, 'msg', None) or tree}"
+        problem = _Finding(getattr(tree, "lineno", None) or 1, "has", what, "way", what, allowed.SYNTAX_ADVICE)
     elif mod_tasks:
         try:
             found = _scan_tree(tree, mod_tasks, scan, defined)
         except RecursionError:
-            problem = (1, "code nested too deeply to check", allowed.NESTING_ADVICE)
-    for t in mod_tasks if problem else []:
-        scan.violations[t.id].append(Violation(t.id, filename, problem[0], problem[1], problem[2], "has", "your module"))
-    for task_id, where, f in found if mod_tasks and not problem else []:
+            problem = _Finding(1, "has", allowed.NESTING, "way", allowed.NESTING, allowed.NESTING_ADVICE)
+    if problem:  # the whole module's: every task's
+        found = [(t.id, "your module", problem) for t in mod_tasks]
+    for task_id, where, f in found:
         scan.findings.setdefault(task_id, []).append(f)
         judged = None if ":" in task_id else _judge(tasks.get(task_id), f)
         if judged and all((v.line, v.what) != (f.line, judged[0]) for v in scan.violations[task_id]):
@@ -477,22 +471,30 @@ def _tasks_named(mod: _Module, nodes: list[ast.AST], owner: dict[str, str]) -> s
     """The ids of the tasks, of any module, whose function or class `nodes` name."""
     out = set()
     for n in (n for root in nodes for n in ast.walk(root)):
-        q = mod.imported.get(n.id) if isinstance(n, ast.Name) else mod.resolve(n) if isinstance(n, ast.Attribute) else None
-        parts = (q or "").split(".")
         if isinstance(n, ast.Name) and n.id in owner:
             out.add(owner[n.id])
-        elif parts[0] == "minilm" and len(parts) >= 3 and (parts[1], parts[2]) in _TASK_OF:
-            out.add(_TASK_OF[(parts[1], parts[2])])
+        elif isinstance(n, (ast.Name, ast.Attribute)):
+            parts = ((mod.imported.get(n.id) if isinstance(n, ast.Name) else mod.resolve(n)) or "").split(".")
+            if parts[0] == "minilm" and tuple(parts[1:3]) in _TASK_OF:
+                out.add(_TASK_OF[tuple(parts[1:3])])
     return out
 
 
-def _uses(nodes: list[ast.AST], helpers: dict[str, list[ast.stmt]]) -> set[str]:
-    todo, seen = [n.id for root in nodes for n in ast.walk(root) if isinstance(n, ast.Name) and n.id in helpers], set()
+def _reach(todo: list[str], edges) -> set[str]:
+    """Every name `todo` leads to, following edges(name)."""
+    seen = set()
     while todo:
-        if (h := todo.pop()) not in seen:
-            seen.add(h)
-            todo += [n.id for s in helpers[h] for n in ast.walk(s) if isinstance(n, ast.Name) and n.id in helpers]
+        if (name := todo.pop()) not in seen:
+            seen.add(name)
+            todo += edges(name)
     return seen
+
+
+def _uses(nodes: list[ast.AST], helpers: dict[str, list[ast.stmt]]) -> set[str]:
+    """The helpers `nodes` use, directly or through other helpers."""
+    def named(roots):
+        return [n.id for root in roots for n in ast.walk(root) if isinstance(n, ast.Name) and n.id in helpers]
+    return _reach(named(nodes), lambda h: named(helpers[h]))
 
 
 def _scan_tree(tree: ast.Module, mod_tasks: list[tasks.Task], scan: _Scan, defined: set[str]
@@ -514,15 +516,13 @@ def _scan_tree(tree: ast.Module, mod_tasks: list[tasks.Task], scan: _Scan, defin
             out += [(tid, "your module", f) for f in mod.findings(stmt, ways_only=True) for tid in all_ids]
         elif not mine:
             module_stmts.append(stmt)
-    # Which scopes (task ids, or _MODULE) use each helper; one no task's code uses is module-level code.
-    users = {h: set() for h in helpers}
-    for scope, stmts in [(tid, [s for _, s in r]) for tid, r in regions.items()] + [(_MODULE, module_stmts)]:
-        for h in _uses(stmts, helpers):
-            users[h].add(scope)
+    # A helper costs the tasks whose code uses it; one that module-level code or no task uses, every task.
+    used = {tid: _uses([s for _, s in r], helpers) for tid, r in regions.items()}
+    module_uses = _uses(module_stmts, helpers)
+    payers = {h: [tid for tid in all_ids if h in used[tid] and h not in module_uses] or all_ids for h in helpers}
     shared = _tasks_named(mod, module_stmts, owner)
     for tid, stmts in regions.items():
-        code = [s for _, s in stmts] + [s for h, us in users.items() if tid in us or _MODULE in us or not us
-                                        for s in helpers[h]]
+        code = [s for _, s in stmts] + [s for h in helpers if tid in payers[h] for s in helpers[h]]
         scan.names[tid], scan.defines[tid] = (_tasks_named(mod, code, owner) | shared) - {tid}, _defined_attrs(code)
         for name, stmt in stmts:
             out += [(tid, f"your {name}", f) for f in mod.findings(stmt)]
@@ -536,8 +536,7 @@ def _scan_tree(tree: ast.Module, mod_tasks: list[tasks.Task], scan: _Scan, defin
             out += [(pid, f"your {name}", f) for stmt in code for f in mod.findings(stmt)]
     for stmt in module_stmts:
         out += [(tid, "your module", f) for f in mod.findings(stmt) for tid in all_ids]
-    for h, us in users.items():
-        ids = all_ids if _MODULE in us or not us else sorted(us)
+    for h, ids in payers.items():
         out += [(tid, f"your helper {h}", f) for stmt in helpers[h] for f in mod.findings(stmt) for tid in ids]
     return out
 

@@ -88,6 +88,7 @@ LOAD_ADVICE = ("call torch.save(obj, f) and torch.load(src) or torch.load(src, w
 SHAPE_ADVICE = 'write jaxtyping shapes as names, numbers and ... ("batch seq d_model"), in Float[Tensor, "…"] itself'
 STAR_ADVICE = "import the names you use one by one"
 SYNTAX_ADVICE = "fix it: nothing in this file runs until it parses"
+NESTING = "code nested too deeply to check"
 NESTING_ADVICE = "write it with fewer nested expressions"
 IMPORT_ADVICE = ("exercise modules import only torch, numpy, einops, jaxtyping, Python's math and typing helpers, "
                  "regex, minilm.course.validate and the task names of the other exercise modules")
