@@ -135,13 +135,12 @@ def _defined_by(root: ast.AST) -> frozenset[str]:
 
 def _alias_pairs(stmt: ast.stmt) -> list[tuple[str, ast.expr]]:
     """(name, value) for `name = value`, `F = G = value` or `a, b = x, y`."""
-    if isinstance(stmt, ast.Assign) and len(stmt.targets) > 1:
-        return [(t.id, stmt.value) for t in stmt.targets] if all(isinstance(t, ast.Name) for t in stmt.targets) else []
-    target, value = (stmt.targets[0], stmt.value) if isinstance(stmt, ast.Assign) else (
-        (stmt.target, stmt.value) if isinstance(stmt, ast.AnnAssign) and stmt.value is not None else (None, None))
-    if isinstance(target, ast.Name):
-        return [(target.id, value)]
-    if (isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List))
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else (
+        [stmt.target] if isinstance(stmt, ast.AnnAssign) and stmt.value is not None else [])
+    if all(isinstance(t, ast.Name) for t in targets):
+        return [(t.id, stmt.value) for t in targets]
+    [target], value = targets[:1], stmt.value
+    if (len(targets) == 1 and isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List))
             and len(target.elts) == len(value.elts) and all(isinstance(t, ast.Name) for t in target.elts)):
         return [(t.id, v) for t, v in zip(target.elts, value.elts)]
     return []
@@ -244,14 +243,15 @@ class _Module:
             return self._way(node, verb, q, allowed.PRIVATE_ADVICE)
         elif q not in allowed.MODULES:
             self.out.append(_Finding(getattr(node, "lineno", 1), verb, q, "name", q))
-        if not (call or alias) and (q in allowed.MODULES or parts[0] == "minilm" and (
-                len(parts) < 3 or parts[1:] == ["course", "validate"])):
-            # in a tuple, a dict, a default …: what is reached through it is out of the scan's sight
+        # As a value (in a tuple, a dict, a default …), what a module reaches, a pickler's call or a
+        # jaxtyping shape made later would be out of the scan's sight.
+        if call or alias:
+            return
+        if q in allowed.MODULES or parts[0] == "minilm" and (len(parts) < 3 or parts[1:] == ["course", "validate"]):
             self._way(node, "uses", f"the module {q} as a value", allowed.MODULE_VALUE_ADVICE)
-        elif not (call or alias) and (q in allowed.PICKLERS or parts[0] == "jaxtyping"):
-            # a pickler's call or a jaxtyping shape made later would be out of the scan's sight
-            self._way(node, "uses", f"{q} as a value", allowed.SHAPE_ADVICE if parts[0] == "jaxtyping"
-                      else allowed.LOAD_ADVICE)
+        elif q in allowed.PICKLERS or parts[0] == "jaxtyping":
+            advice = allowed.SHAPE_ADVICE if parts[0] == "jaxtyping" else allowed.LOAD_ADVICE
+            self._way(node, "uses", f"{q} as a value", advice)
 
     def _attr(self, node: ast.AST, attr: str, call: bool, base: str) -> None:
         verb, text = "calls" if call else "uses", f"{base}.{attr}"
