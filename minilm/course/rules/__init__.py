@@ -1,30 +1,21 @@
-"""The "from scratch" rule, checked statically (provided: not an exercise). It fails closed:
+"""The "from scratch" rule, checked statically (provided: not an exercise). It fails closed: a task's
+code may use a library name only if allowed.py lists it for the task and it is in none of the task's
+families of built-ins; an attribute of an object the scan cannot follow must be a known method or a
+name the course or the student's code defines. Refused anywhere: private names, modules as values,
+Python built-ins off the list, computed getattr, patching a library, jaxtyping shapes that are code,
+the student's classes handed to a library, torch.load or torch.save but as plain calls.
 
-- a library name a task's code uses must be on the task's list: ALLOWED in allowed.py, minus the
-  families of built-ins the task builds or must reuse the student's own of (6.1: nothing softmax-like);
-- an attribute of an object the scan cannot follow (x.amax, p.grad.mul_) must be a public method of a
-  tensor, a module or a plain value, or a name the course or the student's code defines, and in no family;
-- refused anywhere: private names and dunders, modules as values, Python built-ins off the list (exec,
-  open, vars …), computed getattr, assigning to a library's names, jaxtyping shapes that are code, the
-  student's classes handed to a library, torch.load or torch.save but as Task 10.5's plain calls.
-
-It never imports or runs the source. It follows import aliases, aliases by assignment (F =
-torch.nn.functional) and getattr with a constant name; a method's own `self` or `cls` (in a class built
-on nn.Module or Optimizer, never rebound) is the student's, judged where its attributes are set.
-Who pays: code in a task's function or class costs that task; a helper, the tasks whose code uses it
-(the module when none does); other module-level code, every task of the module (imports and aliases
-only where used). scan_package also judges a task by the other tasks' code it names and by the code
-defining the attributes it uses, with its own rules:
+It never imports or runs the source. Code in a task's function or class costs that task; a helper,
+the tasks whose code uses it (all when none does); other module-level code, every task of the module.
+scan_package also judges a task by the other tasks' code it names or whose attributes it uses:
 
     scan(source, "minilm/attention.py")   # {"6.1": [Violation, …], "6.2": [], "6.3": []}
-    violations_for("6.1")[0].message       # 'Task 6.1: your softmax calls torch.softmax
-                                           #  (minilm/attention.py:31); build it from exp and sum'
+    violations_for("6.1")[0].message       # 'Task 6.1: your softmax calls torch.softmax …'
 """
 
 from __future__ import annotations
 
 import ast
-import builtins
 import functools
 import re
 from dataclasses import dataclass
@@ -35,13 +26,6 @@ from minilm.course.rules import allowed
 from minilm.course.rules.allowed import FAMILIES, Family
 
 LIST_FILE = "minilm/course/rules/allowed.py"
-_PYTHON_BUILTINS = frozenset(dir(builtins)) | {"__builtins__", "__file__", "__name__", "__class__"}
-_DYNAMIC = ("getattr", "setattr", "delattr", "hasattr")
-_MODULE = "module"  # the scope of module-level code: every task of the module
-# A jaxtyping shape that jaxtyping does not evaluate: names (*batch, #n, _), numbers and ..., by spaces.
-_SHAPE_NAME = r"(?:\.\.\.|[*#?]{0,2}\w+)"
-_SHAPE = re.compile(rf"\s*(?:{_SHAPE_NAME}(?:\s+{_SHAPE_NAME})*)?\s*")  # one way to match: no backtracking blow-up
-_KNOWN = allowed.METHODS | allowed.COURSE_NAMES | allowed.DUNDERS  # an unknown object's attributes
 _ANY_TASK_MAY_USE = allowed.ALLOWED | {n for t in tasks.TASKS for n in t.allowed}  # what an import may name
 
 
@@ -84,15 +68,13 @@ def _tokens(name: str) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=None)
 def _contains_name(name: str, builtin: str) -> bool:
-    """`name` is `builtin` or holds its words in a row: torch's variants carry the built-in's name
-    (native_layer_norm, BatchNorm1d, linear_cross_entropy, NLLLoss2d)."""
+    # torch's variants carry the built-in's words in a row: native_layer_norm, BatchNorm1d, NLLLoss2d
     have, want = _tokens(name), _tokens(builtin)
     return name == builtin or bool(want) and any(have[i:i + len(want)] == want for i in range(len(have)))
 
 
 @functools.lru_cache(maxsize=None)
 def _family_matches(family: Family, name: str) -> bool:
-    """The library name `name` is one of the family's built-ins, by any path or variant."""
     parts, dotted = name.split("."), name + "."
     if parts[0] not in ("torch", "einops") or any(dotted.startswith(e + ".") for e in family.except_):
         return False
@@ -102,15 +84,13 @@ def _family_matches(family: Family, name: str) -> bool:
 
 @functools.lru_cache(maxsize=None)
 def _attr_matches(family: Family, attr: str) -> bool:
-    """An attribute of an unknown object: a method form, a built-in's name, or a multi-word
-    built-in's words (.native_layer_norm; not .linear_q, which may be the student's own)."""
+    # a multi-word built-in's words (.native_layer_norm), not a one-word one's (.linear_q may be the student's)
     return (attr in family.methods or attr in family.names
             or any(len(_tokens(n)) > 1 and _contains_name(attr, n) for n in family.names))
 
 
 @functools.lru_cache(maxsize=None)
 def _validate_names() -> frozenset[str]:
-    """The public functions of the provided minilm/course/validate.py (read, not imported)."""
     tree = ast.parse((tasks.COURSE_DIR / "validate.py").read_text(encoding="utf-8"))
     return frozenset(n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_"))
 
@@ -124,7 +104,6 @@ def _importable_minilm(parts: list[str]) -> bool:
 
 
 def _bound_names(stmt: ast.stmt) -> list[str]:
-    """The names a top-level statement binds."""
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return [stmt.name]
     if isinstance(stmt, (ast.Import, ast.ImportFrom)):
@@ -134,7 +113,6 @@ def _bound_names(stmt: ast.stmt) -> list[str]:
 
 
 def _rebinds(fn: ast.AST, name: str, own: ast.arg) -> bool:
-    """Anything inside fn binds `name` again, besides its parameter `own`."""
     return any((isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load))
                or (isinstance(n, ast.arg) and n.arg == name and n is not own)
                or (isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names)
@@ -144,7 +122,7 @@ def _rebinds(fn: ast.AST, name: str, own: ast.arg) -> bool:
 
 
 def _defined_attrs(nodes: list[ast.AST]) -> set[str]:
-    """The attribute names code defines: stores to attributes, and the names class bodies bind."""
+    """Stores to attributes, and the names class bodies bind."""
     return set().union(*(_defined_by(n) for n in nodes))
 
 
@@ -157,13 +135,12 @@ def _defined_by(root: ast.AST) -> frozenset[str]:
 
 def _alias_pairs(stmt: ast.stmt) -> list[tuple[str, ast.expr]]:
     """(name, value) for `name = value`, `F = G = value` or `a, b = x, y`."""
-    if isinstance(stmt, ast.Assign) and len(stmt.targets) > 1:
-        return [(t.id, stmt.value) for t in stmt.targets] if all(isinstance(t, ast.Name) for t in stmt.targets) else []
-    target, value = (stmt.targets[0], stmt.value) if isinstance(stmt, ast.Assign) else (
-        (stmt.target, stmt.value) if isinstance(stmt, ast.AnnAssign) and stmt.value is not None else (None, None))
-    if isinstance(target, ast.Name):
-        return [(target.id, value)]
-    if (isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List))
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else (
+        [stmt.target] if isinstance(stmt, ast.AnnAssign) and stmt.value is not None else [])
+    if all(isinstance(t, ast.Name) for t in targets):
+        return [(t.id, stmt.value) for t in targets]
+    [target], value = targets[:1], stmt.value
+    if (len(targets) == 1 and isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List))
             and len(target.elts) == len(value.elts) and all(isinstance(t, ast.Name) for t in target.elts)):
         return [(t.id, v) for t, v in zip(target.elts, value.elts)]
     return []
@@ -176,15 +153,13 @@ def _from_module(node: ast.ImportFrom) -> str | None:
 
 
 def _plain_call(call: ast.Call, q: str) -> bool:
-    """torch.save(obj, f) or torch.load(f[, map_location][, weights_only=True][, mmap=…]): no pickle
-    module or protocol (the third positional argument), no **kwargs, torch.load's restricted unpickler."""
+    """No pickle module or protocol (a third positional argument), no **kwargs, weights_only=True if given."""
     return len(call.args) <= 2 and not any(isinstance(a, ast.Starred) for a in call.args) and not any(
         kw.arg is None or kw.arg.startswith("pickle_") or (q == "torch.load" and kw.arg == "weights_only" and not (
             isinstance(kw.value, ast.Constant) and kw.value.value is True)) for kw in call.keywords)
 
 
 def _const(node: ast.AST, name: bool = False) -> bool:
-    """A constant string (`name`: one that is an identifier; any other string is no attribute name)."""
     return isinstance(node, ast.Constant) and isinstance(node.value, str) and (not name or node.value.isidentifier())
 
 
@@ -208,8 +183,8 @@ class _Module:
             if isinstance(node, ast.Import):
                 self.aliases |= {a.asname or a.name.split(".")[0]: a.name if a.asname else a.name.split(".")[0]
                                  for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and _from_module(node):
-                self.aliases |= {a.asname or a.name: f"{_from_module(node)}.{a.name}" for a in node.names if a.name != "*"}
+            elif isinstance(node, ast.ImportFrom) and (base := _from_module(node)):
+                self.aliases |= {a.asname or a.name: f"{base}.{a.name}" for a in node.names if a.name != "*"}
         self.own |= set(self.aliases)
         # `name = <a resolved name>` anywhere: one namespace, so F = torch.nn.functional; F.linear(…) is
         # seen wherever it is written. Twice: an alias of an alias defined later.
@@ -224,23 +199,20 @@ class _Module:
         classes, self.plain = [n for n in nodes if isinstance(n, ast.ClassDef)], set()
         for _ in classes:
             self.plain |= {c.name for c in classes if not c.keywords and all(
-                self.resolve(b) in ("torch.nn.Module", "torch.optim.Optimizer")
+                self.resolve(b) in allowed.SELF_BASES
                 or (isinstance(b, ast.Name) and b.id in self.plain and b.id not in self.aliases) for b in c.bases)}
         self.exempt, self.out = frozenset(), []  # the `self` of the method being walked; the findings
 
     def is_alias_binding(self, stmt: ast.stmt) -> bool:
-        """An import, or `name = <a resolved name>`: costs nothing by itself."""
         pairs = _alias_pairs(stmt)
         return isinstance(stmt, (ast.Import, ast.ImportFrom)) or bool(pairs) and all(
             self.resolve(v) is not None for _, v in pairs)
 
     def _dynamic(self, node: ast.AST) -> str | None:
-        """getattr/setattr/delattr/hasattr when it is Python's own (not shadowed)."""
         f = node.func if isinstance(node, ast.Call) else None
-        return f.id if isinstance(f, ast.Name) and f.id in _DYNAMIC and f.id not in self.own else None
+        return f.id if isinstance(f, ast.Name) and f.id in allowed.DYNAMIC and f.id not in self.own else None
 
     def resolve(self, node: ast.AST) -> str | None:
-        """The qualified name an expression denotes (torch.nn.functional.softmax), if known."""
         if isinstance(node, ast.Name):
             return self.aliases.get(node.id)
         base, attr = (node.value, node.attr) if isinstance(node, ast.Attribute) else (
@@ -258,7 +230,6 @@ class _Module:
         self.out.append(_Finding(getattr(node, "lineno", 1), verb, what, "way", what, advice, not unlisted))
 
     def _name(self, node, q: str, call: bool, store: bool = False, alias: bool = False) -> None:
-        """Judge a use of the resolved name q (`alias`: as the value of an alias binding)."""
         verb, parts = "calls" if call else "uses", q.split(".")
         if store:
             return self._way(node, "assigns to", q, allowed.PATCHING_ADVICE)
@@ -272,21 +243,21 @@ class _Module:
             return self._way(node, verb, q, allowed.PRIVATE_ADVICE)
         elif q not in allowed.MODULES:
             self.out.append(_Finding(getattr(node, "lineno", 1), verb, q, "name", q))
-        if not (call or alias) and (q in allowed.MODULES or parts[0] == "minilm" and (
-                len(parts) < 3 or parts[1:] == ["course", "validate"])):
-            # in a tuple, a dict, a default …: what is reached through it is out of the scan's sight
+        # As a value (in a tuple, a dict, a default …), what a module reaches, a pickler's call or a
+        # jaxtyping shape made later would be out of the scan's sight.
+        if call or alias:
+            return
+        if q in allowed.MODULES or parts[0] == "minilm" and (len(parts) < 3 or parts[1:] == ["course", "validate"]):
             self._way(node, "uses", f"the module {q} as a value", allowed.MODULE_VALUE_ADVICE)
-        elif not (call or alias) and (q in ("torch.load", "torch.save") or parts[0] == "jaxtyping"):
-            # a pickler's call or a jaxtyping shape made later would be out of the scan's sight
-            self._way(node, "uses", f"{q} as a value", allowed.SHAPE_ADVICE if parts[0] == "jaxtyping"
-                      else allowed.LOAD_ADVICE)
+        elif q in allowed.PICKLERS or parts[0] == "jaxtyping":
+            advice = allowed.SHAPE_ADVICE if parts[0] == "jaxtyping" else allowed.LOAD_ADVICE
+            self._way(node, "uses", f"{q} as a value", advice)
 
     def _attr(self, node: ast.AST, attr: str, call: bool, base: str) -> None:
-        """Judge `<an object the scan cannot follow>.attr` (`base`: how to show that object)."""
         verb, text = "calls" if call else "uses", f"{base}.{attr}"
         if attr.startswith("_") and attr not in allowed.DUNDERS or attr in allowed.NEVER_ATTRIBUTES:
             return self._way(node, verb, text, allowed.PRIVATE_ADVICE, unlisted=True)
-        known = attr in _KNOWN or attr in self.defined
+        known = attr in allowed.KNOWN_ATTRIBUTES or attr in self.defined
         if any(attr in fam.methods for fam in FAMILIES.values()):
             text = f"Tensor.{attr}"  # a tensor method that is a built-in (x.softmax(-1))
         self.out.append(_Finding(getattr(node, "lineno", 1), verb, text, "method", attr, known=known))
@@ -296,10 +267,10 @@ class _Module:
         if base is None:
             return self._way(node, "imports", "." * node.level + (node.module or ""), allowed.IMPORT_ADVICE)
         if any(a.name == "*" for a in node.names):
-            self._way(node, "imports", f"* from {base}", "import the names you use one by one")
+            self._way(node, "imports", f"* from {base}", allowed.STAR_ADVICE)
         for q in (f"{base}.{a.name}" if base else a.name for a in node.names if a.name != "*"):
             parts = q.split(".")
-            if parts[0] == "minilm" and not _importable_minilm(parts) or parts[0] not in allowed.IMPORTABLE | {"minilm"}:
+            if not (_importable_minilm(parts) if parts[0] == "minilm" else parts[0] in allowed.IMPORTABLE):
                 self._way(node, "imports", q, allowed.IMPORT_ADVICE)
             elif parts[0] != "minilm" and q != "__future__.annotations":
                 if any(p.startswith("_") for p in parts):
@@ -308,7 +279,7 @@ class _Module:
                     self._way(node, "imports", q, allowed.LIST_ADVICE, unlisted=True)
 
     def _walk(self, node: ast.AST, call: bool = False, alias: bool = False) -> None:
-        """Judge node; `alias`: node is the value of an alias binding (F = torch.nn.functional)."""
+        """`alias`: node is the value of an alias binding (F = torch.nn.functional)."""
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             return self._import(node)
         if isinstance(node, ast.ClassDef):  # its methods' first parameters: the real self and cls
@@ -351,13 +322,13 @@ class _Module:
             for part in node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]:
                 if not _const(part) and self.resolve(part) is not None:
                     self._walk(part, alias=True)  # Tensor, torch.Tensor: a type
-                elif not (_const(part) and _SHAPE.fullmatch(part.value)):
+                elif not (_const(part) and allowed.SHAPE.fullmatch(part.value)):
                     self._way(part, "has", f"the jaxtyping shape {_short(part)}", allowed.SHAPE_ADVICE)
                     self._walk(part)
             return
         if isinstance(node, ast.Call):
             q = self.resolve(node.func)
-            if q in ("torch.load", "torch.save") and not _plain_call(node, q):
+            if q in allowed.PICKLERS and not _plain_call(node, q):
                 self._way(node, "calls", f"{q} with a pickler or options", allowed.LOAD_ADVICE)
             for arg in [*node.args, *(k.value for k in node.keywords)] if q and q[:7] != "minilm." else []:
                 if self._is_class(arg):  # torch.save(obj, f, pickle_module=MyPickler)
@@ -381,7 +352,7 @@ class _Module:
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             if node.id in self.aliases:
                 self._name(node, self.aliases[node.id], call, alias=alias)
-            elif node.id in _PYTHON_BUILTINS and node.id not in self.own and node.id not in allowed.PYTHON_BUILTINS:
+            elif node.id in allowed.REFUSED_BUILTINS and node.id not in self.own:
                 self._way(node, "calls" if call else "uses", node.id, allowed.DYNAMIC_ADVICE, unlisted=True)
             return
         self._walk_all(ast.iter_child_nodes(node))
@@ -397,30 +368,27 @@ class _Module:
             and node.func.id == "super" and "super" not in self.own)
 
     def _is_class(self, node: ast.AST) -> bool:
-        """A class of the student's code: one this module defines, or another exercise module's."""
         q = self.resolve(node) or ""
         return (isinstance(node, ast.Name) and node.id in self.classes and node.id not in self.aliases
                 or q.startswith("minilm.") and len(q.split(".")) == 3 and q.split(".")[2][:1].isupper())
 
 
 def _judge(task: tasks.Task, f: _Finding) -> tuple[str, str] | None:
-    """(what, advice) when finding f breaks task's rules, else None."""
-    def _unlisted(what):
-        return f"{what}, which is not on Task {task.id}'s list of allowed operations ({LIST_FILE})"
-
-    if f.kind in ("way", "self"):
-        return ((f.what if f.known else _unlisted(f.what)), f.advice) if f.kind == "way" else None
+    if f.kind == "self":
+        return None
     listed = (f.name in allowed.ALLOWED or f.name in task.allowed) if f.kind == "name" else f.known
+    what = f.what if listed else f"{f.what}, which is not on Task {task.id}'s list of allowed operations ({LIST_FILE})"
+    if f.kind == "way":
+        return what, f.advice
     for family, advice in task.forbidden:  # the family's own advice first, listed or not
         if (_family_matches if f.kind == "name" else _attr_matches)(FAMILIES[family], f.name):
-            return (f.what if listed else _unlisted(f.what)), advice
-    return None if listed else (_unlisted(f.what), allowed.LIST_ADVICE)
+            return what, advice
+    return None if listed else (what, allowed.LIST_ADVICE)
 
 
 def scan(source: str | bytes, filename: str) -> dict[str, list[Violation]]:
-    """Every task of the exercise module `filename` (its stem names the module, e.g.
-    "minilm/attention.py") → the violations of its rules in `source`, in line order. Never raises
-    for the source's content: a syntax error is a violation. One module alone: see scan_package."""
+    """Each task of the exercise module `filename` → its violations in `source`, in line order. A
+    syntax error is a violation, never an exception."""
     return _scan_module(source, filename).violations
 
 
@@ -446,11 +414,9 @@ def _parse(source, filename: str) -> ast.Module | Exception:
 
 
 def scan_package(sources: dict[str, str | bytes], folder: str = "minilm") -> dict[str, list[Violation]]:
-    """scan() of every exercise module in `sources` (module name → source), and what each task
-    reaches, in any module, through the other tasks' code that those tasks' own rules allow but its
-    rules refuse: the tasks it names (gelu calling sinusoidal_positions, Task 13.2, for its F.gelu)
-    and the code defining the attributes it uses (kv_cache.f set by KVCache). What the other task's
-    rules refuse costs that task alone."""
+    """scan() of every module in `sources` (name → source), and what each task reaches through other
+    tasks' code it names or whose attributes it uses (gelu calling sinusoidal_positions for its F.gelu,
+    kv_cache.f set by KVCache). What the other task's own rules refuse costs that task alone."""
     trees = {m: _parse(s, f"{folder}/{m}.py") for m, s in sources.items()}
     defined = _defined_attrs([t for t in trees.values() if isinstance(t, ast.Module)])
     scans = {m: _scan_module(t, f"{folder}/{m}.py", defined) for m, t in trees.items()}
@@ -463,12 +429,7 @@ def scan_package(sources: dict[str, str | bytes], folder: str = "minilm") -> dic
         used = {f.name for f in found if f.kind in ("method", "self") and f.name not in allowed.METHODS}
         names.setdefault(tid, set()).update(o for o, attrs in defines.items() if o != tid and used & attrs)
     for tid in result:
-        task, reached, todo = tasks.get(tid), set(), list(names.get(tid, ()))
-        while todo:
-            other = todo.pop()
-            if other not in reached and other != tid:
-                reached.add(other)
-                todo += names.get(other, ())
+        task, reached = tasks.get(tid), _reach(list(names.get(tid, ())), lambda o: list(names.get(o, ()))) - {tid}
         for other in sorted(reached, key=lambda o: (":" not in o, o)):  # provided code by its own name first
             via = f"your {other.split(':')[1]}" if ":" in other else f"your {tasks.get(other).function} (Task {other})"
             for f in findings.get(other, ()):
@@ -485,18 +446,18 @@ def scan_package(sources: dict[str, str | bytes], folder: str = "minilm") -> dic
 def _scan_module(source, filename: str, defined: set[str] = frozenset()) -> _Scan:
     mod_tasks = [t for t in tasks.TASKS if t.module == Path(filename).stem]
     scan = _Scan({t.id: [] for t in mod_tasks}, {t.id: [] for t in mod_tasks}, {}, {})
-    tree, problem = _parse(source, filename), None
+    tree, problem, found = _parse(source, filename), None, []
     if isinstance(tree, Exception):
-        problem = (getattr(tree, "lineno", None) or 1, f"a syntax error: {getattr(tree, 'msg', None) or tree}",
-                   "fix it: nothing in this file runs until it parses")
+        what = f"a syntax error: {getattr(tree, 'msg', None) or tree}"
+        problem = _Finding(getattr(tree, "lineno", None) or 1, "has", what, "way", what, allowed.SYNTAX_ADVICE)
     elif mod_tasks:
         try:
             found = _scan_tree(tree, mod_tasks, scan, defined)
         except RecursionError:
-            problem = (1, "code nested too deeply to check", "write it with fewer nested expressions")
-    for t in mod_tasks if problem else []:
-        scan.violations[t.id].append(Violation(t.id, filename, problem[0], problem[1], problem[2], "has", "your module"))
-    for task_id, where, f in found if mod_tasks and not problem else []:
+            problem = _Finding(1, "has", allowed.NESTING, "way", allowed.NESTING, allowed.NESTING_ADVICE)
+    if problem:  # the whole module's: every task's
+        found = [(t.id, "your module", problem) for t in mod_tasks]
+    for task_id, where, f in found:
         scan.findings.setdefault(task_id, []).append(f)
         judged = None if ":" in task_id else _judge(tasks.get(task_id), f)
         if judged and all((v.line, v.what) != (f.line, judged[0]) for v in scan.violations[task_id]):
@@ -507,33 +468,38 @@ def _scan_module(source, filename: str, defined: set[str] = frozenset()) -> _Sca
 
 
 def _tasks_named(mod: _Module, nodes: list[ast.AST], owner: dict[str, str]) -> set[str]:
-    """The tasks (ids) whose function or class `nodes` name: this module's, or another exercise
-    module's (imported, or as an attribute of an imported module)."""
+    """The ids of the tasks, of any module, whose function or class `nodes` name."""
     out = set()
     for n in (n for root in nodes for n in ast.walk(root)):
-        q = mod.imported.get(n.id) if isinstance(n, ast.Name) else mod.resolve(n) if isinstance(n, ast.Attribute) else None
-        parts = (q or "").split(".")
         if isinstance(n, ast.Name) and n.id in owner:
             out.add(owner[n.id])
-        elif parts[0] == "minilm" and len(parts) >= 3 and (parts[1], parts[2]) in _TASK_OF:
-            out.add(_TASK_OF[(parts[1], parts[2])])
+        elif isinstance(n, (ast.Name, ast.Attribute)):
+            parts = ((mod.imported.get(n.id) if isinstance(n, ast.Name) else mod.resolve(n)) or "").split(".")
+            if parts[0] == "minilm" and tuple(parts[1:3]) in _TASK_OF:
+                out.add(_TASK_OF[tuple(parts[1:3])])
     return out
+
+
+def _reach(todo: list[str], edges) -> set[str]:
+    """Every name `todo` leads to, following edges(name)."""
+    seen = set()
+    while todo:
+        if (name := todo.pop()) not in seen:
+            seen.add(name)
+            todo += edges(name)
+    return seen
 
 
 def _uses(nodes: list[ast.AST], helpers: dict[str, list[ast.stmt]]) -> set[str]:
     """The helpers `nodes` use, directly or through other helpers."""
-    todo, seen = [n.id for root in nodes for n in ast.walk(root) if isinstance(n, ast.Name) and n.id in helpers], set()
-    while todo:
-        if (h := todo.pop()) not in seen:
-            seen.add(h)
-            todo += [n.id for s in helpers[h] for n in ast.walk(s) if isinstance(n, ast.Name) and n.id in helpers]
-    return seen
+    def named(roots):
+        return [n.id for root in roots for n in ast.walk(root) if isinstance(n, ast.Name) and n.id in helpers]
+    return _reach(named(nodes), lambda h: named(helpers[h]))
 
 
 def _scan_tree(tree: ast.Module, mod_tasks: list[tasks.Task], scan: _Scan, defined: set[str]
                ) -> list[tuple[str, str, _Finding]]:
-    """(task id, "your …", finding) for every finding, attributed as the docstring says; in scan,
-    the other tasks each task's code names and the attributes it defines."""
+    """(task id, "your …", finding) for every finding; fills scan.names and scan.defines."""
     owner = {name: t.id for t in mod_tasks for name in t.names}
     mod, module, all_ids = _Module(tree, set(owner), defined), mod_tasks[0].module, [t.id for t in mod_tasks]
     regions: dict[str, list[tuple[str, ast.stmt]]] = {t.id: [] for t in mod_tasks}  # task → (name, stmt)
@@ -550,15 +516,13 @@ def _scan_tree(tree: ast.Module, mod_tasks: list[tasks.Task], scan: _Scan, defin
             out += [(tid, "your module", f) for f in mod.findings(stmt, ways_only=True) for tid in all_ids]
         elif not mine:
             module_stmts.append(stmt)
-    # Which scopes (task ids, or _MODULE) use each helper; one no task's code uses is module-level code.
-    users = {h: set() for h in helpers}
-    for scope, stmts in [(tid, [s for _, s in r]) for tid, r in regions.items()] + [(_MODULE, module_stmts)]:
-        for h in _uses(stmts, helpers):
-            users[h].add(scope)
+    # A helper costs the tasks whose code uses it; one that module-level code or no task uses, every task.
+    used = {tid: _uses([s for _, s in r], helpers) for tid, r in regions.items()}
+    module_uses = _uses(module_stmts, helpers)
+    payers = {h: [tid for tid in all_ids if h in used[tid] and h not in module_uses] or all_ids for h in helpers}
     shared = _tasks_named(mod, module_stmts, owner)
     for tid, stmts in regions.items():
-        code = [s for _, s in stmts] + [s for h, us in users.items() if tid in us or _MODULE in us or not us
-                                        for s in helpers[h]]
+        code = [s for _, s in stmts] + [s for h in helpers if tid in payers[h] for s in helpers[h]]
         scan.names[tid], scan.defines[tid] = (_tasks_named(mod, code, owner) | shared) - {tid}, _defined_attrs(code)
         for name, stmt in stmts:
             out += [(tid, f"your {name}", f) for f in mod.findings(stmt)]
@@ -572,15 +536,13 @@ def _scan_tree(tree: ast.Module, mod_tasks: list[tasks.Task], scan: _Scan, defin
             out += [(pid, f"your {name}", f) for stmt in code for f in mod.findings(stmt)]
     for stmt in module_stmts:
         out += [(tid, "your module", f) for f in mod.findings(stmt) for tid in all_ids]
-    for h, us in users.items():
-        ids = all_ids if _MODULE in us or not us else sorted(us)
+    for h, ids in payers.items():
         out += [(tid, f"your helper {h}", f) for stmt in helpers[h] for f in mod.findings(stmt) for tid in ids]
     return out
 
 
 def implementation_file(module: str) -> Path:
-    """The current implementation's file for exercise module `module`: the student's
-    minilm/<module>.py, or solutions/<module>.py under MINILM_IMPL=solutions."""
+    """minilm/<module>.py, or solutions/<module>.py under MINILM_IMPL=solutions."""
     import minilm  # cheap: never imports torch or any exercise module
 
     return tasks.ROOT / ("solutions" if minilm.implementation() == "solutions" else "minilm") / f"{module}.py"
@@ -592,8 +554,8 @@ def _scan_files(stamps: tuple[tuple[str, str, int, int], ...], folder: str) -> d
 
 
 def violations_for(task_id: str) -> list[Violation]:
-    """The violations of Task `task_id`'s rules in the current implementation's files (empty when
-    its file is missing: importing it then fails on its own)."""
+    """Task `task_id`'s violations in the current implementation (none when its file is missing:
+    importing it fails on its own)."""
     task = tasks.get(task_id)
     paths = {m: implementation_file(m) for m in tasks.EXERCISE_MODULES}
     if not paths[task.module].is_file():

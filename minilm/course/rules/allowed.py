@@ -11,6 +11,8 @@ here is refused: add a public tensor operation here when an honest solution need
 
 from __future__ import annotations
 
+import builtins
+import re
 from dataclasses import dataclass
 
 
@@ -84,6 +86,10 @@ LOAD_ADVICE = ("call torch.save(obj, f) and torch.load(src) or torch.load(src, w
                "a pickler of your own runs any code")
 # jaxtyping evaluates a shape that is not names and numbers ("n+1", 'exec("…")') as Python code.
 SHAPE_ADVICE = 'write jaxtyping shapes as names, numbers and ... ("batch seq d_model"), in Float[Tensor, "…"] itself'
+STAR_ADVICE = "import the names you use one by one"
+SYNTAX_ADVICE = "fix it: nothing in this file runs until it parses"
+NESTING = "code nested too deeply to check"
+NESTING_ADVICE = "write it with fewer nested expressions"
 IMPORT_ADVICE = ("exercise modules import only torch, numpy, einops, jaxtyping, Python's math and typing helpers, "
                  "regex, minilm.course.validate and the task names of the other exercise modules")
 
@@ -107,6 +113,19 @@ PYTHON_BUILTINS = frozenset("""
     LookupError NotImplementedError OverflowError RuntimeError RuntimeWarning StopIteration TypeError UserWarning
     ValueError Warning ZeroDivisionError DeprecationWarning FutureWarning
 """.split())
+
+# Python's other built-ins: refused where the student's code does not bind the name itself.
+REFUSED_BUILTINS = (frozenset(dir(builtins)) | {"__builtins__", "__file__", "__name__", "__class__"}) - PYTHON_BUILTINS
+# Python's own name lookups: with a constant name they are attribute uses, with any other a refusal.
+DYNAMIC = ("getattr", "setattr", "delattr", "hasattr")
+# torch.save and torch.load: only as plain calls, never as values (a pickler's call would be out of sight).
+PICKLERS = ("torch.load", "torch.save")
+# A class built on one of these (or on such a class) owns its `self`: the student's alone, not a tensor.
+SELF_BASES = ("torch.nn.Module", "torch.optim.Optimizer")
+# A jaxtyping shape that jaxtyping does not evaluate: names (*batch, #n, _), numbers and ..., by spaces;
+# one way to match each, so no backtracking blow-up.
+_SHAPE_NAME = r"(?:\.\.\.|[*#?]{0,2}\w+)"
+SHAPE = re.compile(rf"\s*(?:{_SHAPE_NAME}(?:\s+{_SHAPE_NAME})*)?\s*")
 
 # Attribute names that reach the interpreter (frames, code, modules): refused on any object, even
 # when the student's code defines them.
@@ -291,3 +310,5 @@ COURSE_NAMES = frozenset("""
 """.split())
 # The dunders that are plain values or the constructor: super().__init__(…), type(x).__name__.
 DUNDERS = frozenset({"__init__", "__name__"})
+# What an attribute of an object the scan cannot follow may be, besides the student's own names.
+KNOWN_ATTRIBUTES = METHODS | COURSE_NAMES | DUNDERS
