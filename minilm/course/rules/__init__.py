@@ -179,6 +179,7 @@ class _Module:
         self.own |= {n.arg for n in nodes if isinstance(n, ast.arg)}
         self.defined = _defined_attrs([tree]) | set(defined)  # attribute names the student's code defines
         self.aliases: dict[str, str] = {}
+        self.exempt: frozenset[str] = frozenset()
         for node in nodes:
             if isinstance(node, ast.Import):
                 self.aliases |= {a.asname or a.name.split(".")[0]: a.name if a.asname else a.name.split(".")[0]
@@ -213,8 +214,8 @@ class _Module:
         return f.id if isinstance(f, ast.Name) and f.id in allowed.DYNAMIC and f.id not in self.own else None
 
     def resolve(self, node: ast.AST) -> str | None:
-        if isinstance(node, ast.Name):
-            return self.aliases.get(node.id)
+        if isinstance(node, ast.Name):  # a method's own self is never another scope's alias of that name
+            return None if node.id in self.exempt else self.aliases.get(node.id)
         base, attr = (node.value, node.attr) if isinstance(node, ast.Attribute) else (
             (node.args[0], node.args[1].value) if self._dynamic(node) == "getattr" and len(node.args) >= 2
             and _const(node.args[1], name=True) else (None, None))
