@@ -289,15 +289,15 @@ def _lm_invariant(got, c) -> Problem | None:
     if "ln_final.weight" in want and "ln_final.weight" not in keys:
         return Problem(f"ClassicLM ({name}): a pre-norm model needs ln_final before lm_head: its residual stream is "
                        "never normalized on the way up", "classic_missing_final_norm")
-    count = classic_parameter_count(cfg)
+    n_params = classic_parameter_count(cfg)
     return first(
         keys_problem(keys, want, f"ClassicLM ({name})"),
         None if got["shared_head"] is tied else Problem(
             f"ClassicLM ({name}): a tied head shares the embedding's nn.Parameter (lm_head.weight = "
             "token_embeddings.weight); a copy would drift apart in training", "head_copied_not_shared") if tied else
         Problem(f"ClassicLM ({name}): tied_head=False: lm_head needs its own weight", "tied_lm_head"),
-        None if got["parameters"] == count else Problem(
-            f"ClassicLM ({name}) has {shown(got['parameters'])} parameters, expected {count:,}", "parameter_count"))
+        None if got["parameters"] == n_params else Problem(
+            f"ClassicLM ({name}) has {count(got['parameters'])} parameters, expected {n_params:,}", "parameter_count"))
 
 
 spec("13.6", collect=_lm_collect, invariant=_lm_invariant, atol=1e-4,

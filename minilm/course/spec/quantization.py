@@ -162,10 +162,16 @@ spec("12.2", collect=_int8_linear_collect, invariant=_int8_linear_invariant,
 # ---------------------------------------------------------------- 12.3: quantize_model
 
 
-def _quantize_model_collect(m, c):
+def _float_model(m, c):
+    """The case's TransformerLM (your Task 8.1) with the case's weights."""
     torch.manual_seed(0)
-    lm = m.TransformerLM(*c["config"])
-    load_state(lm, c["state"])
+    model = m.TransformerLM(*c["config"])
+    load_state(model, c["state"])
+    return model
+
+
+def _quantize_model_collect(m, c):
+    lm = _float_model(m, c)
     with torch.no_grad():
         out = {"float_logits": lm(c["ids"])}  # your TransformerLM, Task 8.1
     got = m.quantize_model(lm, per_channel=c["per_channel"])

@@ -96,7 +96,7 @@ def _softmax_cases():
             dict(x=torch.tensor([[1e4, 0.0, -1e4], [1e4, 1e4, 1e4], [-1e4, -1e4, -1e4]]), dim=-1, what="inputs of ±1e4")]
 
 
-spec("6.1", collect=lambda m, c: {"y": m.softmax(c["x"], dim=c["dim"])},  # release: not a task (m: the student's)
+spec("6.1", collect=lambda m, c: {"y": m.softmax(c["x"], dim=c["dim"])},  # release: not a task (m.softmax is the code under test)
      cases=_softmax_cases, outputs={"y": "softmax"},
      mistakes={**{f"softmax_wrong_dim ({d})": f"you normalized over dim {d}, not over the dim asked: use the dim argument"
                   for d in (-1, 0, 1)},
