@@ -397,11 +397,14 @@ HONEST = {
                 return linear(x, dequantize_int8(self.weight_int8, self.scale).to(x.dtype))
 
         def quantize_model(model, per_channel=True):
-            for name, child in list(model.named_children()):
-                if isinstance(child, Linear):
-                    model.add_module(name, Int8Linear.from_linear(child, per_channel))
-                else:
-                    quantize_model(child, per_channel)
+            stack = [model]  # a walk with a stack instead of the reference's recursion
+            while stack:
+                parent = stack.pop()
+                for name, child in list(parent.named_children()):
+                    if isinstance(child, Linear):
+                        parent.add_module(name, Int8Linear.from_linear(child, per_channel))
+                    else:
+                        stack.append(child)
             return model
     """),
     "classic": ("classic.py", """
