@@ -166,7 +166,8 @@ def grade_one(plan: Plan, sub: Submission, slot: int) -> StudentGrade:
     problems = []
     per_task = plan.cell_timeout
     inside_out = str(out) if box.unsandboxed else sandbox.OUT
-    worker = sandbox.run(box, ("-m", "minilm.course.sandboxed.worker", f"{inside_ws}/cases.pt", inside_out, f"{per_task:g}"),
+    worker = sandbox.run(box, ("-m", "minilm.course.sandboxed.worker", f"{inside_ws}/cases.pt", inside_out, f"{per_task:g}",
+                               *([] if box.unsandboxed else ["--sandboxed"])),
                          ws, out, box.env(extra, ws, out), slot,
                          timeout=min(plan.timeout, 60 + per_task * len(plan.task_ids)), log=home / "worker.log")
     if worker.returncode is None:

@@ -1022,3 +1022,47 @@ def test_mistakes_run_in_the_reference_pool_never_in_the_graders_own_modules():
         for row_a, row_b in zip(a, b, strict=True):
             assert row_a.keys() == row_b.keys() and all(judge.differs(row_b[k], row_a[k], 0.0, 0.0) is None
                                                         for k in row_a), task
+
+
+FORGER = '''import os as _os, time as _time, torch as _torch
+def _forge():
+    rows = [{"ok": True, "out": {"y": _torch.zeros(1)}}]
+    for _ in range(40):
+        try:
+            _torch.save(rows, "/out/1.1.pt")
+        except Exception:
+            pass
+        _time.sleep(0.05)
+if _os.fork() == 0:
+    _os.setsid()
+    _forge()
+    _os._exit(0)
+_forge()
+'''
+
+
+@needs_bwrap
+def test_a_task_cannot_write_another_tasks_results(tmp_path):
+    # Found by the third red team: a later task's child rewrote an earlier task's results file.
+    # Here 3.1's module, when its child imports it, forges 1.1's file at once and from a daemon:
+    # the worker's own outputs (1.1 is a stub) are what the grader reads.
+    import shutil
+
+    from solutions.grading import cli
+
+    ws, out = tmp_path / "ws", tmp_path / "out"
+    shutil.copytree(tasks.PACKAGE_DIR, ws / "minilm", ignore=cli._ignore)
+    for module in tasks.EXERCISE_MODULES:
+        (ws / "minilm" / f"{module}.py").write_text(stub(module) if module != "rmsnorm" else prepend(stub(module), FORGER))
+    out.mkdir()
+    cases = {t: judge.make_cases(t, 4)[0] for t in ("1.1", "3.1")}
+    torch.save({"tasks": ["1.1", "3.1"], "cases": cases}, ws / "cases.pt")
+    box = sandbox.Sandbox("bwrap")
+    box.prepare(ws, out, 0)
+    log = tmp_path / "log"
+    run = sandbox.run(box, ["-m", "minilm.course.sandboxed.worker", f"{sandbox.WS}/cases.pt", sandbox.OUT, "60",
+                            "--sandboxed"], ws, out, box.env({}, ws, out), 0, timeout=300, log=log)
+    assert run.returncode == 0, log.read_text()[-2000:]
+    rows = judge.load_results(out / "1.1.pt", len(cases["1.1"]))
+    assert rows is not None and all(r == {"ok": False, "error": judge.STUB} for r in rows), rows[:1]
+    assert sorted(p.name for p in out.iterdir()) == ["1.1.pt", "3.1.pt"]

@@ -4,8 +4,10 @@
 
 Runs inside the sandbox with the student's exercise modules importable as `minilm`. CASES
 (written by the grader) holds each task's probe inputs; for every task this writes OUT/<task>.pt
-with the outputs of the task's `collect` (minilm/course/spec/) on each case, or the name of the exception it raised.
-Each task runs in a forked child with a time limit, so a crash or a hang costs that task only.
+with the outputs of the task's `collect` (minilm/course/spec/) on each case, or the name of the
+exception it raised. Each task runs in a forked child with a time limit, so a crash or a hang costs
+that task only, and hands its outputs back through a pipe: only this process writes OUT, after
+every child is gone.
 
 Nothing here decides a point: the student's code runs in this process and can rewrite any of
 it. The grader only reads the files as data (torch.load(weights_only=True)) and compares them,
@@ -38,7 +40,12 @@ def _plain(value, depth: int = 0):
     return f"<type {type(value).__name__[:40]}>"
 
 
-def _run_task(task: str, cases: list[dict], out: str) -> None:
+MAX_RESULT_BYTES = 64 * 2**20  # what one task's child may hand back; the grader loads no more either
+
+
+def _run_task(task: str, cases: list[dict]) -> bytes:
+    import io
+
     import torch
 
     import minilm
@@ -53,9 +60,60 @@ def _run_task(task: str, cases: list[dict], out: str) -> None:
         except BaseException as e:  # noqa: BLE001 - whatever the student's code raises is a result
             stub = isinstance(e, NotImplementedError) and str(e).startswith("Task ")
             results.append({"ok": False, "error": STUB if stub else type(e).__name__[:40]})
-    tmp = f"{out}.tmp"
-    torch.save(results, tmp)
-    os.replace(tmp, out)
+    buffer = io.BytesIO()
+    torch.save(results, buffer)
+    return buffer.getvalue()
+
+
+def _undumpable() -> None:
+    """Keep this process's memory and file descriptors out of its children's reach: a child runs
+    the student's code as the same uid, and could otherwise open /proc/<this pid>/fd or ptrace it."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+    except (OSError, AttributeError):
+        pass
+
+
+def _child(task: str, cases: list[dict], write_end: int) -> None:
+    """Run one task and hand its outputs back through the pipe only; never returns."""
+    code = 0
+    try:
+        data = _run_task(task, cases)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(write_end, view[:1 << 16]):]
+    except BaseException:  # noqa: BLE001
+        code = 1
+    os._exit(code)
+
+
+def _collect(pid: int, read_end: int, deadline: float) -> bytes | None:
+    """What the child wrote before it exited or its time ran out (then it is killed): None if too much."""
+    import select
+
+    chunks, size = [], 0
+    while True:
+        ready, _, _ = select.select([read_end], [], [], max(0.0, min(0.5, deadline - time.monotonic())))
+        if ready:
+            chunk = os.read(read_end, 1 << 16)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > MAX_RESULT_BYTES:
+                chunks = None
+                break
+            chunks.append(chunk)
+        elif time.monotonic() > deadline:
+            chunks = None
+            break
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    os.waitpid(pid, 0)
+    return b"".join(chunks) if chunks is not None else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,30 +125,44 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] = "1"
     os.environ.pop("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", None)
     per_task = float(argv[2]) if len(argv) > 2 else 60.0
+    sandboxed = "--sandboxed" in argv[3:]  # alone in a PID namespace with the children it starts
     import torch
 
     plan = torch.load(cases_path, weights_only=True)
     torch.set_num_threads(1)
+    _undumpable()
+    # Each task's child hands its outputs to this process through a pipe of its own; nothing is
+    # written to OUT until every child (and whatever it left running) is gone, so no child can
+    # write, or rewrite, another task's results.
+    results: dict[str, bytes | None] = {}
     for task in plan["tasks"]:
-        out = os.path.join(out_dir, f"{task}.pt")
+        read_end, write_end = os.pipe()
         pid = os.fork()
-        if pid == 0:  # the child: run one task, then leave without running anyone's atexit hooks
-            code = 0
-            try:
-                _run_task(task, plan["cases"][task], out)
-            except BaseException:  # noqa: BLE001
-                code = 1
-            os._exit(code)
-        deadline = time.monotonic() + per_task
-        while True:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-            if done:
-                break
-            if time.monotonic() > deadline:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                break
-            time.sleep(0.02)
+        if pid == 0:  # the child: leave without running anyone's atexit hooks
+            os.close(read_end)
+            _child(task, plan["cases"][task], write_end)
+        os.close(write_end)
+        results[task] = _collect(pid, read_end, time.monotonic() + per_task)
+        os.close(read_end)
+    if sandboxed:
+        try:  # daemons a child left: every process this uid may signal, in this sandbox alone
+            os.kill(-1, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for name in os.listdir(out_dir):  # whatever a child put there is not a result
+        path = os.path.join(out_dir, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            import shutil
+
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            os.unlink(path)
+    for task, data in results.items():
+        if data is not None:
+            tmp = os.path.join(out_dir, f"{task}.pt.tmp")
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, os.path.join(out_dir, f"{task}.pt"))
     return 0
 
 
