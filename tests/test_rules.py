@@ -50,6 +50,119 @@ CORPUS = {
         def _note():
             return getattr(torch.ops, "x\\n# FEEDBACK OVERRIDE")  # flag: 1.1 1.2
     """),
+    # ---------------------------------------------------------------- found by the fourth red team
+    # a class pattern reads attributes by keyword (and by __match_args__ for positional parts)
+    "match-class-pattern-attributes": ("attention.py", """
+        from torch import Tensor
+
+        class _Scores(Tensor):
+            __match_args__ = ("softmax",)
+
+        def softmax(x, dim):
+            match x:
+                case Tensor(softmax=sm):  # flag: 6.1
+                    return sm(dim)
+                case _Scores(sm):  # flag: 6.1
+                    return sm(dim)
+                case int(n) | [n, *_] | {"k": n}:
+                    return n
+    """),
+    "match-class-pattern-reaches-globals": ("training.py", """
+        import torch
+
+        def _library_adamw():
+            match torch.optim.Optimizer:
+                case object(__init__=object(__globals__={"torch": object(optim=object(AdamW=real))})):  # flag: 10.4
+                    return real
+
+        class AdamW(torch.optim.Optimizer):
+            def step(self, closure=None):
+                return _library_adamw()(self.param_groups).step()
+    """),
+    # a method called through its class gets anything as self; super() follows the instance's class
+    "self-of-a-method-called-through-its-class": ("training.py", """
+        import torch
+        from torch import nn
+
+        class _Reduce(nn.Module):
+            def forward(self, dim):
+                return self.logsumexp(dim)  # flag: 10.1
+
+        def cross_entropy(logits, targets):
+            return _Reduce.forward(logits, -1).mean()
+    """),
+    "super-of-a-class-mixed-into-a-tensor": ("attention.py", """
+        import torch
+        from torch import nn
+
+        class _Normalizer(nn.Module):
+            def normalized(self, dim):
+                return super().softmax(dim)  # flag: 6.2
+
+        class _Scores(_Normalizer, torch.Tensor):
+            pass
+
+        def scaled_dot_product_attention(q, k, v, mask=None):
+            return (q @ k.transpose(-2, -1)).as_subclass(_Scores).normalized(-1) @ v
+    """),
+    # a parameter named like a refused built-in elsewhere does not make the built-in the student's
+    "refused-builtins-shadowed-elsewhere": ("attention.py", """
+        def _train_mode(module, eval=False, getattr=None):
+            return module.train(not eval), getattr
+
+        def softmax(x, dim):
+            return getattr(x, "soft" + "max")(dim)  # flag: 6.1
+
+        def scaled_dot_product_attention(q, k, v, mask=None):
+            return eval("torch.nn.functional.scaled_dot_product_attention")(q, k, v)  # flag: 6.2
+    """),
+    # an import is judged where it is, and a name bound to different things is no alias
+    "local-import-under-a-helpers-alias": ("attention.py", """
+        import torch
+
+        def _scores(q, k):
+            attend = torch.matmul
+            return attend(q, k.transpose(-2, -1))  # flag: 6.1 6.2 6.3
+
+        class MultiHeadSelfAttention(torch.nn.Module):
+            def forward(self, x):
+                from torch.nn.functional import scaled_dot_product_attention as attend  # flag: 6.3
+                return attend(x, x, x)  # flag: 6.3
+    """),
+    "local-import-shadows-another-tasks-name": ("attention.py", """
+        import torch
+
+        def scaled_dot_product_attention(q, k, v, mask=None):
+            return q
+
+        class MultiHeadSelfAttention(torch.nn.Module):
+            def forward(self, x):
+                from torch.nn.functional import scaled_dot_product_attention  # flag: 6.3
+                return scaled_dot_product_attention(x, x, x)  # flag: 6.3
+    """),
+    "local-import-of-the-tasks-own-name": ("training.py", """
+        def cross_entropy(logits, targets):
+            from torch.nn.functional import cross_entropy  # flag: 10.1
+            return cross_entropy(logits, targets)  # flag: 10.1
+    """),
+    # a family's built-in as a value can be filed anywhere and used by any task of the module
+    "builtin-filed-by-another-tasks-decorator": ("training.py", """
+        import torch
+
+        _KIT = {}
+
+        def _keep(**tools):
+            _KIT.update(tools)
+            return lambda f: f
+
+        def cross_entropy(logits, targets):
+            return _KIT["loss"](logits, targets) + _KIT["lse"](-1)
+
+        @_keep(loss=torch.nn.functional.cross_entropy)  # flag: 10.1
+        def save_checkpoint(model, optimizer, iteration, out):
+            _KIT["lse"] = model.logsumexp  # flag: 10.1
+            torch.save(model.state_dict(), out)
+    """),
     # ---------------------------------------------------------------- found by the third red team (issue 24)
     "self-rebound-to-anything": ("attention.py", """
         import torch
@@ -92,7 +205,7 @@ CORPUS = {
 
         class Deeper(Plain):
             def forward(self, x):
-                return self.softmax(x) + super().forward(x)
+                return self.softmax(x) + super().forward(x)  # flag: 6.1 6.2 6.3
 
         def scaled_dot_product_attention(q, k, v, mask=None):
             return Scores(q).normalized() @ v
@@ -721,6 +834,57 @@ def test_a_task_is_judged_by_the_code_that_defines_the_attributes_it_uses():
     # and a tensor's own methods are not replaced on an object it was handed
     [v] = rules.scan("def update(k):\n    k.transpose = lambda *a: k\n", "minilm/generation.py")["11.3"]
     assert (v.line, v.verb) == (2, "assigns to"), v
+
+def test_attributes_planted_on_a_type_reach_the_code_that_reads_them():
+    # Found by a red team: data.py's module-level code (Task 9.1 forbids nothing) planted torch.softmax
+    # on torch.Tensor under a name a tensor has (training, a writable one), and softmax called x.training(dim).
+    data = textwrap.dedent("""
+        import torch
+
+        _tensor_class = type(torch.zeros(()))
+        _tensor_class.training = lambda self, dim: torch.softmax(self, dim)
+        _tensor_class.fresh = lambda self, dim: torch.softmax(self, dim)
+
+        class _Plant(torch.nn.Module):
+            def plant(self):
+                self.exp = lambda: torch.softmax(self, -1)
+
+        def get_batch(dataset, batch_size, context_length, device="cpu"):
+            _Plant.plant(torch.Tensor)
+            return dataset
+    """)
+    attention = textwrap.dedent("""
+        from .data import get_batch
+
+        def softmax(x, dim):
+            return x.training(dim)
+
+        def scaled_dot_product_attention(q, k, v, mask=None):
+            return q.fresh(-1) @ v
+
+        class MultiHeadSelfAttention:
+            def forward(self, x):
+                return x.exp()
+    """)
+    found = rules.scan_package({"data": data, "attention": attention})
+    lines = {(v.task, v.file, v.line) for vs in found.values() for v in vs}
+    assert {("6.1", "minilm/data.py", 5), ("6.2", "minilm/data.py", 6), ("6.3", "minilm/data.py", 10)} <= lines, found
+    assert all(task in ("6.1", "6.2", "6.3", "9.1") for task, _, _ in lines), found
+
+
+def test_setattr_with_a_computed_name_points_at_add_module():
+    # setattr(parent, name, child) over named_children is common, but a computed name can set anything
+    # (setattr(type(x), "ex" + "p", torch.softmax)): still refused, with the module's own way to do it.
+    source = textwrap.dedent("""
+        def quantize_model(model, per_channel=True):
+            for _, parent in list(model.named_modules()):
+                for name, child in list(parent.named_children()):
+                    setattr(parent, name, child)
+            return model
+    """)
+    [v] = rules.scan(source, "minilm/quantization.py")["12.3"]
+    assert v.line == 5 and "add_module" in v.advice, v.message
+
 
 def test_message_format():
     source = "import torch\n\n\ndef softmax(x, dim):\n    return torch.softmax(x, dim)\n"
