@@ -315,8 +315,15 @@ class _Module:
                 self._walk(args[0])
             return self._walk_all([*args[2:], *node.keywords])
         if dynamic and dynamic != "hasattr":
-            self._way(node, "calls", f"{dynamic} with a computed name", allowed.DYNAMIC_ADVICE)
+            advice = allowed.SETATTR_ADVICE if dynamic == "setattr" else allowed.DYNAMIC_ADVICE
+            self._way(node, "calls", f"{dynamic} with a computed name", advice)
             return self._walk_all([*args, *node.keywords])
+        if isinstance(node, ast.MatchClass):  # case C(a, name=p) reads C's __match_args__ and attribute `name`
+            for attr in node.kwd_attrs:
+                self._attr(node, attr, False, _short(node.cls, 30))
+            if node.patterns and not (isinstance(node.cls, ast.Name) and node.cls.id in allowed.MATCH_SELF_TYPES
+                                      and node.cls.id not in self.own):
+                self._way(node, "has", f"the class pattern {_short(node)}", allowed.MATCH_ADVICE)
         if isinstance(node, ast.Subscript) and (self.resolve(node.value) or "").split(".")[0] == "jaxtyping":
             self._name(node.value, self.resolve(node.value), call=False, alias=True)  # Float[…]: a type
             for part in node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]:
