@@ -130,7 +130,9 @@ def _defined_attrs(nodes: list[ast.AST]) -> set[str]:
 def _defined_by(root: ast.AST) -> frozenset[str]:
     return frozenset(b for n in ast.walk(root) for b in (
         [n.attr] if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) else
-        [b for s in n.body for b in _bound_names(s)] if isinstance(n, ast.ClassDef) else []))
+        [b for s in n.body for b in _bound_names(s)] if isinstance(n, ast.ClassDef) else
+        [n.args[0].value] if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.args
+        and n.func.attr in allowed.SETTERS and _const(n.args[0]) else []))
 
 
 def _alias_pairs(stmt: ast.stmt) -> list[tuple[str, ast.expr]]:
@@ -351,10 +353,13 @@ class _Module:
                     self._way(node, "assigns to", _short(node), allowed.PATCHING_ADVICE)  # k.transpose = …
                 self._attr(node, node.attr, call, _short(node.value, 30))
                 return self._walk(node.value)
-            if node.attr.startswith("__") and node.attr not in allowed.DUNDERS:
+            if node.attr.startswith("__") and node.attr not in allowed.SELF_ATTRIBUTES:
                 self._way(node, "uses", _short(node), allowed.PRIVATE_ADVICE, unlisted=True)
-            # self's own attribute: judged where it is set, and by scan_package where other code sets it
-            self.out.append(_Finding(node.lineno, "uses", _short(node), "self", node.attr))
+            # self's own attribute: judged where it is set, and by scan_package where other code sets it. Known
+            # when the student's code sets it or a module or optimizer has it: self may be a tensor (C.forward(x)).
+            known = node.attr in self.defined or node.attr in allowed.SELF_ATTRIBUTES | allowed.COURSE_NAMES
+            self.out.append(_Finding(node.lineno, "calls" if call else "uses", _short(node), "self", node.attr,
+                                     known=known))
             return
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             if node.id in self.aliases:
@@ -381,16 +386,20 @@ class _Module:
 
 
 def _judge(task: tasks.Task, f: _Finding) -> tuple[str, str] | None:
-    if f.kind == "self":
-        return None
     listed = (f.name in allowed.ALLOWED or f.name in task.allowed) if f.kind == "name" else f.known
     what = f.what if listed else f"{f.what}, which is not on Task {task.id}'s list of allowed operations ({LIST_FILE})"
     if f.kind == "way":
         return what, f.advice
     for family, advice in task.forbidden:  # the family's own advice first, listed or not
-        if (_family_matches if f.kind == "name" else _attr_matches)(FAMILIES[family], f.name):
+        if _forbidden(FAMILIES[family], f):
             return what, advice
     return None if listed else (what, allowed.LIST_ADVICE)
+
+
+def _forbidden(family: Family, f: _Finding) -> bool:
+    """A library name or an attribute of the family; on self, a tensor's built-in method (self.logsumexp)."""
+    return (f.name in family.methods if f.kind == "self" else
+            (_family_matches if f.kind == "name" else _attr_matches)(family, f.name))
 
 
 def scan(source: str | bytes, filename: str) -> dict[str, list[Violation]]:
