@@ -121,6 +121,30 @@ def _rebinds(fn: ast.AST, name: str, own: ast.arg) -> bool:
                                   ast.ClassDef)) and n.name == name) for n in ast.walk(fn))
 
 
+def _locals(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> frozenset[str]:
+    """The names a function binds in its own scope, where Python never looks them up in its built-ins (a module's
+    or a class body's names may be unbound when read, and then are). Not those of nested functions, classes or
+    comprehensions, nor `global` ones: fewer names, so more refusals."""
+    a, names, outside = fn.args, set(), set()
+    names |= {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg] if x}
+    todo = list(fn.body) if isinstance(fn.body, list) else [fn.body]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.Global, ast.Nonlocal)):
+            outside |= set(n.names)
+        elif isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            names.add(n.id)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            names |= set(_bound_names(n)) - {"*"}
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ExceptHandler, ast.MatchAs,
+                            ast.MatchStar, ast.MatchMapping)):
+            names.add(getattr(n, "rest", None) if isinstance(n, ast.MatchMapping) else n.name)
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.ListComp,
+                              ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            todo += ast.iter_child_nodes(n)
+    return frozenset(names - outside - {None})
+
+
 def _defined_attrs(nodes: list[ast.AST]) -> set[str]:
     """Stores to attributes, and the names class bodies bind."""
     return set().union(*(_defined_by(n) for n in nodes))
@@ -176,7 +200,7 @@ class _Module:
     def __init__(self, tree: ast.Module, task_names: set[str], defined: set[str] = frozenset()):
         nodes = list(ast.walk(tree))
         self.classes = {n.name for n in nodes if isinstance(n, ast.ClassDef)}
-        # Names the module binds by def, class, parameter or import: never Python's built-ins.
+        # Names the module binds by def, class, parameter or import: super and int may not be Python's there.
         self.own = self.classes | {n.name for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
         self.own |= {n.arg for n in nodes if isinstance(n, ast.arg)}
         self.defined = _defined_attrs([tree]) | set(defined)  # attribute names the student's code defines
@@ -203,7 +227,8 @@ class _Module:
             self.plain |= {c.name for c in classes if not c.keywords and all(
                 self.resolve(b) in allowed.SELF_BASES
                 or (isinstance(b, ast.Name) and b.id in self.plain and b.id not in self.aliases) for b in c.bases)}
-        self.exempt, self.out = frozenset(), []  # the `self` of the method being walked; the findings
+        # The `self` of the method being walked, the names its function and the enclosing ones bind, the findings.
+        self.exempt, self.local, self.out = frozenset(), frozenset(), []
 
     def is_alias_binding(self, stmt: ast.stmt) -> bool:
         pairs = _alias_pairs(stmt)
@@ -212,7 +237,7 @@ class _Module:
 
     def _dynamic(self, node: ast.AST) -> str | None:
         f = node.func if isinstance(node, ast.Call) else None
-        return f.id if isinstance(f, ast.Name) and f.id in allowed.DYNAMIC and f.id not in self.own else None
+        return f.id if isinstance(f, ast.Name) and f.id in allowed.DYNAMIC and f.id not in self.local else None
 
     def resolve(self, node: ast.AST) -> str | None:
         if isinstance(node, ast.Name):
@@ -224,7 +249,7 @@ class _Module:
         return f"{q}.{attr}" if q else None
 
     def findings(self, node: ast.AST, ways_only: bool = False) -> list[_Finding]:
-        self.exempt, self.out = frozenset(), []
+        self.exempt, self.local, self.out = frozenset(), frozenset(), []
         self._walk(node)
         return [f for f in self.out if f.kind == "way"] if ways_only else self.out
 
@@ -291,12 +316,12 @@ class _Module:
                 fn.minilm_self = frozenset(a.arg for a in first if node.name in self.plain and not static
                                            and not _rebinds(fn, a.arg, a))
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            outer = self.exempt  # the signature and decorators belong to the enclosing code
+            outer = self.exempt, self.local  # the signature and decorators belong to the enclosing code
             self._walk_all(c for f, v in ast.iter_fields(node) if f != "body"
                            for c in (v if isinstance(v, list) else [v]) if isinstance(c, ast.AST))
-            self.exempt = getattr(node, "minilm_self", outer)
+            self.exempt, self.local = getattr(node, "minilm_self", outer[0]), outer[1] | _locals(node)
             self._walk_all(node.body if isinstance(node.body, list) else [node.body])
-            self.exempt = outer
+            self.exempt, self.local = outer
             return
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and self.is_alias_binding(node):
             for child in node.targets if isinstance(node, ast.Assign) else [node.target]:
@@ -364,7 +389,7 @@ class _Module:
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             if node.id in self.aliases:
                 self._name(node, self.aliases[node.id], call, alias=alias)
-            elif node.id in allowed.REFUSED_BUILTINS and node.id not in self.own:
+            elif node.id in allowed.REFUSED_BUILTINS and node.id not in self.local:
                 self._way(node, "calls" if call else "uses", node.id, allowed.DYNAMIC_ADVICE, unlisted=True)
             return
         self._walk_all(ast.iter_child_nodes(node))
