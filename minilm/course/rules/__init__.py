@@ -16,6 +16,7 @@ scan_package also judges a task by the other tasks' code it names or whose attri
 from __future__ import annotations
 
 import ast
+import collections
 import functools
 import re
 from dataclasses import dataclass
@@ -121,6 +122,20 @@ def _rebinds(fn: ast.AST, name: str, own: ast.arg) -> bool:
                                   ast.ClassDef)) and n.name == name) for n in ast.walk(fn))
 
 
+def _binding(n: ast.AST) -> str | None:
+    """The name one node binds, if any: a store, an import, a parameter, a def, an except or match capture."""
+    if isinstance(n, ast.Name):
+        return None if isinstance(n.ctx, ast.Load) else n.id
+    if isinstance(n, ast.alias):
+        return None if n.name == "*" else n.asname or n.name.split(".")[0]
+    if isinstance(n, ast.arg):
+        return n.arg
+    if isinstance(n, ast.MatchMapping):
+        return n.rest
+    named = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ExceptHandler, ast.MatchAs, ast.MatchStar)
+    return n.name if isinstance(n, named) else None
+
+
 def _locals(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> frozenset[str]:
     """The names a function binds in its own scope, where Python never looks them up in its built-ins (a module's
     or a class body's names may be unbound when read, and then are). Not those of nested functions, classes or
@@ -132,13 +147,7 @@ def _locals(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> frozense
         n = todo.pop()
         if isinstance(n, (ast.Global, ast.Nonlocal)):
             outside |= set(n.names)
-        elif isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
-            names.add(n.id)
-        elif isinstance(n, (ast.Import, ast.ImportFrom)):
-            names |= set(_bound_names(n)) - {"*"}
-        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ExceptHandler, ast.MatchAs,
-                            ast.MatchStar, ast.MatchMapping)):
-            names.add(getattr(n, "rest", None) if isinstance(n, ast.MatchMapping) else n.name)
+        names.add(_binding(n))
         if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.ListComp,
                               ast.SetComp, ast.DictComp, ast.GeneratorExp)):
             todo += ast.iter_child_nodes(n)
@@ -200,23 +209,28 @@ class _Module:
     def __init__(self, tree: ast.Module, task_names: set[str], defined: set[str] = frozenset()):
         nodes = list(ast.walk(tree))
         self.classes = {n.name for n in nodes if isinstance(n, ast.ClassDef)}
-        # Names the module binds by def, class, parameter or import: super and int may not be Python's there.
-        self.own = self.classes | {n.name for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-        self.own |= {n.arg for n in nodes if isinstance(n, ast.arg)}
+        # How many times the module binds each name, anywhere: super and int may not be Python's where it does.
+        sites = collections.Counter(b for n in nodes if (b := _binding(n)))
+        self.own = set(sites)
         self.defined = _defined_attrs([tree]) | set(defined)  # attribute names the student's code defines
-        self.aliases: dict[str, str] = {}
-        for node in nodes:
-            if isinstance(node, ast.Import):
-                self.aliases |= {a.asname or a.name.split(".")[0]: a.name if a.asname else a.name.split(".")[0]
-                                 for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and (base := _from_module(node)):
-                self.aliases |= {a.asname or a.name: f"{base}.{a.name}" for a in node.names if a.name != "*"}
-        self.own |= set(self.aliases)
-        # `name = <a resolved name>` anywhere: one namespace, so F = torch.nn.functional; F.linear(…) is
-        # seen wherever it is written. Twice: an alias of an alias defined later.
+        imports = [(a.asname or a.name.split(".")[0], a.name if a.asname else a.name.split(".")[0])
+                   for n in nodes if isinstance(n, ast.Import) for a in n.names]
+        imports += [(a.asname or a.name, f"{base}.{a.name}") for n in nodes if isinstance(n, ast.ImportFrom)
+                    and (base := _from_module(n)) for a in n.names if a.name != "*"]
+        # `name = <a resolved name>` or an import anywhere: one namespace, so F = torch.nn.functional; F.linear(…)
+        # is seen wherever it is written. Twice: an alias of an alias defined later. A name bound to different
+        # things, or also by a parameter, a def, a loop …, is ambiguous: no alias, and refused where it is used;
+        # then again without it (an alias of an ambiguous name is none).
         pairs = [p for n in nodes if isinstance(n, (ast.Assign, ast.AnnAssign)) for p in _alias_pairs(n)]
+        alias_sites, self.ambiguous = collections.Counter(t for t, _ in imports + pairs), set()
         for _ in range(2):
-            self.aliases |= {t: q for t, v in pairs if (q := self.resolve(v)) is not None}
+            self.aliases = {t: q for t, q in imports if t not in self.ambiguous}
+            for _ in range(2):
+                self.aliases |= {t: q for t, v in pairs if t not in self.ambiguous and (q := self.resolve(v))}
+            meanings = collections.defaultdict(set)
+            for t, q in imports + [(t, self.resolve(v)) for t, v in pairs]:
+                meanings[t].add(q)
+            self.ambiguous |= {t for t in self.aliases if len(meanings[t]) > 1 or sites[t] > alias_sites[t]}
         self.imported = dict(self.aliases)  # what an import binds task names to
         for name in task_names:  # never aliases: Task 6.2 calling softmax calls the student's softmax
             self.aliases.pop(name, None)
@@ -304,6 +318,8 @@ class _Module:
                     self._way(node, "imports", q, allowed.PRIVATE_ADVICE)
                 elif not (q in allowed.MODULES or base and q in _ANY_TASK_MAY_USE):
                     self._way(node, "imports", q, allowed.LIST_ADVICE, unlisted=True)
+                elif q not in allowed.MODULES:  # what it binds: judged where it is (a top-level one, where used)
+                    self.out.append(_Finding(node.lineno, "imports", q, "name", q))
 
     def _walk(self, node: ast.AST, call: bool = False, alias: bool = False) -> None:
         """`alias`: node is the value of an alias binding (F = torch.nn.functional)."""
@@ -389,6 +405,8 @@ class _Module:
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             if node.id in self.aliases:
                 self._name(node, self.aliases[node.id], call, alias=alias)
+            elif node.id in self.ambiguous:
+                self._way(node, "uses", f"{node.id}, bound to different things", allowed.AMBIGUOUS_ADVICE)
             elif node.id in allowed.REFUSED_BUILTINS and node.id not in self.local:
                 self._way(node, "calls" if call else "uses", node.id, allowed.DYNAMIC_ADVICE, unlisted=True)
             return
@@ -565,11 +583,8 @@ def _scan_tree(tree: ast.Module, mod_tasks: list[tasks.Task], scan: _Scan, defin
     for tid, stmts in regions.items():
         code = [s for _, s in stmts] + [s for h in helpers if tid in payers[h] for s in helpers[h]]
         scan.names[tid], scan.defines[tid] = (_tasks_named(mod, code, owner) | shared) - {tid}, _defined_attrs(code)
-        for name, stmt in stmts:
+        for name, stmt in stmts:  # `from torch import softmax`: the task's name is the built-in itself
             out += [(tid, f"your {name}", f) for f in mod.findings(stmt)]
-            if isinstance(stmt, (ast.Import, ast.ImportFrom)) and name in mod.imported:
-                q = mod.imported[name]  # `from torch import softmax`: the task's name is the built-in itself
-                out.append((tid, f"your {name}", _Finding(stmt.lineno, "is", q, "name", q)))
     for name in helpers:
         if ":" in (pid := _TASK_OF.get((module, name), "")):  # provided code: its own and its helpers'
             code = [s for h in {name} | _uses(helpers[name], helpers) for s in helpers[h]]

@@ -91,6 +91,7 @@ LOAD_ADVICE = ("call torch.save(obj, f) and torch.load(src) or torch.load(src, w
 # jaxtyping evaluates a shape that is not names and numbers ("n+1", 'exec("…")') as Python code.
 SHAPE_ADVICE = 'write jaxtyping shapes as names, numbers and ... ("batch seq d_model"), in Float[Tensor, "…"] itself'
 STAR_ADVICE = "import the names you use one by one"
+AMBIGUOUS_ADVICE = "give each thing its own name: the check cannot tell which one this is"
 MATCH_ADVICE = "name the attributes a class pattern reads, case C(name=pattern): positional parts read __match_args__"
 SYNTAX_ADVICE = "fix it: nothing in this file runs until it parses"
 NESTING = "code nested too deeply to check"
