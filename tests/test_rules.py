@@ -60,7 +60,7 @@ CORPUS = {
 
         def softmax(x, dim):
             match x:
-                case Tensor(softmax=sm):  # flag: 6.1
+                case Tensor(softmax=sm):  # flag: 6.1 6.2 6.3
                     return sm(dim)
                 case _Scores(sm):  # flag: 6.1
                     return sm(dim)
@@ -72,7 +72,7 @@ CORPUS = {
 
         def _library_adamw():
             match torch.optim.Optimizer:
-                case object(__init__=object(__globals__={"torch": object(optim=object(AdamW=real))})):  # flag: 10.4
+                case object(__init__=object(__globals__={"torch": object(optim=object(AdamW=real))})):  # flag: 10.3 10.4
                     return real
 
         class AdamW(torch.optim.Optimizer):
@@ -224,11 +224,11 @@ CORPUS = {
             return F.cross_entropy(logits, targets) + F.scaled_dot_product_attention(logits)  # flag: 10.1
 
         def lr_cosine_schedule(it, max_lr, min_lr, warmup_iters, cosine_cycle_iters, obj=None):
-            return obj.lr_scheduler.LambdaLR  # flag: 10.3
+            return obj.lr_scheduler.LambdaLR  # flag: 10.3 10.4
 
         class AdamW:
             def step(self, closure=None):
-                return self.backend.optim.AdamW(self.param_groups).step()  # flag: 10.4
+                return self.backend.optim.AdamW(self.param_groups).step()  # flag: 10.3 10.4
     """),
     "softmax-like-losses-and-log-sum-exps": ("attention.py", """
         import torch
@@ -432,7 +432,7 @@ CORPUS = {
         import torch
 
         def lr_cosine_schedule(it, max_lr, min_lr, warmup_iters, cosine_cycle_iters):
-            return torch.optim.lr_scheduler.CosineAnnealingLR  # flag: 10.3
+            return torch.optim.lr_scheduler.CosineAnnealingLR  # flag: 10.3 10.4
 
         def cross_entropy(logits, targets):
             torch.save(logits, "/tmp/logits.pt")  # flag: 10.1
@@ -644,7 +644,7 @@ CORPUS = {
         class LayerNorm(torch.nn.Module):
             def forward(self, x):
                 y = torch.nn.InstanceNorm1d(1)(x[:, None])  # flag: 13.1
-                return torch.native_group_norm, torch.nn.LazyBatchNorm1d  # flag: 13.1
+                return torch.native_group_norm, torch.nn.LazyBatchNorm1d  # flag: 13.1 13.5 13.6
 
         class ClassicBlock(torch.nn.Module):
             def forward(self, x, F={"f": torch.nn.functional}):  # flag: 13.5
@@ -758,12 +758,16 @@ def test_a_task_is_judged_by_the_other_tasks_code_it_calls():
     """)
     found = rules.scan_package({"classic": classic, "rope": rope, "attention": attention})
     lines = {(v.task, v.file, v.line) for vs in found.values() for v in vs}
-    # GeluFFN (13.4) forbids activations, not norms: it reaches gelu's F.gelu, and layer_norm is its business
+    # GeluFFN (13.4) forbids activations, not norms: it reaches gelu's F.gelu, and layer_norm is its business;
+    # F.gelu as a default is a value any task of classic.py may use: the blocks (13.5, 13.6) pay too
     assert lines == {("13.3", "minilm/classic.py", 5), ("13.1", "minilm/rope.py", 6),
-                     ("13.4", "minilm/classic.py", 5)}, found
-    assert "through your sinusoidal_positions (Task 13.2)" in found["13.3"][0].message
-    # one module alone cannot see it
-    assert not any(rules.scan(classic, "minilm/classic.py").values())
+                     ("13.4", "minilm/classic.py", 5), ("13.5", "minilm/classic.py", 5),
+                     ("13.6", "minilm/classic.py", 5)}, found
+    assert "through your rope (Task 5.1)" in found["13.1"][0].message
+    # one module alone sees the default, a value, but not rope.py's layer_norm
+    alone = rules.scan(classic, "minilm/classic.py")
+    assert {(v.task, v.line) for vs in alone.values() for v in vs} == {("13.3", 5), ("13.4", 5), ("13.5", 5),
+                                                                        ("13.6", 5)}, alone
     # what the called task's own rules refuse costs that task alone, not every caller
     shortcut = attention.replace("e = torch.exp(x - x.amax(dim, keepdim=True))", "return torch.softmax(x, dim)")
     found = rules.scan_package({"attention": shortcut})

@@ -59,6 +59,7 @@ class _Finding:
     name: str  # the qualified name, or the attribute
     advice: str = ""  # a way's
     known: bool = True  # a method: one the lists or the student's code define; a way: False if on no list
+    value: bool = False  # a name or attribute used as a value, not called: it may be filed and used anywhere
 
 
 @functools.lru_cache(maxsize=None)  # pure in the name; a scan asks again and again
@@ -237,6 +238,7 @@ class _Module:
         # Classes whose self is the student's alone: built on nn.Module, Optimizer or such classes (a
         # subclass of torch.Tensor has the built-ins as methods: self.softmax).
         classes, self.plain = [n for n in nodes if isinstance(n, ast.ClassDef)], set()
+        self.bases = {id(b) for c in classes for b in c.bases}  # a base class is the class's own business
         for _ in classes:
             self.plain |= {c.name for c in classes if not c.keywords and all(
                 self.resolve(b) in allowed.SELF_BASES
@@ -283,7 +285,8 @@ class _Module:
         elif any(p.startswith("_") for p in parts):
             return self._way(node, verb, q, allowed.PRIVATE_ADVICE)
         elif q not in allowed.MODULES:
-            self.out.append(_Finding(getattr(node, "lineno", 1), verb, q, "name", q))
+            value = not (call or alias or id(node) in self.bases)
+            self.out.append(_Finding(getattr(node, "lineno", 1), verb, q, "name", q, value=value))
         # As a value (in a tuple, a dict, a default …), what a module reaches, a pickler's call or a
         # jaxtyping shape made later would be out of the scan's sight.
         if call or alias:
@@ -301,7 +304,7 @@ class _Module:
         known = attr in allowed.KNOWN_ATTRIBUTES or attr in self.defined
         if any(attr in fam.methods for fam in FAMILIES.values()):
             text = f"Tensor.{attr}"  # a tensor method that is a built-in (x.softmax(-1))
-        self.out.append(_Finding(getattr(node, "lineno", 1), verb, text, "method", attr, known=known))
+        self.out.append(_Finding(getattr(node, "lineno", 1), verb, text, "method", attr, known=known, value=not call))
 
     def _import(self, node: ast.Import | ast.ImportFrom) -> None:
         base = _from_module(node) if isinstance(node, ast.ImportFrom) else ""
@@ -400,7 +403,7 @@ class _Module:
             # when the student's code sets it or a module or optimizer has it: self may be a tensor (C.forward(x)).
             known = node.attr in self.defined or node.attr in allowed.SELF_ATTRIBUTES | allowed.COURSE_NAMES
             self.out.append(_Finding(node.lineno, "calls" if call else "uses", _short(node), "self", node.attr,
-                                     known=known))
+                                     known=known, value=not call and isinstance(node.ctx, ast.Load)))
             return
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             if node.id in self.aliases:
@@ -594,7 +597,10 @@ def _scan_tree(tree: ast.Module, mod_tasks: list[tasks.Task], scan: _Scan, defin
         out += [(tid, "your module", f) for f in mod.findings(stmt) for tid in all_ids]
     for h, ids in payers.items():
         out += [(tid, f"your helper {h}", f) for stmt in helpers[h] for f in mod.findings(stmt) for tid in ids]
-    return out
+    # A family's built-in as a value (a default, a dict entry, a decorator's argument) may be filed anywhere
+    # and used by any task of the module: it costs every task whose families have it.
+    return out + [(t.id, where, f) for tid, where, f in out if f.value for t in mod_tasks
+                  if t.id != tid and any(_forbidden(FAMILIES[family], f) for family, _ in t.forbidden)]
 
 
 def implementation_file(module: str) -> Path:
