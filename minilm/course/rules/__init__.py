@@ -162,11 +162,19 @@ def _defined_attrs(nodes: list[ast.AST]) -> set[str]:
 
 @functools.lru_cache(maxsize=1024)  # by statement: a scan asks for each task's code
 def _defined_by(root: ast.AST) -> frozenset[str]:
-    return frozenset(b for n in ast.walk(root) for b in (
-        [n.attr] if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) else
+    return _stored_by(root) | frozenset(b for n in ast.walk(root) for b in (
         [b for s in n.body for b in _bound_names(s)] if isinstance(n, ast.ClassDef) else
         [n.args[0].value] if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.args
         and n.func.attr in allowed.SETTERS and _const(n.args[0]) else []))
+
+
+@functools.lru_cache(maxsize=1024)
+def _stored_by(root: ast.AST) -> frozenset[str]:
+    """Attributes set on an object: x.name = …, setattr(x, "name", …)."""
+    return frozenset(b for n in ast.walk(root) for b in (
+        [n.attr] if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) else
+        [n.args[1].value] if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr"
+        and len(n.args) > 1 and _const(n.args[1]) else []))
 
 
 def _alias_pairs(stmt: ast.stmt) -> list[tuple[str, ast.expr]]:
@@ -481,6 +489,9 @@ def scan_package(sources: dict[str, str | bytes], folder: str = "minilm") -> dic
     kv_cache.f set by KVCache). What the other task's own rules refuse costs that task alone."""
     trees = {m: _parse(s, f"{folder}/{m}.py") for m, s in sources.items()}
     defined = _defined_attrs([t for t in trees.values() if isinstance(t, ast.Module)])
+    # A tensor's method's name set on an object may be a plant on torch.Tensor (type(x).training = …, or
+    # self.exp = … in a method called with torch.Tensor as self): its readers are followed to it like any other's.
+    stored = set().union(*(_stored_by(t) for t in trees.values() if isinstance(t, ast.Module)))
     scans = {m: _scan_module(t, f"{folder}/{m}.py", defined) for m, t in trees.items()}
     result = {tid: vs for s in scans.values() for tid, vs in s.violations.items()}
     findings = {tid: fs for s in scans.values() for tid, fs in s.findings.items()}
@@ -488,7 +499,8 @@ def scan_package(sources: dict[str, str | bytes], folder: str = "minilm") -> dic
     names = {tid: set(ns) for s in scans.values() for tid, ns in s.names.items()}
     defines = {tid: ds for s in scans.values() for tid, ds in s.defines.items()}
     for tid, found in findings.items():  # an attribute of the student's own: the code that defines it
-        used = {f.name for f in found if f.kind in ("method", "self") and f.name not in allowed.METHODS}
+        used = {f.name for f in found if f.kind in ("method", "self") and (f.name not in allowed.METHODS
+                                                                          or f.name in stored)}
         names.setdefault(tid, set()).update(o for o, attrs in defines.items() if o != tid and used & attrs)
     for tid in result:
         task, reached = tasks.get(tid), _reach(list(names.get(tid, ())), lambda o: list(names.get(o, ()))) - {tid}
@@ -585,7 +597,8 @@ def _scan_tree(tree: ast.Module, mod_tasks: list[tasks.Task], scan: _Scan, defin
     shared = _tasks_named(mod, module_stmts, owner)
     for tid, stmts in regions.items():
         code = [s for _, s in stmts] + [s for h in helpers if tid in payers[h] for s in helpers[h]]
-        scan.names[tid], scan.defines[tid] = (_tasks_named(mod, code, owner) | shared) - {tid}, _defined_attrs(code)
+        scan.names[tid] = (_tasks_named(mod, code, owner) | shared) - {tid}
+        scan.defines[tid] = _defined_attrs(code + module_stmts)  # module-level code is every task's
         for name, stmt in stmts:  # `from torch import softmax`: the task's name is the built-in itself
             out += [(tid, f"your {name}", f) for f in mod.findings(stmt)]
     for name in helpers:
