@@ -72,8 +72,10 @@ CORPUS = {
 
         def _library_adamw():
             match torch.optim.Optimizer:
-                case object(__init__=object(__globals__={"torch": object(optim=object(AdamW=real))})):  # flag: 10.3 10.4
-                    return real
+                case object(__init__=object(__globals__={"torch": library})):  # flag: 10.4
+                    match library:
+                        case object(optim=object(AdamW=real)):  # flag: 10.3 10.4
+                            return real
 
         class AdamW(torch.optim.Optimizer):
             def step(self, closure=None):

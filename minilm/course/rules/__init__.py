@@ -115,12 +115,8 @@ def _bound_names(stmt: ast.stmt) -> list[str]:
 
 
 def _rebinds(fn: ast.AST, name: str, own: ast.arg) -> bool:
-    return any((isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load))
-               or (isinstance(n, ast.arg) and n.arg == name and n is not own)
-               or (isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names)
-               or (isinstance(n, ast.alias) and (n.asname or n.name) == name)
-               or (isinstance(n, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar, ast.FunctionDef, ast.AsyncFunctionDef,
-                                  ast.ClassDef)) and n.name == name) for n in ast.walk(fn))
+    return any(n is not own and _binding(n) == name or isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names
+               for n in ast.walk(fn))
 
 
 def _binding(n: ast.AST) -> str | None:
