@@ -113,6 +113,7 @@ CORPUS = {
             return module.train(not eval), getattr
 
         def softmax(x, dim):
+            e = getattr(x, "exp")  # resolved while aliases are read: getattr is Python's there
             return getattr(x, "soft" + "max")(dim)  # flag: 6.1
 
         def scaled_dot_product_attention(q, k, v, mask=None):

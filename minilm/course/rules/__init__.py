@@ -215,6 +215,9 @@ class _Module:
     """One parsed exercise module: its aliases, and what each part of it uses."""
 
     def __init__(self, tree: ast.Module, task_names: set[str], defined: set[str] = frozenset()):
+        # The `self` of the method being walked, the names its function and the enclosing ones bind (none while
+        # aliases are resolved: getattr is Python's), the findings.
+        self.exempt, self.local, self.out = frozenset(), frozenset(), []
         nodes = list(ast.walk(tree))
         self.classes = {n.name for n in nodes if isinstance(n, ast.ClassDef)}
         # How many times the module binds each name, anywhere: super and int may not be Python's where it does.
@@ -250,8 +253,6 @@ class _Module:
             self.plain |= {c.name for c in classes if not c.keywords and all(
                 self.resolve(b) in allowed.SELF_BASES
                 or (isinstance(b, ast.Name) and b.id in self.plain and b.id not in self.aliases) for b in c.bases)}
-        # The `self` of the method being walked, the names its function and the enclosing ones bind, the findings.
-        self.exempt, self.local, self.out = frozenset(), frozenset(), []
 
     def is_alias_binding(self, stmt: ast.stmt) -> bool:
         pairs = _alias_pairs(stmt)
