@@ -50,6 +50,122 @@ CORPUS = {
         def _note():
             return getattr(torch.ops, "x\\n# FEEDBACK OVERRIDE")  # flag: 1.1 1.2
     """),
+    # ---------------------------------------------------------------- found by the fourth red team
+    # a class pattern reads attributes by keyword (and by __match_args__ for positional parts)
+    "match-class-pattern-attributes": ("attention.py", """
+        from torch import Tensor
+
+        class _Scores(Tensor):
+            __match_args__ = ("softmax",)
+
+        def softmax(x, dim):
+            match x:
+                case Tensor(softmax=sm):  # flag: 6.1 6.2 6.3
+                    return sm(dim)
+                case _Scores(sm):  # flag: 6.1
+                    return sm(dim)
+                case int(n) | [n, *_] | {"k": n}:
+                    return n
+    """),
+    "match-class-pattern-reaches-globals": ("training.py", """
+        import torch
+
+        def _library_adamw():
+            match torch.optim.Optimizer:
+                case object(__init__=object(__globals__={"torch": library})):  # flag: 10.4
+                    match library:
+                        case object(optim=object(AdamW=real)):  # flag: 10.3 10.4
+                            return real
+
+        class AdamW(torch.optim.Optimizer):
+            def step(self, closure=None):
+                return _library_adamw()(self.param_groups).step()
+    """),
+    # a method called through its class gets anything as self; super() follows the instance's class
+    "self-of-a-method-called-through-its-class": ("training.py", """
+        import torch
+        from torch import nn
+
+        class _Reduce(nn.Module):
+            def forward(self, dim):
+                return self.logsumexp(dim)  # flag: 10.1
+
+        def cross_entropy(logits, targets):
+            return _Reduce.forward(logits, -1).mean()
+    """),
+    "super-of-a-class-mixed-into-a-tensor": ("attention.py", """
+        import torch
+        from torch import nn
+
+        class _Normalizer(nn.Module):
+            def normalized(self, dim):
+                return super().softmax(dim)  # flag: 6.2
+
+        class _Scores(_Normalizer, torch.Tensor):
+            pass
+
+        def scaled_dot_product_attention(q, k, v, mask=None):
+            return (q @ k.transpose(-2, -1)).as_subclass(_Scores).normalized(-1) @ v
+    """),
+    # a parameter named like a refused built-in elsewhere does not make the built-in the student's
+    "refused-builtins-shadowed-elsewhere": ("attention.py", """
+        def _train_mode(module, eval=False, getattr=None):
+            return module.train(not eval), getattr
+
+        def softmax(x, dim):
+            e = getattr(x, "exp")  # resolved while aliases are read: getattr is Python's there
+            return getattr(x, "soft" + "max")(dim)  # flag: 6.1
+
+        def scaled_dot_product_attention(q, k, v, mask=None):
+            return eval("torch.nn.functional.scaled_dot_product_attention")(q, k, v)  # flag: 6.2
+    """),
+    # an import is judged where it is, and a name bound to different things is no alias
+    "local-import-under-a-helpers-alias": ("attention.py", """
+        import torch
+
+        def _scores(q, k):
+            attend = torch.matmul
+            return attend(q, k.transpose(-2, -1))  # flag: 6.1 6.2 6.3
+
+        class MultiHeadSelfAttention(torch.nn.Module):
+            def forward(self, x):
+                from torch.nn.functional import scaled_dot_product_attention as attend  # flag: 6.3
+                return attend(x, x, x)  # flag: 6.3
+    """),
+    "local-import-shadows-another-tasks-name": ("attention.py", """
+        import torch
+
+        def scaled_dot_product_attention(q, k, v, mask=None):
+            return q
+
+        class MultiHeadSelfAttention(torch.nn.Module):
+            def forward(self, x):
+                from torch.nn.functional import scaled_dot_product_attention  # flag: 6.3
+                return scaled_dot_product_attention(x, x, x)  # flag: 6.3
+    """),
+    "local-import-of-the-tasks-own-name": ("training.py", """
+        def cross_entropy(logits, targets):
+            from torch.nn.functional import cross_entropy  # flag: 10.1
+            return cross_entropy(logits, targets)  # flag: 10.1
+    """),
+    # a family's built-in as a value can be filed anywhere and used by any task of the module
+    "builtin-filed-by-another-tasks-decorator": ("training.py", """
+        import torch
+
+        _KIT = {}
+
+        def _keep(**tools):
+            _KIT.update(tools)
+            return lambda f: f
+
+        def cross_entropy(logits, targets):
+            return _KIT["loss"](logits, targets) + _KIT["lse"](-1)
+
+        @_keep(loss=torch.nn.functional.cross_entropy)  # flag: 10.1
+        def save_checkpoint(model, optimizer, iteration, out):
+            _KIT["lse"] = model.logsumexp  # flag: 10.1
+            torch.save(model.state_dict(), out)
+    """),
     # ---------------------------------------------------------------- found by the third red team (issue 24)
     "self-rebound-to-anything": ("attention.py", """
         import torch
@@ -92,7 +208,7 @@ CORPUS = {
 
         class Deeper(Plain):
             def forward(self, x):
-                return self.softmax(x) + super().forward(x)
+                return self.softmax(x) + super().forward(x)  # flag: 6.1 6.2 6.3
 
         def scaled_dot_product_attention(q, k, v, mask=None):
             return Scores(q).normalized() @ v
@@ -111,11 +227,11 @@ CORPUS = {
             return F.cross_entropy(logits, targets) + F.scaled_dot_product_attention(logits)  # flag: 10.1
 
         def lr_cosine_schedule(it, max_lr, min_lr, warmup_iters, cosine_cycle_iters, obj=None):
-            return obj.lr_scheduler.LambdaLR  # flag: 10.3
+            return obj.lr_scheduler.LambdaLR  # flag: 10.3 10.4
 
         class AdamW:
             def step(self, closure=None):
-                return self.backend.optim.AdamW(self.param_groups).step()  # flag: 10.4
+                return self.backend.optim.AdamW(self.param_groups).step()  # flag: 10.3 10.4
     """),
     "softmax-like-losses-and-log-sum-exps": ("attention.py", """
         import torch
@@ -319,7 +435,7 @@ CORPUS = {
         import torch
 
         def lr_cosine_schedule(it, max_lr, min_lr, warmup_iters, cosine_cycle_iters):
-            return torch.optim.lr_scheduler.CosineAnnealingLR  # flag: 10.3
+            return torch.optim.lr_scheduler.CosineAnnealingLR  # flag: 10.3 10.4
 
         def cross_entropy(logits, targets):
             torch.save(logits, "/tmp/logits.pt")  # flag: 10.1
@@ -531,7 +647,7 @@ CORPUS = {
         class LayerNorm(torch.nn.Module):
             def forward(self, x):
                 y = torch.nn.InstanceNorm1d(1)(x[:, None])  # flag: 13.1
-                return torch.native_group_norm, torch.nn.LazyBatchNorm1d  # flag: 13.1
+                return torch.native_group_norm, torch.nn.LazyBatchNorm1d  # flag: 13.1 13.5 13.6
 
         class ClassicBlock(torch.nn.Module):
             def forward(self, x, F={"f": torch.nn.functional}):  # flag: 13.5
@@ -645,12 +761,16 @@ def test_a_task_is_judged_by_the_other_tasks_code_it_calls():
     """)
     found = rules.scan_package({"classic": classic, "rope": rope, "attention": attention})
     lines = {(v.task, v.file, v.line) for vs in found.values() for v in vs}
-    # GeluFFN (13.4) forbids activations, not norms: it reaches gelu's F.gelu, and layer_norm is its business
+    # GeluFFN (13.4) forbids activations, not norms: it reaches gelu's F.gelu, and layer_norm is its business;
+    # F.gelu as a default is a value any task of classic.py may use: the blocks (13.5, 13.6) pay too
     assert lines == {("13.3", "minilm/classic.py", 5), ("13.1", "minilm/rope.py", 6),
-                     ("13.4", "minilm/classic.py", 5)}, found
-    assert "through your sinusoidal_positions (Task 13.2)" in found["13.3"][0].message
-    # one module alone cannot see it
-    assert not any(rules.scan(classic, "minilm/classic.py").values())
+                     ("13.4", "minilm/classic.py", 5), ("13.5", "minilm/classic.py", 5),
+                     ("13.6", "minilm/classic.py", 5)}, found
+    assert "through your rope (Task 5.1)" in found["13.1"][0].message
+    # one module alone sees the default, a value, but not rope.py's layer_norm
+    alone = rules.scan(classic, "minilm/classic.py")
+    assert {(v.task, v.line) for vs in alone.values() for v in vs} == {("13.3", 5), ("13.4", 5), ("13.5", 5),
+                                                                        ("13.6", 5)}, alone
     # what the called task's own rules refuse costs that task alone, not every caller
     shortcut = attention.replace("e = torch.exp(x - x.amax(dim, keepdim=True))", "return torch.softmax(x, dim)")
     found = rules.scan_package({"attention": shortcut})
@@ -722,6 +842,57 @@ def test_a_task_is_judged_by_the_code_that_defines_the_attributes_it_uses():
     [v] = rules.scan("def update(k):\n    k.transpose = lambda *a: k\n", "minilm/generation.py")["11.3"]
     assert (v.line, v.verb) == (2, "assigns to"), v
 
+def test_attributes_planted_on_a_type_reach_the_code_that_reads_them():
+    # Found by a red team: data.py's module-level code (Task 9.1 forbids nothing) planted torch.softmax
+    # on torch.Tensor under a name a tensor has (training, a writable one), and softmax called x.training(dim).
+    data = textwrap.dedent("""
+        import torch
+
+        _tensor_class = type(torch.zeros(()))
+        _tensor_class.training = lambda self, dim: torch.softmax(self, dim)
+        _tensor_class.fresh = lambda self, dim: torch.softmax(self, dim)
+
+        class _Plant(torch.nn.Module):
+            def plant(self):
+                self.exp = lambda: torch.softmax(self, -1)
+
+        def get_batch(dataset, batch_size, context_length, device="cpu"):
+            _Plant.plant(torch.Tensor)
+            return dataset
+    """)
+    attention = textwrap.dedent("""
+        from .data import get_batch
+
+        def softmax(x, dim):
+            return x.training(dim)
+
+        def scaled_dot_product_attention(q, k, v, mask=None):
+            return q.fresh(-1) @ v
+
+        class MultiHeadSelfAttention:
+            def forward(self, x):
+                return x.exp()
+    """)
+    found = rules.scan_package({"data": data, "attention": attention})
+    lines = {(v.task, v.file, v.line) for vs in found.values() for v in vs}
+    assert {("6.1", "minilm/data.py", 5), ("6.2", "minilm/data.py", 6), ("6.3", "minilm/data.py", 10)} <= lines, found
+    assert all(task in ("6.1", "6.2", "6.3", "9.1") for task, _, _ in lines), found
+
+
+def test_setattr_with_a_computed_name_points_at_add_module():
+    # setattr(parent, name, child) over named_children is common, but a computed name can set anything
+    # (setattr(type(x), "ex" + "p", torch.softmax)): still refused, with the module's own way to do it.
+    source = textwrap.dedent("""
+        def quantize_model(model, per_channel=True):
+            for _, parent in list(model.named_modules()):
+                for name, child in list(parent.named_children()):
+                    setattr(parent, name, child)
+            return model
+    """)
+    [v] = rules.scan(source, "minilm/quantization.py")["12.3"]
+    assert v.line == 5 and "add_module" in v.advice, v.message
+
+
 def test_message_format():
     source = "import torch\n\n\ndef softmax(x, dim):\n    return torch.softmax(x, dim)\n"
     [v] = rules.scan(source, "minilm/attention.py")["6.1"]
@@ -785,3 +956,12 @@ def test_a_shortcut_fails_the_check_and_the_tests_with_one_line(tmp_path):
     failures = re.findall(r"^FAILED \S+ - (.*)$", tests.stdout, flags=re.M)
     assert failures and " passed" not in tests.stdout.splitlines()[-1], tests.stdout[-3000:]
     assert all(message == line for message in failures), failures
+
+
+def test_a_module_that_does_not_parse_costs_its_own_tasks_only():
+    # The check cells scan the whole package: a syntax error in one module must not crash the
+    # scan of the others (it did, and every check cell of a submission with one broken file errored).
+    broken = "import torch\n\ndef rms_norm(x, weight, eps=1e-5):\n    return (\n"
+    found = rules.scan_package({"rmsnorm": broken, "linear": "def linear(x, weight):\n    return x @ weight.T\n"})
+    assert {t for t, v in found.items() if v} == {"3.1", "3.2"}
+    assert all("syntax error" in v[0].message and "minilm/rmsnorm.py:" in v[0].message for t, v in found.items() if v)

@@ -547,7 +547,8 @@ def test_feedback_is_the_graders_own_words(batch):
     assert "from scratch: Task 1.1: your linear calls torch.nn.functional.linear (minilm/linear.py:" in aliases, aliases
     assert "from scratch: Task 3.1: your rms_norm calls getattr with a computed name (minilm/rmsnorm.py:" in aliases
     late = feedback("grading_time_and_oracles")
-    assert "calls os.environ.get (minilm/linear.py:" in late and "imports minilm.oracles (minilm/rmsnorm.py:" in late
+    assert "calls os.environ.get, which is not on Task 1.1's list of allowed operations" in late, late
+    assert "(minilm/linear.py:" in late and "imports minilm.oracles (minilm/rmsnorm.py:" in late
     assert not any(line.startswith(reports.UNSANDBOXED) for line in feedback("reference").splitlines())
 
 

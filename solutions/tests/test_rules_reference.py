@@ -451,6 +451,75 @@ HONEST = {
 }
 
 
+def _variant(module: str, *changes: str) -> tuple[str, str]:
+    """HONEST[module], dedented, with each (old, new) pair of `changes` replaced at old's indentation."""
+    file, source = HONEST[module][0], textwrap.dedent(HONEST[module][1])
+    for old, new in zip(changes[::2], changes[1::2]):
+        old, new = (textwrap.dedent(t).strip("\n") + "\n" for t in (old, new))
+        pad = max((" " * n for n in range(0, 20, 4) if textwrap.indent(old, " " * n) in source), key=len)
+        source = source.replace(textwrap.indent(old, pad), textwrap.indent(new, pad))
+    return file, source
+
+
+# Honest variants a red team found refused: each replaces part of one module of HONEST, and the
+# package as a whole must still pass.
+VARIANTS = {
+    "quantize-model-walks-model.modules": _variant("quantization", """
+        stack = [model]  # a walk with a stack instead of the reference's recursion
+        while stack:
+            parent = stack.pop()
+            for name, child in list(parent.named_children()):
+                if isinstance(child, Linear):
+                    parent.add_module(name, Int8Linear.from_linear(child, per_channel))
+                else:
+                    stack.append(child)
+    """, """
+        for parent in list(model.modules()):
+            for name, child in list(parent.named_children()):
+                if isinstance(child, Linear):
+                    parent.add_module(name, Int8Linear.from_linear(child, per_channel))
+    """),
+    "bpe-with-operator-heapq-bisect-re": _variant("bpe", """
+        from collections import Counter, defaultdict
+        import regex
+    """, """
+        from collections import Counter, defaultdict
+        import bisect
+        import heapq
+        import operator
+        import re
+        import regex
+
+        WORD = re.compile(r"\\w+")
+
+        def _top(pairs, k):
+            return heapq.nlargest(k, pairs.items(), key=operator.itemgetter(1)), bisect.bisect_left([1, 3], 2)
+    """, """
+                best = max(pairs.items(), key=lambda kv: (kv[1], kv[0]))[0]
+    """, """
+                best = max(pairs.items(), key=operator.itemgetter(1, 0))[0]
+    """),
+    "rms-norm-with-a-local-named-input": _variant("rmsnorm", """
+        def rms_norm(x, weight, eps=1e-5):
+            x32 = x.to(torch.float32)
+    """, """
+        def rms_norm(x, weight, eps=1e-5):
+            input = x.to(torch.float32)
+            x32 = input
+    """),
+    "kv-cache-repr-with-its-class-name": _variant("generation", """
+        class KVCache:
+            def __init__(self):
+    """, """
+        class KVCache:
+            def __repr__(self):
+                return f"{self.__class__.__name__}(tokens={len(self)})"
+
+            def __init__(self):
+    """),
+}
+
+
 @pytest.mark.parametrize("name", HONEST)
 def test_honest_code_passes(name):
     file, source = HONEST[name]
@@ -463,3 +532,12 @@ def test_honest_package_passes_as_a_whole():
     found = rules.scan_package(sources)
     assert not any(found.values()), "\n".join(v.message for vs in found.values() for v in vs)
     assert set(sources) == set(tasks.EXERCISE_MODULES)
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_honest_variant_passes_in_the_package(name):
+    file, source = VARIANTS[name]
+    sources = {f.removesuffix(".py"): textwrap.dedent(src) for f, src in HONEST.values()}
+    sources[file.removesuffix(".py")] = textwrap.dedent(source)
+    found = rules.scan_package(sources)
+    assert not any(found.values()), "\n".join(v.message for vs in found.values() for v in vs)

@@ -1,12 +1,15 @@
 """The "from scratch" rule, checked statically (provided: not an exercise). It fails closed: a task's
 code may use a library name only if allowed.py lists it for the task and it is in none of the task's
 families of built-ins; an attribute of an object the scan cannot follow must be a known method or a
-name the course or the student's code defines. Refused anywhere: private names, modules as values,
-Python built-ins off the list, computed getattr, patching a library, jaxtyping shapes that are code,
-the student's classes handed to a library, torch.load or torch.save but as plain calls.
+name the course or the student's code defines; self, only what the student's code sets or a module
+has. Refused anywhere: private names, modules as values, Python built-ins off the list (but where a
+function binds the name), computed getattr, patching a library, jaxtyping shapes that are code, the
+student's classes handed to a library, torch.load or torch.save but as plain calls, a name bound to
+different things, class patterns' positional parts.
 
 It never imports or runs the source. Code in a task's function or class costs that task; a helper,
-the tasks whose code uses it (all when none does); other module-level code, every task of the module.
+the tasks whose code uses it (all when none does); other module-level code, and a family's built-in
+used as a value, every task of the module (whose families have it).
 scan_package also judges a task by the other tasks' code it names or whose attributes it uses:
 
     scan(source, "minilm/attention.py")   # {"6.1": [Violation, …], "6.2": [], "6.3": []}
@@ -16,6 +19,7 @@ scan_package also judges a task by the other tasks' code it names or whose attri
 from __future__ import annotations
 
 import ast
+import collections
 import functools
 import re
 from dataclasses import dataclass
@@ -58,6 +62,7 @@ class _Finding:
     name: str  # the qualified name, or the attribute
     advice: str = ""  # a way's
     known: bool = True  # a method: one the lists or the student's code define; a way: False if on no list
+    value: bool = False  # a name or attribute used as a value, not called: it may be filed and used anywhere
 
 
 @functools.lru_cache(maxsize=None)  # pure in the name; a scan asks again and again
@@ -113,12 +118,40 @@ def _bound_names(stmt: ast.stmt) -> list[str]:
 
 
 def _rebinds(fn: ast.AST, name: str, own: ast.arg) -> bool:
-    return any((isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load))
-               or (isinstance(n, ast.arg) and n.arg == name and n is not own)
-               or (isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names)
-               or (isinstance(n, ast.alias) and (n.asname or n.name) == name)
-               or (isinstance(n, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar, ast.FunctionDef, ast.AsyncFunctionDef,
-                                  ast.ClassDef)) and n.name == name) for n in ast.walk(fn))
+    return any(n is not own and _binding(n) == name or isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names
+               for n in ast.walk(fn))
+
+
+def _binding(n: ast.AST) -> str | None:
+    """The name one node binds, if any: a store, an import, a parameter, a def, an except or match capture."""
+    if isinstance(n, ast.Name):
+        return None if isinstance(n.ctx, ast.Load) else n.id
+    if isinstance(n, ast.alias):
+        return None if n.name == "*" else n.asname or n.name.split(".")[0]
+    if isinstance(n, ast.arg):
+        return n.arg
+    if isinstance(n, ast.MatchMapping):
+        return n.rest
+    named = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ExceptHandler, ast.MatchAs, ast.MatchStar)
+    return n.name if isinstance(n, named) else None
+
+
+def _locals(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> frozenset[str]:
+    """The names a function binds in its own scope, where Python never looks them up in its built-ins (a module's
+    or a class body's names may be unbound when read, and then are). Not those of nested functions, classes or
+    comprehensions, nor `global` ones: fewer names, so more refusals."""
+    a, names, outside = fn.args, set(), set()
+    names |= {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg] if x}
+    todo = list(fn.body) if isinstance(fn.body, list) else [fn.body]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.Global, ast.Nonlocal)):
+            outside |= set(n.names)
+        names.add(_binding(n))
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.ListComp,
+                              ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            todo += ast.iter_child_nodes(n)
+    return frozenset(names - outside - {None})
 
 
 def _defined_attrs(nodes: list[ast.AST]) -> set[str]:
@@ -128,9 +161,19 @@ def _defined_attrs(nodes: list[ast.AST]) -> set[str]:
 
 @functools.lru_cache(maxsize=1024)  # by statement: a scan asks for each task's code
 def _defined_by(root: ast.AST) -> frozenset[str]:
+    return _stored_by(root) | frozenset(b for n in ast.walk(root) for b in (
+        [b for s in n.body for b in _bound_names(s)] if isinstance(n, ast.ClassDef) else
+        [n.args[0].value] if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.args
+        and n.func.attr in allowed.SETTERS and _const(n.args[0]) else []))
+
+
+@functools.lru_cache(maxsize=1024)
+def _stored_by(root: ast.AST) -> frozenset[str]:
+    """Attributes set on an object: x.name = …, setattr(x, "name", …)."""
     return frozenset(b for n in ast.walk(root) for b in (
         [n.attr] if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) else
-        [b for s in n.body for b in _bound_names(s)] if isinstance(n, ast.ClassDef) else []))
+        [n.args[1].value] if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr"
+        and len(n.args) > 1 and _const(n.args[1]) else []))
 
 
 def _alias_pairs(stmt: ast.stmt) -> list[tuple[str, ast.expr]]:
@@ -172,37 +215,44 @@ class _Module:
     """One parsed exercise module: its aliases, and what each part of it uses."""
 
     def __init__(self, tree: ast.Module, task_names: set[str], defined: set[str] = frozenset()):
+        # The `self` of the method being walked, the names its function and the enclosing ones bind (none while
+        # aliases are resolved: getattr is Python's), the findings.
+        self.exempt, self.local, self.out = frozenset(), frozenset(), []
         nodes = list(ast.walk(tree))
         self.classes = {n.name for n in nodes if isinstance(n, ast.ClassDef)}
-        # Names the module binds by def, class, parameter or import: never Python's built-ins.
-        self.own = self.classes | {n.name for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-        self.own |= {n.arg for n in nodes if isinstance(n, ast.arg)}
+        # How many times the module binds each name, anywhere: super and int may not be Python's where it does.
+        sites = collections.Counter(b for n in nodes if (b := _binding(n)))
+        self.own = set(sites)
         self.defined = _defined_attrs([tree]) | set(defined)  # attribute names the student's code defines
-        self.aliases: dict[str, str] = {}
-        self.exempt: frozenset[str] = frozenset()
-        for node in nodes:
-            if isinstance(node, ast.Import):
-                self.aliases |= {a.asname or a.name.split(".")[0]: a.name if a.asname else a.name.split(".")[0]
-                                 for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and (base := _from_module(node)):
-                self.aliases |= {a.asname or a.name: f"{base}.{a.name}" for a in node.names if a.name != "*"}
-        self.own |= set(self.aliases)
-        # `name = <a resolved name>` anywhere: one namespace, so F = torch.nn.functional; F.linear(…) is
-        # seen wherever it is written. Twice: an alias of an alias defined later.
+        imports = [(a.asname or a.name.split(".")[0], a.name if a.asname else a.name.split(".")[0])
+                   for n in nodes if isinstance(n, ast.Import) for a in n.names]
+        imports += [(a.asname or a.name, f"{base}.{a.name}") for n in nodes if isinstance(n, ast.ImportFrom)
+                    and (base := _from_module(n)) for a in n.names if a.name != "*"]
+        # `name = <a resolved name>` or an import anywhere: one namespace, so F = torch.nn.functional; F.linear(…)
+        # is seen wherever it is written. Twice: an alias of an alias defined later. A name bound to different
+        # things, or also by a parameter, a def, a loop …, is ambiguous: no alias, and refused where it is used;
+        # then again without it (an alias of an ambiguous name is none).
         pairs = [p for n in nodes if isinstance(n, (ast.Assign, ast.AnnAssign)) for p in _alias_pairs(n)]
+        alias_sites, self.ambiguous = collections.Counter(t for t, _ in imports + pairs), set()
         for _ in range(2):
-            self.aliases |= {t: q for t, v in pairs if (q := self.resolve(v)) is not None}
+            self.aliases = {t: q for t, q in imports if t not in self.ambiguous}
+            for _ in range(2):
+                self.aliases |= {t: q for t, v in pairs if t not in self.ambiguous and (q := self.resolve(v))}
+            meanings = collections.defaultdict(set)
+            for t, q in imports + [(t, self.resolve(v)) for t, v in pairs]:
+                meanings[t].add(q)
+            self.ambiguous |= {t for t in self.aliases if len(meanings[t]) > 1 or sites[t] > alias_sites[t]}
         self.imported = dict(self.aliases)  # what an import binds task names to
         for name in task_names:  # never aliases: Task 6.2 calling softmax calls the student's softmax
             self.aliases.pop(name, None)
         # Classes whose self is the student's alone: built on nn.Module, Optimizer or such classes (a
         # subclass of torch.Tensor has the built-ins as methods: self.softmax).
         classes, self.plain = [n for n in nodes if isinstance(n, ast.ClassDef)], set()
+        self.bases = {id(b) for c in classes for b in c.bases}  # a base class is the class's own business
         for _ in classes:
             self.plain |= {c.name for c in classes if not c.keywords and all(
                 self.resolve(b) in allowed.SELF_BASES
                 or (isinstance(b, ast.Name) and b.id in self.plain and b.id not in self.aliases) for b in c.bases)}
-        self.exempt, self.out = frozenset(), []  # the `self` of the method being walked; the findings
 
     def is_alias_binding(self, stmt: ast.stmt) -> bool:
         pairs = _alias_pairs(stmt)
@@ -211,7 +261,7 @@ class _Module:
 
     def _dynamic(self, node: ast.AST) -> str | None:
         f = node.func if isinstance(node, ast.Call) else None
-        return f.id if isinstance(f, ast.Name) and f.id in allowed.DYNAMIC and f.id not in self.own else None
+        return f.id if isinstance(f, ast.Name) and f.id in allowed.DYNAMIC and f.id not in self.local else None
 
     def resolve(self, node: ast.AST) -> str | None:
         if isinstance(node, ast.Name):  # a method's own self is never another scope's alias of that name
@@ -223,7 +273,7 @@ class _Module:
         return f"{q}.{attr}" if q else None
 
     def findings(self, node: ast.AST, ways_only: bool = False) -> list[_Finding]:
-        self.exempt, self.out = frozenset(), []
+        self.exempt, self.local, self.out = frozenset(), frozenset(), []
         self._walk(node)
         return [f for f in self.out if f.kind == "way"] if ways_only else self.out
 
@@ -243,7 +293,8 @@ class _Module:
         elif any(p.startswith("_") for p in parts):
             return self._way(node, verb, q, allowed.PRIVATE_ADVICE)
         elif q not in allowed.MODULES:
-            self.out.append(_Finding(getattr(node, "lineno", 1), verb, q, "name", q))
+            value = not (call or alias or id(node) in self.bases)
+            self.out.append(_Finding(getattr(node, "lineno", 1), verb, q, "name", q, value=value))
         # As a value (in a tuple, a dict, a default …), what a module reaches, a pickler's call or a
         # jaxtyping shape made later would be out of the scan's sight.
         if call or alias:
@@ -261,7 +312,7 @@ class _Module:
         known = attr in allowed.KNOWN_ATTRIBUTES or attr in self.defined
         if any(attr in fam.methods for fam in FAMILIES.values()):
             text = f"Tensor.{attr}"  # a tensor method that is a built-in (x.softmax(-1))
-        self.out.append(_Finding(getattr(node, "lineno", 1), verb, text, "method", attr, known=known))
+        self.out.append(_Finding(getattr(node, "lineno", 1), verb, text, "method", attr, known=known, value=not call))
 
     def _import(self, node: ast.Import | ast.ImportFrom) -> None:
         base = _from_module(node) if isinstance(node, ast.ImportFrom) else ""
@@ -278,6 +329,8 @@ class _Module:
                     self._way(node, "imports", q, allowed.PRIVATE_ADVICE)
                 elif not (q in allowed.MODULES or base and q in _ANY_TASK_MAY_USE):
                     self._way(node, "imports", q, allowed.LIST_ADVICE, unlisted=True)
+                elif q not in allowed.MODULES:  # what it binds: judged where it is (a top-level one, where used)
+                    self.out.append(_Finding(node.lineno, "imports", q, "name", q))
 
     def _walk(self, node: ast.AST, call: bool = False, alias: bool = False) -> None:
         """`alias`: node is the value of an alias binding (F = torch.nn.functional)."""
@@ -290,12 +343,12 @@ class _Module:
                 fn.minilm_self = frozenset(a.arg for a in first if node.name in self.plain and not static
                                            and not _rebinds(fn, a.arg, a))
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            outer = self.exempt  # the signature and decorators belong to the enclosing code
+            outer = self.exempt, self.local  # the signature and decorators belong to the enclosing code
             self._walk_all(c for f, v in ast.iter_fields(node) if f != "body"
                            for c in (v if isinstance(v, list) else [v]) if isinstance(c, ast.AST))
-            self.exempt = getattr(node, "minilm_self", outer)
+            self.exempt, self.local = getattr(node, "minilm_self", outer[0]), outer[1] | _locals(node)
             self._walk_all(node.body if isinstance(node.body, list) else [node.body])
-            self.exempt = outer
+            self.exempt, self.local = outer
             return
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and self.is_alias_binding(node):
             for child in node.targets if isinstance(node, ast.Assign) else [node.target]:
@@ -316,8 +369,15 @@ class _Module:
                 self._walk(args[0])
             return self._walk_all([*args[2:], *node.keywords])
         if dynamic and dynamic != "hasattr":
-            self._way(node, "calls", f"{dynamic} with a computed name", allowed.DYNAMIC_ADVICE)
+            advice = allowed.SETATTR_ADVICE if dynamic == "setattr" else allowed.DYNAMIC_ADVICE
+            self._way(node, "calls", f"{dynamic} with a computed name", advice)
             return self._walk_all([*args, *node.keywords])
+        if isinstance(node, ast.MatchClass):  # case C(a, name=p) reads C's __match_args__ and attribute `name`
+            for attr in node.kwd_attrs:
+                self._attr(node, attr, False, _short(node.cls, 30))
+            if node.patterns and not (isinstance(node.cls, ast.Name) and node.cls.id in allowed.MATCH_SELF_TYPES
+                                      and node.cls.id not in self.own):
+                self._way(node, "has", f"the class pattern {_short(node)}", allowed.MATCH_ADVICE)
         if isinstance(node, ast.Subscript) and (self.resolve(node.value) or "").split(".")[0] == "jaxtyping":
             self._name(node.value, self.resolve(node.value), call=False, alias=True)  # Float[…]: a type
             for part in node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]:
@@ -345,15 +405,20 @@ class _Module:
                     self._way(node, "assigns to", _short(node), allowed.PATCHING_ADVICE)  # k.transpose = …
                 self._attr(node, node.attr, call, _short(node.value, 30))
                 return self._walk(node.value)
-            if node.attr.startswith("__") and node.attr not in allowed.DUNDERS:
+            if node.attr.startswith("__") and node.attr not in allowed.SELF_ATTRIBUTES:
                 self._way(node, "uses", _short(node), allowed.PRIVATE_ADVICE, unlisted=True)
-            # self's own attribute: judged where it is set, and by scan_package where other code sets it
-            self.out.append(_Finding(node.lineno, "uses", _short(node), "self", node.attr))
+            # self's own attribute: judged where it is set, and by scan_package where other code sets it. Known
+            # when the student's code sets it or a module or optimizer has it: self may be a tensor (C.forward(x)).
+            known = node.attr in self.defined or node.attr in allowed.SELF_ATTRIBUTES | allowed.COURSE_NAMES
+            self.out.append(_Finding(node.lineno, "calls" if call else "uses", _short(node), "self", node.attr,
+                                     known=known, value=not call and isinstance(node.ctx, ast.Load)))
             return
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             if node.id in self.aliases:
                 self._name(node, self.aliases[node.id], call, alias=alias)
-            elif node.id in allowed.REFUSED_BUILTINS and node.id not in self.own:
+            elif node.id in self.ambiguous:
+                self._way(node, "uses", f"{node.id}, bound to different things", allowed.AMBIGUOUS_ADVICE)
+            elif node.id in allowed.REFUSED_BUILTINS and node.id not in self.local:
                 self._way(node, "calls" if call else "uses", node.id, allowed.DYNAMIC_ADVICE, unlisted=True)
             return
         self._walk_all(ast.iter_child_nodes(node))
@@ -375,16 +440,20 @@ class _Module:
 
 
 def _judge(task: tasks.Task, f: _Finding) -> tuple[str, str] | None:
-    if f.kind == "self":
-        return None
     listed = (f.name in allowed.ALLOWED or f.name in task.allowed) if f.kind == "name" else f.known
     what = f.what if listed else f"{f.what}, which is not on Task {task.id}'s list of allowed operations ({LIST_FILE})"
     if f.kind == "way":
         return what, f.advice
     for family, advice in task.forbidden:  # the family's own advice first, listed or not
-        if (_family_matches if f.kind == "name" else _attr_matches)(FAMILIES[family], f.name):
+        if _forbidden(FAMILIES[family], f):
             return what, advice
     return None if listed else (what, allowed.LIST_ADVICE)
+
+
+def _forbidden(family: Family, f: _Finding) -> bool:
+    """A library name or an attribute of the family; on self, a tensor's built-in method (self.logsumexp)."""
+    return (f.name in family.methods if f.kind == "self" else
+            (_family_matches if f.kind == "name" else _attr_matches)(family, f.name))
 
 
 def scan(source: str | bytes, filename: str) -> dict[str, list[Violation]]:
@@ -408,8 +477,8 @@ class _Scan:
 
 
 def _parse(source, filename: str) -> ast.Module | Exception:
-    try:
-        return source if isinstance(source, ast.Module) else ast.parse(source, filename)
+    try:  # scan_package parses once and hands on the tree, or the error, to _scan_module
+        return source if isinstance(source, (ast.Module, Exception)) else ast.parse(source, filename)
     except (SyntaxError, ValueError) as e:
         return e
 
@@ -420,6 +489,9 @@ def scan_package(sources: dict[str, str | bytes], folder: str = "minilm") -> dic
     kv_cache.f set by KVCache). What the other task's own rules refuse costs that task alone."""
     trees = {m: _parse(s, f"{folder}/{m}.py") for m, s in sources.items()}
     defined = _defined_attrs([t for t in trees.values() if isinstance(t, ast.Module)])
+    # A tensor's method's name set on an object may be a plant on torch.Tensor (type(x).training = …, or
+    # self.exp = … in a method called with torch.Tensor as self): its readers are followed to it like any other's.
+    stored = set().union(*(_stored_by(t) for t in trees.values() if isinstance(t, ast.Module)))
     scans = {m: _scan_module(t, f"{folder}/{m}.py", defined) for m, t in trees.items()}
     result = {tid: vs for s in scans.values() for tid, vs in s.violations.items()}
     findings = {tid: fs for s in scans.values() for tid, fs in s.findings.items()}
@@ -427,7 +499,8 @@ def scan_package(sources: dict[str, str | bytes], folder: str = "minilm") -> dic
     names = {tid: set(ns) for s in scans.values() for tid, ns in s.names.items()}
     defines = {tid: ds for s in scans.values() for tid, ds in s.defines.items()}
     for tid, found in findings.items():  # an attribute of the student's own: the code that defines it
-        used = {f.name for f in found if f.kind in ("method", "self") and f.name not in allowed.METHODS}
+        used = {f.name for f in found if f.kind in ("method", "self") and (f.name not in allowed.METHODS
+                                                                          or f.name in stored)}
         names.setdefault(tid, set()).update(o for o, attrs in defines.items() if o != tid and used & attrs)
     for tid in result:
         task, reached = tasks.get(tid), _reach(list(names.get(tid, ())), lambda o: list(names.get(o, ()))) - {tid}
@@ -524,12 +597,10 @@ def _scan_tree(tree: ast.Module, mod_tasks: list[tasks.Task], scan: _Scan, defin
     shared = _tasks_named(mod, module_stmts, owner)
     for tid, stmts in regions.items():
         code = [s for _, s in stmts] + [s for h in helpers if tid in payers[h] for s in helpers[h]]
-        scan.names[tid], scan.defines[tid] = (_tasks_named(mod, code, owner) | shared) - {tid}, _defined_attrs(code)
-        for name, stmt in stmts:
+        scan.names[tid] = (_tasks_named(mod, code, owner) | shared) - {tid}
+        scan.defines[tid] = _defined_attrs(code + module_stmts)  # module-level code is every task's
+        for name, stmt in stmts:  # `from torch import softmax`: the task's name is the built-in itself
             out += [(tid, f"your {name}", f) for f in mod.findings(stmt)]
-            if isinstance(stmt, (ast.Import, ast.ImportFrom)) and name in mod.imported:
-                q = mod.imported[name]  # `from torch import softmax`: the task's name is the built-in itself
-                out.append((tid, f"your {name}", _Finding(stmt.lineno, "is", q, "name", q)))
     for name in helpers:
         if ":" in (pid := _TASK_OF.get((module, name), "")):  # provided code: its own and its helpers'
             code = [s for h in {name} | _uses(helpers[name], helpers) for s in helpers[h]]
@@ -539,7 +610,10 @@ def _scan_tree(tree: ast.Module, mod_tasks: list[tasks.Task], scan: _Scan, defin
         out += [(tid, "your module", f) for f in mod.findings(stmt) for tid in all_ids]
     for h, ids in payers.items():
         out += [(tid, f"your helper {h}", f) for stmt in helpers[h] for f in mod.findings(stmt) for tid in ids]
-    return out
+    # A family's built-in as a value (a default, a dict entry, a decorator's argument) may be filed anywhere
+    # and used by any task of the module: it costs every task whose families have it.
+    return out + [(t.id, where, f) for tid, where, f in out if f.value for t in mod_tasks
+                  if t.id != tid and any(_forbidden(FAMILIES[family], f) for family, _ in t.forbidden)]
 
 
 def implementation_file(module: str) -> Path:

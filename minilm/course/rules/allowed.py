@@ -78,6 +78,10 @@ LIST_ADVICE = "build it from the operations on that list"
 PATCHING_ADVICE = "do not change other modules' names: define your own"
 PRIVATE_ADVICE = "use public operations by their names (no private names, dunders or interpreter internals)"
 DYNAMIC_ADVICE = "write the code itself: nothing that runs code, or looks names up, by a computed name"
+# setattr with a computed name can set anything on anything (setattr(type(x), "ex" + "p", …)); a module's
+# child has its own method.
+SETATTR_ADVICE = ("replace a module's child with parent.add_module(name, new): setattr with a computed name can set "
+                  "anything")
 MODULE_VALUE_ADVICE = "use a module by its dotted names (torch.nn.functional.x) or an alias (F = torch.nn.functional)"
 CLASS_ADVICE = "hand libraries tensors and numbers, not your classes"
 # torch.load with weights_only=False (or a pickle_module) unpickles anything, and torch.save's
@@ -87,18 +91,22 @@ LOAD_ADVICE = ("call torch.save(obj, f) and torch.load(src) or torch.load(src, w
 # jaxtyping evaluates a shape that is not names and numbers ("n+1", 'exec("…")') as Python code.
 SHAPE_ADVICE = 'write jaxtyping shapes as names, numbers and ... ("batch seq d_model"), in Float[Tensor, "…"] itself'
 STAR_ADVICE = "import the names you use one by one"
+AMBIGUOUS_ADVICE = "give each thing its own name: the check cannot tell which one this is"
+MATCH_ADVICE = "name the attributes a class pattern reads, case C(name=pattern): positional parts read __match_args__"
 SYNTAX_ADVICE = "fix it: nothing in this file runs until it parses"
 NESTING = "code nested too deeply to check"
 NESTING_ADVICE = "write it with fewer nested expressions"
 IMPORT_ADVICE = ("exercise modules import only torch, numpy, einops, jaxtyping, Python's math and typing helpers, "
-                 "regex, minilm.course.validate and the task names of the other exercise modules")
+                 "regex, re, operator, heapq, bisect, minilm.course.validate and the task names of the other exercise "
+                 "modules")
 
 # What an exercise module may import from (besides minilm: the other exercise modules' task names
 # and minilm.course.validate), and the modules it may import whole or alias. `os` is there for
-# os.PathLike only.
+# os.PathLike only, operator for itemgetter and arithmetic (not attrgetter or methodcaller: names looked up).
 IMPORTABLE = frozenset({"torch", "numpy", "einops", "jaxtyping", "math", "cmath", "random", "numbers", "typing",
                         "typing_extensions", "collections", "dataclasses", "functools", "itertools", "enum", "abc",
-                        "warnings", "copy", "contextlib", "__future__", "os", "regex"})
+                        "warnings", "copy", "contextlib", "__future__", "os", "regex", "re", "operator", "heapq",
+                        "bisect"})
 MODULES = IMPORTABLE | {"torch.nn", "torch.nn.functional", "torch.nn.init", "torch.optim", "torch.linalg",
                         "torch.special", "numpy.typing", "einops.layers", "einops.layers.torch", "collections.abc"}
 
@@ -122,16 +130,36 @@ DYNAMIC = ("getattr", "setattr", "delattr", "hasattr")
 PICKLERS = ("torch.load", "torch.save")
 # A class built on one of these (or on such a class) owns its `self`: the student's alone, not a tensor.
 SELF_BASES = ("torch.nn.Module", "torch.optim.Optimizer")
+# What such a self may use besides what the student's code defines: nn.Module's and Optimizer's public
+# methods and attributes, not a tensor's (a method called through its class, C.forward(x), gets a tensor
+# as self; so does super() in a class mixed into a tensor subclass).
+SELF_ATTRIBUTES = frozenset("""
+    add_module add_param_group apply bfloat16 buffers call_super_init children cpu cuda defaults double
+    dump_patches eval extra_repr float forward get_buffer get_extra_state get_parameter get_submodule half ipu
+    load_state_dict modules mtia named_buffers named_children named_modules named_parameters param_groups
+    parameters register_backward_hook register_buffer register_forward_hook register_forward_pre_hook
+    register_full_backward_hook register_full_backward_pre_hook register_load_state_dict_post_hook
+    register_load_state_dict_pre_hook register_module register_parameter register_state_dict_post_hook
+    register_state_dict_pre_hook register_step_post_hook register_step_pre_hook requires_grad_ set_extra_state
+    set_submodule share_memory state state_dict step to to_empty train training type xpu zero_grad
+    __init__ __name__ __class__
+""".split())
+# Methods whose first argument names an attribute they set on the object (register_buffer("cos", …)).
+SETTERS = frozenset({"register_buffer", "register_parameter", "add_module", "register_module"})
+# A class pattern's positional parts read the class's __match_args__, except for these built-in types,
+# whose one positional part is the subject itself: case int(n).
+MATCH_SELF_TYPES = frozenset("bool bytearray bytes dict float frozenset int list set str tuple".split())
 # A jaxtyping shape that jaxtyping does not evaluate: names (*batch, #n, _), numbers and ..., by spaces;
 # one way to match each, so no backtracking blow-up.
 _SHAPE_NAME = r"(?:\.\.\.|[*#?]{0,2}\w+)"
 SHAPE = re.compile(rf"\s*(?:{_SHAPE_NAME}(?:\s+{_SHAPE_NAME})*)?\s*")
 
 # Attribute names that reach the interpreter (frames, code, modules): refused on any object, even
-# when the student's code defines them.
+# when the student's code defines them. (`modules` is not one: model.modules() is nn.Module's; sys.modules
+# needs `sys`, which is.)
 NEVER_ATTRIBUTES = frozenset("""
     gi_frame gi_code cr_frame cr_code ag_frame ag_code f_globals f_locals f_builtins f_back f_code tb_frame tb_next
-    co_code co_consts modules builtins sys os importlib subprocess
+    co_code co_consts builtins sys os importlib subprocess
 """.split())
 
 # Library names a task may use, minus its families. torch: its tensor operations (the functions
@@ -215,7 +243,11 @@ ALLOWED = frozenset(set().union(_under("torch", """
     _under("copy", "copy deepcopy"), _under("contextlib", "nullcontext contextmanager suppress"),
     _under("os", "PathLike"), _under("regex", """
     compile finditer findall match fullmatch search split sub escape
-"""), _under("__future__", "annotations")))
+"""), _under("re", "compile finditer findall match fullmatch search split sub escape"), _under("operator", """
+    itemgetter add sub mul truediv floordiv neg eq ne lt le gt ge
+"""), _under("heapq", "heappush heappop heapify heappushpop heapreplace nlargest nsmallest merge"),
+    _under("bisect", "bisect bisect_left bisect_right insort insort_left insort_right"),
+    _under("__future__", "annotations")))
 
 # The public methods and attributes of tensors, modules (and their containers), optimizers,
 # sizes, dtypes, devices, generators, and plain Python values (str, list, dict, Counter, regex
