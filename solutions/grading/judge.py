@@ -9,6 +9,7 @@ grader's own case descriptions, so nothing a submission prints can reach its fee
 
 from __future__ import annotations
 
+import atexit
 import builtins
 import concurrent.futures
 import contextlib
@@ -71,6 +72,7 @@ def _pool() -> concurrent.futures.ProcessPoolExecutor:
             _POOL = concurrent.futures.ProcessPoolExecutor(max(1, min(4, os.cpu_count() or 1)),
                                                            mp_context=multiprocessing.get_context("spawn"),
                                                            initializer=torch.set_num_threads, initargs=(1,))
+            atexit.register(_POOL.shutdown)  # before the interpreter tears down what the pool's cleanup needs
         return _POOL
 
 
