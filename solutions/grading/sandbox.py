@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,7 +95,12 @@ def _runtime_paths() -> list[str]:
              sysconfig.get_paths()["platlib"], os.path.dirname(python()), *sys.path}
     found = {os.path.abspath(p) for p in paths if p and os.path.isabs(p) and os.path.isdir(p)}
     found |= {os.path.realpath(p) for p in found}
-    return sorted(p for p in found if p != "/" and not _course_files(p, course))
+    scratch = os.path.realpath(tempfile.gettempdir())  # where every submission's workspace is made
+    return sorted(p for p in found if not _course_files(p, course) and not _within(scratch, p))
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
 def _course_files(path: str, course: str) -> bool:

@@ -865,6 +865,11 @@ def test_the_sandbox_sees_the_runtime_but_not_the_course_or_the_reference(tmp_pa
     (site_dir / "solutions").mkdir(parents=True)
     (site_dir / "solutions" / "linear.py").write_text("ANSWER = 42\n")
     monkeypatch.syspath_prepend(str(site_dir))
+    import tempfile
+
+    monkeypatch.syspath_prepend(tempfile.gettempdir())  # where every workspace is made: never bound
+    assert os.path.realpath(tempfile.gettempdir()) not in sandbox._runtime_paths()
+    assert str(site_dir) in sandbox._runtime_paths()
     ws, out = tmp_path / "ws", tmp_path / "out"
     ws.mkdir()
     out.mkdir()
