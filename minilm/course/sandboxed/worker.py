@@ -90,10 +90,12 @@ def _child(task: str, cases: list[dict], write_end: int) -> None:
 
 
 def _collect(pid: int, read_end: int, deadline: float) -> bytes | None:
-    """What the child wrote before it exited or its time ran out (then it is killed): None if too much."""
+    """What the child wrote before it exited or its time ran out (then it is killed): None if too
+    much or too late. A daemon the child left may hold the pipe open: the child's exit, with the
+    pipe drained, ends the wait as surely as the pipe's end."""
     import select
 
-    chunks, size = [], 0
+    chunks, size, reaped = [], 0, False
     while True:
         ready, _, _ = select.select([read_end], [], [], max(0.0, min(0.5, deadline - time.monotonic())))
         if ready:
@@ -105,14 +107,18 @@ def _collect(pid: int, read_end: int, deadline: float) -> bytes | None:
                 chunks = None
                 break
             chunks.append(chunk)
+        elif os.waitpid(pid, os.WNOHANG)[0] == pid:
+            reaped = True  # it wrote everything before it exited, and the pipe is empty: done
+            break
         elif time.monotonic() > deadline:
             chunks = None
             break
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    os.waitpid(pid, 0)
+    if not reaped:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.waitpid(pid, 0)
     return b"".join(chunks) if chunks is not None else None
 
 
