@@ -1,12 +1,16 @@
 """The pytest plugin that nbval runs load inside the grader's sandbox (`-p minilm.course.sandboxed.nbval_plugin`).
 
-It only makes a cell whose kernel died fail at once instead of after the cell's time limit; what
-it reports can cost points, never earn them."""
+It only makes cells fail sooner: a cell whose kernel died fails at once instead of after the
+cell's time limit, and once a cell ran over its time limit, the later cells of that notebook tied
+only to the same tasks fail without running (they would call the same hanging code: each would
+cost the whole limit again). What it reports can cost points, never earn them."""
 
 from __future__ import annotations
 
 import os
 import time
+
+import pytest
 
 from minilm.course.cells import KERNEL_DIED
 
@@ -36,6 +40,28 @@ def _watch_kernel(kernel) -> None:
     kernel.get_message, kernel._grade_watched = get_message, True
 
 
+_timed_out: dict[str, dict[str, str]] = {}  # notebook → {task whose cell ran over its limit: that cell}
+
+
+def _tied(item) -> set[str]:
+    cell = getattr(item, "minilm_cell", None)  # set by the root conftest
+    return set(cell.checks + cell.uses) if cell is not None else set()
+
+
 def pytest_runtest_call(item):
     if item.path.suffix == ".ipynb" and os.environ.get("MINILM_RESULTS"):
+        over, tied = _timed_out.get(str(item.path), {}), _tied(item)
+        if tied and tied <= over.keys():
+            pytest.fail("not run: " + "; ".join(f"Task {t} already ran over the time limit in {over[t]}"
+                                                for t in sorted(tied)), pytrace=False)
         _watch_kernel(getattr(item.parent, "kernel", None))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    yield
+    if (call.when == "call" and call.excinfo is not None and item.path.suffix == ".ipynb"
+            and "Timeout of" in str(call.excinfo.value) and _tied(item)):
+        over = _timed_out.setdefault(str(item.path), {})
+        for task in _tied(item):
+            over.setdefault(task, item.name)

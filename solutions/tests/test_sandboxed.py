@@ -1,0 +1,95 @@
+"""What runs inside the grader's sandbox (minilm/course/sandboxed/): it only ever ends a
+submission's runs sooner, and each shortcut keeps what the submission's code produced."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from minilm.course.sandboxed import worker
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the grader's sandbox runs on Linux and macOS")
+
+
+def test_a_daemon_holding_the_pipe_does_not_hold_up_the_worker():
+    """The child wrote its outputs and exited; a daemon it left keeps the pipe's write end open
+    (the old worker waited out the whole time limit and lost the outputs)."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the task's child
+        os.close(read_end)
+        if os.fork() == 0:  # its daemon: sleeps with the write end open
+            os.setsid()
+            time.sleep(30)
+            os._exit(0)
+        os.write(write_end, b"outputs")
+        os._exit(0)
+    os.close(write_end)
+    try:
+        assert worker._collect(pid, read_end, time.monotonic() + 20) == b"outputs"
+    finally:
+        os.close(read_end)
+
+
+def test_a_child_that_outlives_its_time_limit_gives_nothing():
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        os.write(write_end, b"partial")
+        time.sleep(30)
+        os._exit(0)
+    os.close(write_end)
+    try:
+        assert worker._collect(pid, read_end, time.monotonic() + 1) is None
+    finally:
+        os.close(read_end)
+
+
+def _notebook(cells: list[str]) -> dict:
+    return {"cells": [{"cell_type": "code", "execution_count": None, "id": f"c{i}", "metadata": {}, "outputs": [],
+                       "source": src} for i, src in enumerate(cells)],
+            "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+            "nbformat": 4, "nbformat_minor": 5}
+
+
+@pytest.mark.slow  # a kernel, and one cell that runs into its time limit
+def test_cells_tied_only_to_a_task_that_ran_over_fail_without_running(tmp_path):
+    """A hanging task costs its time limit once, not once per cell that calls it; a cell also
+    tied to another task still runs."""
+    for name in ("conftest.py", "pyproject.toml"):
+        shutil.copy2(ROOT / name, tmp_path / name)
+    (tmp_path / "notebooks").mkdir()
+    shutil.copy2(ROOT / "notebooks" / "sanitize.cfg", tmp_path / "notebooks" / "sanitize.cfg")
+    nb = _notebook([
+        "import time\ncalls = []\ndef check(task):  # hangs on its first call only\n"
+        "    calls.append(task)\n    time.sleep(600 if calls == ['3.1'] else 0)\nneeds = check",
+        'check("3.1")',  # runs over its limit
+        'needs("3.1")',  # tied only to 3.1: fails at once
+        'needs("3.1"); check("3.2")',  # also tied to 3.2: runs (and passes)
+        'check("3.2")',
+    ])
+    (tmp_path / "notebooks" / "t.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    env = {**os.environ, "MINILM_RESULTS": str(tmp_path / "out")}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "minilm.course.sandboxed.nbval_plugin", "-p", "no:xdist",
+                           "--nbval-cell-timeout=5", "--junitxml=junit.xml", "notebooks/t.ipynb"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    cases = {tc.get("name"): tc for tc in ET.parse(tmp_path / "junit.xml").iter("testcase")}
+    # nbval marks every cell after a timeout xfail: a failure then reports as skipped (the grader's
+    # parse_junit counts it as an error), a pass as passed.
+    outcome = {name: "passed" if not [c for c in tc if c.tag in ("failure", "error", "skipped")] else "failed"
+               for name, tc in cases.items()}
+    assert outcome == {"cell 1": "passed", "cell 2 (check of Task 3.1)": "failed", "cell 3 (uses Task 3.1)": "failed",
+                       "cell 4 (check of Task 3.2)": "passed", "cell 5 (check of Task 3.2)": "passed"}, proc.stdout[-3000:]
+    assert "Timeout of 5 seconds" in cases["cell 2 (check of Task 3.1)"].find("failure").get("message")
+    assert float(cases["cell 3 (uses Task 3.1)"].get("time")) < 5  # not run: it would have hung for the whole 5 s
