@@ -25,11 +25,11 @@ from pathlib import Path
 import pytest
 
 from minilm.course import tasks
-from solutions.grading import gradescope, lms, reports
+from solutions.grading import gradescope, lms
 from solutions.grading.results import StudentGrade, TaskGrade
 from solutions import export
 from solutions import release as rel
-from solutions.tests.test_grade import needs_bwrap, reference, replace_region, stub
+from solutions.tests.grading_helpers import needs_bwrap, reference, replace_region, stub
 
 ROOT = tasks.ROOT
 TASK_IDS = ["1.1", "1.2"]

@@ -1,0 +1,70 @@
+"""The grader on the notebooks that read data (09-11) and on 06, in one batch: the reference earns
+every point beside the third red team's shortcuts on 6.x and 10.x, which earn 0 on exactly their tasks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from minilm.course import tasks
+from solutions.grading import submissions
+
+from solutions.tests.grading_helpers import needs_bwrap, prepend, reference, replace_region, run_grade, submission
+
+
+def third_red_team_later_tasks() -> dict[str, str]:
+    """The classes the third red team used on 6.1, 6.2, 10.1, 10.2 and 10.4, every output right:
+    a softmax through cross_entropy, F.scaled_dot_product_attention behind a rebound `self`,
+    logcumsumexp for the log-sum-exp, the torch module fished out of einops' private backends, and
+    torch.optim reached through an attribute of an object the scan cannot follow."""
+    attention = replace_region(replace_region(reference("attention"), "6.1",
+        "F = torch.nn.functional\nreturn torch.exp(-F.cross_entropy(x.movedim(dim, -1).reshape(-1, x.shape[dim]), "
+        "torch.zeros(x.numel() // x.shape[dim], dtype=torch.long), reduction='none')).reshape(x.shape)"),
+        "6.2", "self = torch.nn.functional\nreturn self.scaled_dot_product_attention(q, k, v, attn_mask=mask)")
+    training = replace_region(replace_region(replace_region(reference("training"), "10.1",
+        "lse = torch.logcumsumexp(logits, -1)[..., -1]\n"
+        "return (lse - logits.gather(-1, targets[..., None])[..., 0]).mean()"),
+        "10.2", "backend = einops._backends.get_backend(parameters)\n"
+                "return backend.torch.nn.utils.clip_grad_norm_(parameters, max_norm)"),
+        "10.4", "self.inner = self.param_groups[0]['params'][0].optim.AdamW(self.param_groups)\nreturn self.inner.step()")
+    return {"attention": attention, "training": prepend(training, "import einops\n")}
+
+
+# The torch.optim object that 10.4's shortcut reaches is a value any task of the module could use:
+# it costs 10.3 too, whose families include optim.
+LATER_SHORTCUTS = {"6.1", "6.2", "10.1", "10.2", "10.3", "10.4"}
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_the_data_notebooks_and_the_third_red_teams_later_shortcuts(tmp_path):
+    # One batch, --jobs 2: the reference earns every point of 06 and of 09-11, which read the
+    # tokenizer's files and Tiny Shakespeare offline, from the local copies the grader binds
+    # read-only into the sandbox (TIKTOKEN_CACHE_DIR, MINILM_TINYSHAKESPEARE). Beside it, the red
+    # team's shortcuts score 0 on exactly their tasks (LATER_SHORTCUTS) and keep the rest.
+    every = {m: reference(m) for m in tasks.EXERCISE_MODULES}
+    honest = submission(tmp_path / "subs", "reference", **every)
+    attacker = submission(tmp_path / "subs", "attacker", **{**every, **third_red_team_later_tasks()})
+    r = run_grade(str(honest), str(attacker), "--notebooks", "06", "09", "10", "11", "--jobs", "2",
+                  "--out", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    got = {s["student"]: s for s in json.loads((tmp_path / "out" / "grades.json").read_text(encoding="utf-8"))["students"]}
+    graded = [t for t in tasks.TASKS if t.notebook[10:12] in ("06", "09", "10", "11")]
+    assert got["reference"]["total"] == got["reference"]["max"] == sum(t.points for t in graded)
+    shortcuts = LATER_SHORTCUTS
+    earned = {t: r["points"] for t, r in got["attacker"]["tasks"].items()}
+    assert earned == {t.id: 0 if t.id in shortcuts else t.points for t in graded}, earned
+    for t in shortcuts:
+        assert got["attacker"]["tasks"][t]["rules"], got["attacker"]["tasks"][t]
+
+
+def test_the_reference_passes_the_rule_the_red_teams_later_shortcuts_break():
+    # The same reading of the rules without a sandbox (so on every machine): the grader's _rules.
+    from solutions.grading import cli
+
+    modules = {m: (third_red_team_later_tasks().get(m) or reference(m)).encode() for m in tasks.EXERCISE_MODULES}
+    broken = cli._rules(submissions.Submission("attacker", "here", modules, []))
+    assert {t for t, found in broken.items() if found} == LATER_SHORTCUTS, broken
+    honest = {m: reference(m).encode() for m in tasks.EXERCISE_MODULES}
+    assert not any(cli._rules(submissions.Submission("reference", "here", honest, [])).values())

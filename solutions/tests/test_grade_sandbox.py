@@ -1,0 +1,266 @@
+"""The grader's sandbox: the Python it runs (a venv, a base interpreter without torch), what it
+shows a submission, the limits it holds it to, and a judge no output can exhaust."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from minilm.course import tasks
+from solutions.grading import judge, sandbox, submissions
+
+from solutions.tests.grading_helpers import (
+    ALL, NOTEBOOKS, ROOT, needs_bwrap, prepend, reference, run_grade, stub, submission,
+)
+
+
+# ---------------------------------------------------------------- the grader's own Python, wherever it is
+
+
+def _base_interpreter() -> str:
+    """The interpreter a venv was made from (the old grader ran this one inside the sandbox)."""
+    return os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+
+
+def _imports_torch(python: str) -> bool:
+    return subprocess.run([python, "-I", "-c", "import torch"], capture_output=True, timeout=120).returncode == 0
+
+
+@needs_bwrap
+def test_preflight_names_a_sandbox_python_that_cannot_import_torch(tmp_path):
+    from solutions.grading import cli
+
+    base = _base_interpreter()
+    if _imports_torch(base):
+        pytest.skip(f"{base} imports torch itself: no interpreter without torch to run in the sandbox here")
+    box = sandbox.Sandbox("bwrap", python=base)
+    with pytest.raises(cli.GradeError, match=r"^the sandbox's Python \(bwrap: .*\) cannot import torch: "
+                                             r".*No module named 'torch'"):
+        cli.preflight(box, tmp_path)
+    cli.preflight(sandbox.Sandbox("bwrap"), tmp_path / "ok")  # the grader's own interpreter runs the course
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_grading_from_a_venv_made_from_an_interpreter_without_torch(tmp_path):
+    # A newcomer's setup: a venv made from an interpreter that has no torch, with torch and the
+    # course installed into the venv (here: the venv's site folder adds this one's, where they are).
+    import sysconfig
+
+    base = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else _base_interpreter()
+    if _imports_torch(base):
+        pytest.skip(f"{base} imports torch itself: no interpreter without torch to make a venv from")
+    venv = tmp_path / "newcomer"
+    subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    here = sysconfig.get_paths()["purelib"]
+    (Path(purelib) / "course-env.pth").write_text(f"import site; site.addsitedir({here!r})\n")
+    assert subprocess.run([python, "-c", "import torch, einops"], capture_output=True).returncode == 0
+    sub = submission(tmp_path, "newcomer-sub", **{m: reference(m) for m in ("linear", "rmsnorm")})
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    env.pop("MINILM_IMPL", None)
+    r = subprocess.run([str(python), "-m", "solutions.grading", str(sub), "--notebooks", *NOTEBOOKS, "--jobs", "2",
+                        "--out", str(tmp_path / "out")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    got = json.loads((tmp_path / "out" / "grades.json").read_text(encoding="utf-8"))["students"][0]
+    assert got["total"] == got["max"] == ALL, got
+
+
+@needs_bwrap
+def test_the_sandbox_sees_the_runtime_but_not_the_course_or_the_reference(tmp_path, monkeypatch):
+    # A non-editable install puts `solutions` into a site folder that the sandbox binds: it is
+    # hidden there; the course's own folder is not bound at all (only the workspace's copy is seen).
+    site_dir = tmp_path / "site-packages"
+    (site_dir / "solutions").mkdir(parents=True)
+    (site_dir / "solutions" / "linear.py").write_text("ANSWER = 42\n")
+    monkeypatch.syspath_prepend(str(site_dir))
+    import tempfile
+
+    monkeypatch.syspath_prepend(tempfile.gettempdir())  # where every workspace is made: never bound
+    assert os.path.realpath(tempfile.gettempdir()) not in sandbox._runtime_paths()
+    assert str(site_dir) in sandbox._runtime_paths()
+    ws, out = tmp_path / "ws", tmp_path / "out"
+    ws.mkdir()
+    out.mkdir()
+    box = sandbox.Sandbox("bwrap")
+    probe = ("import os, sys, torch; print(sorted(os.listdir(sys.argv[1])), os.path.exists(sys.argv[2]), "
+             "os.path.exists(sys.argv[3]))")
+    log = tmp_path / "log"
+    (ws / "probe.py").write_text(probe)
+    box.prepare(ws, out, 0)
+    run = sandbox.run(box, ["probe.py", str(site_dir / "solutions"), str(ROOT / "solutions"), str(site_dir)], ws, out,
+                      box.env({}, ws, out), 0, timeout=120, log=log)
+    assert run.returncode == 0, log.read_text()
+    assert log.read_text().split() == ["[]", "False", "True"], log.read_text()
+
+
+def test_a_submission_is_named_by_the_instructor_never_by_its_contents(tmp_path):
+    # carol.zip holding bob/minilm/… is carol; two inputs of one name stop the batch before grading.
+    src = submission(tmp_path / "src", "bob", linear=reference("linear"))
+    with zipfile.ZipFile(tmp_path / "carol.zip", "w") as z:
+        for f in src.rglob("*.py"):
+            z.write(f, "bob/" + f.relative_to(src).as_posix())
+    assert submissions.resolve(str(tmp_path / "carol.zip"), tmp_path / "x").name == "carol"
+    other = submission(tmp_path / "again", "bob")
+    r = run_grade(str(src), str(other), "--tasks", "1.1", "--no-sandbox", "--out", str(tmp_path / "out"))
+    assert r.returncode == 2 and "two submissions have the same name (bob: " in r.stderr, r.stderr
+    assert not (tmp_path / "out" / "grades.csv").exists()
+
+
+def test_git_submissions_are_https_only_and_gits_words_stay_out(tmp_path):
+    local = tmp_path / "classmate.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(local)], check=True)
+    for url in (f"file://{local}", "ssh://example.org/x.git", "git@example.org:x.git",
+                "https://example.org/x y --upload-pack=touch"):
+        with pytest.raises(submissions.SubmissionError, match="only https:// repository URLs are graded"):
+            submissions.resolve(url, tmp_path / "fetch")
+    for path in (str(tmp_path / "nothing.git"), "ext::sh -c touch% /tmp/x"):  # paths, never handed to git
+        with pytest.raises(submissions.SubmissionError, match="no such file or directory"):
+            submissions.resolve(path, tmp_path / "fetch")
+    # A server that answers with words of its own: none of them reach the submission's line.
+    with pytest.raises(submissions.SubmissionError) as e:
+        submissions.resolve("https://127.0.0.1:9/nothing.git", tmp_path / "fetch2")
+    assert "git's exit status" in str(e.value) and "fatal" not in str(e.value) and "127.0.0.1:9" in str(e.value)
+
+
+@needs_bwrap
+def test_the_sandbox_holds_a_submission_to_its_limits_and_a_read_only_workspace(tmp_path):
+    ws, out = tmp_path / "ws", tmp_path / "out"
+    ws.mkdir()
+    out.mkdir()
+    (ws / "probe.py").write_text("""
+import os, sys
+def attempt(f):
+    try:
+        f()
+        return "yes"
+    except OSError as e:
+        return type(e).__name__
+def big():
+    with open("/tmp/big", "wb") as f:
+        f.write(bytes(2**20) * 40)
+print("ws-writable", attempt(lambda: open("/ws/probe.py", "a").write("x")))
+print("tmp-40MB", attempt(big))
+import threading, time
+threading.stack_size(64 * 1024)
+started = 0
+try:
+    for _ in range(700):  # more threads than the pids limit allows (a fork bomb, politely)
+        threading.Thread(target=time.sleep, args=(3,), daemon=True).start()
+        started += 1
+except RuntimeError:
+    pass
+print("threads", started)
+""")
+    box = sandbox.Sandbox("bwrap", memory_mb=2048, tmp_mb=16)
+    box.prepare(ws, out, 0)
+    log = tmp_path / "log"
+    run = sandbox.run(box, ["probe.py"], ws, out, box.env({}, ws, out), 0, timeout=120, log=log)
+    got = dict(line.split(" ", 1) for line in log.read_text().split("\n") if line)
+    assert run.returncode == 0 and got["ws-writable"] == "OSError" and got["tmp-40MB"] == "OSError", log.read_text()
+    if "pids" in run.unlimited:
+        pytest.skip(f"no pids cgroup here (reported: {run.unlimited}); the rest held")
+    assert int(got["threads"]) < sandbox.PIDS_MAX, got
+
+
+def test_no_output_can_exhaust_the_judge(tmp_path):
+    # Found by the third red team: a 4.4 kB results file holding a stride-0 view of a huge shape
+    # (a free output of Task 1.2) took the trusted grader from 0.37 GB to 2.6 GB; at 50,000 × 50,000
+    # it would need 40 GB. Every tensor is checked against the bounds before any value is read.
+    import resource
+
+    cases, n = judge.make_cases("1.2", 3)
+    huge = torch.zeros(1).expand(50_000, 50_000)
+    overlapping = torch.zeros(8_000).as_strided((4_000, 4_000), (1, 1))  # 16M elements over 8,000 floats
+    rows = [{"ok": True, "out": {key: huge for key in ("init", "y", "weight")}} for _ in cases]
+    rows[0]["out"]["extra"] = [overlapping, {"deep": huge}]
+    path = tmp_path / "1.2.pt"
+    torch.save(rows, path)
+    assert path.stat().st_size < 100_000
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    loaded = judge.load_results(path, len(cases))
+    verdict = judge.judge_task("1.2", cases, n, loaded)
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert not verdict.ok and grown_mb < 200, (verdict, grown_mb)
+    assert loaded[0]["out"]["init"] == judge.UNUSABLE and loaded[0]["out"]["extra"][0] == judge.UNUSABLE
+    assert loaded[0]["out"]["extra"][1]["deep"] == judge.UNUSABLE
+    # Honest outputs pass the bounds unchanged: the reference's own, through the worker's plain data.
+    from minilm.course.sandboxed import worker
+
+    honest = [{"ok": True, "out": {k: worker._plain(v) for k, v in out.items()}} for out in judge.expected("1.2", cases)]
+    torch.save(honest, path)
+    assert judge.judge_task("1.2", cases, n, judge.load_results(path, len(cases))).ok
+
+
+def test_mistakes_run_in_the_reference_pool_never_in_the_graders_own_modules():
+    # A mistake is patched into the reference only inside a pool process; the grader's own
+    # solutions modules never change, so threads judging side by side need no lock and agree.
+    import concurrent.futures
+
+    from solutions import rmsnorm
+
+    before = rmsnorm.rms_norm
+    cases, _ = judge.make_cases("3.1", 5)
+    outs = judge.mistake_outputs("3.1", cases)
+    assert outs and rmsnorm.rms_norm is before and not hasattr(judge, "_REFERENCE")
+    ids = ["3.1", "6.1", "1.1", "5.1", "10.1", "3.1"]
+    one_by_one = [judge.expected(t, judge.make_cases(t, 9)[0]) for t in ids]
+    with concurrent.futures.ThreadPoolExecutor(len(ids)) as pool:
+        side_by_side = list(pool.map(lambda t: judge.expected(t, judge.make_cases(t, 9)[0]), ids))
+    for task, a, b in zip(ids, one_by_one, side_by_side):
+        for row_a, row_b in zip(a, b, strict=True):
+            assert row_a.keys() == row_b.keys() and all(judge.differs(row_b[k], row_a[k], 0.0, 0.0) is None
+                                                        for k in row_a), task
+
+
+FORGER = '''import os as _os, time as _time, torch as _torch
+def _forge():
+    rows = [{"ok": True, "out": {"y": _torch.zeros(1)}}]
+    for _ in range(40):
+        try:
+            _torch.save(rows, "/out/1.1.pt")
+        except Exception:
+            pass
+        _time.sleep(0.05)
+if _os.fork() == 0:
+    _os.setsid()
+    _forge()
+    _os._exit(0)
+_forge()
+'''
+
+
+@needs_bwrap
+def test_a_task_cannot_write_another_tasks_results(tmp_path):
+    # Found by the third red team: a later task's child rewrote an earlier task's results file.
+    # Here 3.1's module, when its child imports it, forges 1.1's file at once and from a daemon:
+    # the worker's own outputs (1.1 is a stub) are what the grader reads.
+    import shutil
+
+    from solutions.grading import cli
+
+    ws, out = tmp_path / "ws", tmp_path / "out"
+    shutil.copytree(tasks.PACKAGE_DIR, ws / "minilm", ignore=cli._ignore)
+    for module in tasks.EXERCISE_MODULES:
+        (ws / "minilm" / f"{module}.py").write_text(stub(module) if module != "rmsnorm" else prepend(stub(module), FORGER))
+    out.mkdir()
+    cases = {t: judge.make_cases(t, 4)[0] for t in ("1.1", "3.1")}
+    torch.save({"tasks": ["1.1", "3.1"], "cases": cases}, ws / "cases.pt")
+    box = sandbox.Sandbox("bwrap")
+    box.prepare(ws, out, 0)
+    log = tmp_path / "log"
+    run = sandbox.run(box, ["-m", "minilm.course.sandboxed.worker", f"{sandbox.WS}/cases.pt", sandbox.OUT, "60",
+                            "--sandboxed"], ws, out, box.env({}, ws, out), 0, timeout=300, log=log)
+    assert run.returncode == 0, log.read_text()[-2000:]
+    rows = judge.load_results(out / "1.1.pt", len(cases["1.1"]))
+    assert rows is not None and all(r == {"ok": False, "error": judge.STUB} for r in rows), rows[:1]
+    assert sorted(p.name for p in out.iterdir()) == ["1.1.pt", "3.1.pt"]
