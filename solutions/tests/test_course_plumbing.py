@@ -201,6 +201,18 @@ def test_readme_tree_names_only_real_paths_and_every_exercise_module():
     assert {f"minilm/{m}.py" for m in tasks.EXERCISE_MODULES} <= named, "README's tree misses an exercise module"
 
 
+def test_readme_is_short_and_says_what_each_sandbox_guarantees():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.split()) <= 1000, f"README.md: {len(readme.split())} words; detail belongs in docs/"
+    table = readme[readme.index("## What grading guarantees"):].split("\n## ")[0]
+    rows = [line.split("|")[1].strip() for line in table.splitlines() if line.startswith("| ") and "---" not in line]
+    assert [r.split(" (")[0] for r in rows[1:]] == ["bubblewrap", "Docker", "Gradescope's container", "none"], rows
+    from solutions.grading import cli
+
+    flags = {a for action in cli.parser()._actions for a in action.option_strings}
+    assert {"--sandbox", "--no-sandbox"} <= flags and "--sandbox docker" in table and "--no-sandbox" in table
+
+
 def test_ci_runs_the_readme_test_command():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
