@@ -267,7 +267,20 @@ def _adamw(g):
     return [case([[(4, 3), (5,)]], [{}], dict(lr=0.05, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.5), 6,
                  "6 steps, weight_decay 0.5"),
             case([[(3, 2)], [(4,)]], [{}, {"weight_decay": 0.0, "lr": 0.01}],
-                 dict(lr=0.02, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.1), 5, "two parameter groups")]
+                 dict(lr=0.02, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.1), 5, "two parameter groups"),
+            *_adamw_eps_cases(g)]
+
+
+def _adamw_eps_cases(g):
+    """AdamW where eps's place matters: gradients of ~1e-6 … 1e-4 (v̂ of eps's size or below), and a large eps."""
+    scale = 10.0 ** -_int(g, 4, 6)
+    init = [_randn(g, 3, 4), _randn(g, 6)]
+    tiny = [[_randn(g, *p.shape, scale=scale) for p in init] for _ in range(4)]
+    unit = [[_randn(g, *p.shape) for p in init] for _ in range(3)]
+    return [dict(init=[init], group_hparams=[{}], hparams=dict(lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1),
+                 grads=tiny, what=f"4 steps with gradients of size ~{scale:g}, eps 1e-8"),
+            dict(init=[init], group_hparams=[{}], hparams=dict(lr=0.05, betas=(0.9, 0.99), eps=0.1, weight_decay=0.0),
+                 grads=unit, what="3 steps with eps 0.1")]
 
 
 @hidden("10.5")
