@@ -333,16 +333,24 @@ def _generate(g):
 def _kv_cache(g):
     cfg = [53, 12, 16, 2, 2, 24, 10000.0]
     toy = dict(toy_table=_randn(g, 23, 23, scale=2.0), toy_ctx=12, toy_prompt=[3, 14, 15, 9, 2])
-    return [dict(k1=_randn(g, 1, 2, 3, 4), v1=_randn(g, 1, 2, 3, 4), k2=_randn(g, 1, 2, 1, 4), v2=_randn(g, 1, 2, 1, 4),
-                 attn_config=(16, 2, 12), attn_state=weights(g, attention_shapes(16)), x=_randn(g, 2, 10, 16),
-                 chunks=[5, 3, 1, 1], config=cfg, state=weights(g, lm_shapes(53, 16, 2, 24)),
-                 ids=torch.randint(0, 53, (1, 10), generator=g), prefill=6, n=15, **toy,
-                 what="a 6-token prompt, then 4 single tokens through the cache"),
-            dict(k1=_randn(g, 2, 1, 2, 6), v1=_randn(g, 2, 1, 2, 6), k2=_randn(g, 2, 1, 3, 6), v2=_randn(g, 2, 1, 3, 6),
-                 attn_config=(24, 3, 16), attn_state=weights(g, attention_shapes(24)), x=_randn(g, 3, 12, 24),
-                 chunks=[1, 4, 2, 1, 4], config=cfg, state=weights(g, lm_shapes(53, 16, 2, 24)),
-                 ids=torch.randint(0, 53, (2, 12), generator=g), prefill=1, n=25, **toy,
-                 what="a batch of 2, a 1-token prompt, and generation past context_length with the cache")]
+    cases = [dict(k1=_randn(g, 1, 2, 3, 4), v1=_randn(g, 1, 2, 3, 4), k2=_randn(g, 1, 2, 1, 4), v2=_randn(g, 1, 2, 1, 4),
+                  attn_config=(16, 2, 64), attn_state=weights(g, attention_shapes(16)), x=_randn(g, 2, 10, 16),
+                  chunks=[5, 3, 1, 1], config=cfg, state=weights(g, lm_shapes(53, 16, 2, 24)),
+                  ids=torch.randint(0, 53, (1, 10), generator=g), prefill=6, n=15, **toy,
+                  what="a 6-token prompt, then 4 single tokens through the cache"),
+             dict(k1=_randn(g, 2, 1, 2, 6), v1=_randn(g, 2, 1, 2, 6), k2=_randn(g, 2, 1, 3, 6), v2=_randn(g, 2, 1, 3, 6),
+                  attn_config=(24, 3, 64), attn_state=weights(g, attention_shapes(24)), x=_randn(g, 3, 12, 24),
+                  chunks=[1, 4, 2, 1, 4], config=cfg, state=weights(g, lm_shapes(53, 16, 2, 24)),
+                  ids=torch.randint(0, 53, (2, 12), generator=g), prefill=1, n=25, **toy,
+                  what="a batch of 2, a 1-token prompt, and generation past context_length with the cache")]
+    # Explicit token_positions through attention's cache, drawn after the rest: (seq,) starting past 0, and
+    # each batch row's own (batch, seq). Keys cached before RoPE and rotated at 0 … keys − 1 get both wrong.
+    for c in cases:
+        batch, seq = c["x"].shape[0], c["x"].shape[-2]
+        start = _int(g, 1, 30)
+        c["positions"] = torch.arange(start, start + seq)
+        c["row_positions"] = torch.randint(0, 64 - seq + 1, (batch, 1), generator=g) + torch.arange(seq)
+    return cases
 
 
 # ---------------------------------------------------------------- 12: quantization

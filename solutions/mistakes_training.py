@@ -213,4 +213,7 @@ MUTANTS: list[dict] = [
     _m("adam_eps_inside_sqrt", "10.4",
        [("solutions.training", "AdamW.step", _adam_step(l2=False, bias_correction=True, eps_inside_sqrt=True))],
        "eps belongs outside the square root"),
+    _m("cache_keys_before_rope", "11.3",
+       [("solutions.attention", "MultiHeadSelfAttention.forward", _mhsa_forward(cache_before_rope=True))],
+       "keys must be cached after RoPE, rotated at their own positions"),
 ]
