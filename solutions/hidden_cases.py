@@ -139,7 +139,9 @@ def _softmax(g):
     return [*(dict(x=x, dim=d, what=f"x (3, 4, 5), dim={d}") for d in (-1, 0, 1)),
             dict(x=torch.tensor([[0.0, float("-inf"), 1.0], [float("-inf"), 2.0, float("-inf")]]), dim=-1,
                  what="rows with -inf entries"),
-            dict(x=_randn(g, 2, 3, 4, scale=50, dtype=torch.float64), dim=2, what="float64 x, dim=2")]
+            dict(x=_randn(g, 2, 3, 4, scale=50, dtype=torch.float64), dim=2, what="float64 x, dim=2"),
+            # rows far apart: one max over the whole tensor underflows the lowest row to 0 / 0
+            dict(x=_randn(g, 3, 6) + torch.tensor([[0.0], [-300.0], [300.0]]), dim=-1, what="rows ±300 apart")]
 
 
 @hidden("6.2")

@@ -198,6 +198,28 @@ def _rms_norm_whole_tensor(x, weight, eps=1e-5):
     return (xf / torch.sqrt(xf.pow(2).mean() + eps) * weight).to(x.dtype)  # one mean over every element
 
 
+# issue 26: mistakes that got only "values differ"
+
+
+def _softmax_global_max(x, dim):
+    exps = torch.exp(x - x.max())  # one max over the whole tensor: a row far below it underflows to 0 / 0
+    return exps / exps.sum(dim=dim, keepdim=True)
+
+
+def _sdpa_mask_after_softmax(q, k, v, mask=None):
+    weights = attention.softmax(q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]), dim=-1)
+    if mask is not None:
+        weights = weights.masked_fill(~mask, 0.0)  # after the softmax: the kept weights no longer sum to 1
+    return weights @ v
+
+
+_original_lm_forward = model.TransformerLM.forward
+
+
+def _lm_forward_probabilities(self, token_ids, kv_cache=None):
+    return attention.softmax(_original_lm_forward(self, token_ids, kv_cache), dim=-1)  # probabilities, not logits
+
+
 def _m(name, task, patches, diagnosis, raises=False):
     return {"name": name, "task": task, "patches": patches, "diagnosis": diagnosis, "raises": raises}
 
@@ -244,6 +266,12 @@ MUTANTS: list[dict] = [
        "-inf"),
     _m("parallel_block", "7.1", [("solutions.block", "TransformerBlock.forward", _block_parallel)], "sequential"),
     _m("rms_over_whole_tensor", "3.1", [("solutions.rmsnorm", "rms_norm", _rms_norm_whole_tensor)], "each vector"),
+    # issue 26: mistakes that got only "values differ"
+    _m("softmax_global_max", "6.1", [("solutions.attention", "softmax", _softmax_global_max)], "whole tensor"),
+    _m("mask_after_softmax", "6.2", [("solutions.attention", "scaled_dot_product_attention", _sdpa_mask_after_softmax)],
+       "after the softmax"),
+    _m("logits_are_probabilities", "8.1", [("solutions.model", "TransformerLM.forward", _lm_forward_probabilities)],
+       "sums to 1"),
 ]
 
 
