@@ -3,6 +3,7 @@ outputs of every mistake a check names (instructors only: never in the student e
 
     minilm expected            # regenerate minilm/course/expected.pt (run after changing a check or the reference)
     minilm expected --check    # exit 1 if the stored file differs from a fresh one
+    minilm expected --task 10.4 --task 11.3   # regenerate only those checks' entries, keep the rest as stored
 
 The checks (minilm/course/checks*.py) decide what is stored: each check runs in recording mode
 (`minilm.course.checks.record`) with `minilm` resolved to the reference, and every output it would
@@ -290,8 +291,20 @@ def load() -> dict:
 def main(argv: list[str] | None = None, prog: str = "minilm expected") -> int:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare the stored file with a fresh one; write nothing")
+    parser.add_argument("--task", action="append", metavar="ID",
+                        help="regenerate only this task's check (repeatable); the other tasks' stored outputs stay "
+                             "as they are, so float drift elsewhere does not rewrite them")
     args = parser.parse_args(argv)
-    fresh = generate()
+    if args.task:
+        unknown = sorted(set(args.task) - set(checks.registered()))
+        if unknown:
+            parser.error(f"no check for task {', '.join(unknown)}")
+        if not PATH.is_file():
+            parser.error(f"--task updates the stored file, and {PATH} is missing: run without --task")
+        stored, part = load(), generate(args.task)
+        fresh = {**stored, "tasks": {**stored["tasks"], **part["tasks"]}}
+    else:
+        fresh = generate()
     if args.check:
         problems = differences(fresh, load()) if PATH.is_file() else [f"{PATH} is missing"]
         for p in problems:

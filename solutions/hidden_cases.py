@@ -139,7 +139,9 @@ def _softmax(g):
     return [*(dict(x=x, dim=d, what=f"x (3, 4, 5), dim={d}") for d in (-1, 0, 1)),
             dict(x=torch.tensor([[0.0, float("-inf"), 1.0], [float("-inf"), 2.0, float("-inf")]]), dim=-1,
                  what="rows with -inf entries"),
-            dict(x=_randn(g, 2, 3, 4, scale=50, dtype=torch.float64), dim=2, what="float64 x, dim=2")]
+            dict(x=_randn(g, 2, 3, 4, scale=50, dtype=torch.float64), dim=2, what="float64 x, dim=2"),
+            # rows far apart: one max over the whole tensor underflows the lowest row to 0 / 0
+            dict(x=_randn(g, 3, 6) + torch.tensor([[0.0], [-300.0], [300.0]]), dim=-1, what="rows ±300 apart")]
 
 
 @hidden("6.2")
@@ -267,7 +269,20 @@ def _adamw(g):
     return [case([[(4, 3), (5,)]], [{}], dict(lr=0.05, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.5), 6,
                  "6 steps, weight_decay 0.5"),
             case([[(3, 2)], [(4,)]], [{}, {"weight_decay": 0.0, "lr": 0.01}],
-                 dict(lr=0.02, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.1), 5, "two parameter groups")]
+                 dict(lr=0.02, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.1), 5, "two parameter groups"),
+            *_adamw_eps_cases(g)]
+
+
+def _adamw_eps_cases(g):
+    """AdamW where eps's place matters: gradients of ~1e-6 … 1e-4 (v̂ of eps's size or below), and a large eps."""
+    scale = 10.0 ** -_int(g, 4, 6)
+    init = [_randn(g, 3, 4), _randn(g, 6)]
+    tiny = [[_randn(g, *p.shape, scale=scale) for p in init] for _ in range(4)]
+    unit = [[_randn(g, *p.shape) for p in init] for _ in range(3)]
+    return [dict(init=[init], group_hparams=[{}], hparams=dict(lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1),
+                 grads=tiny, what=f"4 steps with gradients of size ~{scale:g}, eps 1e-8"),
+            dict(init=[init], group_hparams=[{}], hparams=dict(lr=0.05, betas=(0.9, 0.99), eps=0.1, weight_decay=0.0),
+                 grads=unit, what="3 steps with eps 0.1")]
 
 
 @hidden("10.5")
@@ -320,16 +335,24 @@ def _generate(g):
 def _kv_cache(g):
     cfg = [53, 12, 16, 2, 2, 24, 10000.0]
     toy = dict(toy_table=_randn(g, 23, 23, scale=2.0), toy_ctx=12, toy_prompt=[3, 14, 15, 9, 2])
-    return [dict(k1=_randn(g, 1, 2, 3, 4), v1=_randn(g, 1, 2, 3, 4), k2=_randn(g, 1, 2, 1, 4), v2=_randn(g, 1, 2, 1, 4),
-                 attn_config=(16, 2, 12), attn_state=weights(g, attention_shapes(16)), x=_randn(g, 2, 10, 16),
-                 chunks=[5, 3, 1, 1], config=cfg, state=weights(g, lm_shapes(53, 16, 2, 24)),
-                 ids=torch.randint(0, 53, (1, 10), generator=g), prefill=6, n=15, **toy,
-                 what="a 6-token prompt, then 4 single tokens through the cache"),
-            dict(k1=_randn(g, 2, 1, 2, 6), v1=_randn(g, 2, 1, 2, 6), k2=_randn(g, 2, 1, 3, 6), v2=_randn(g, 2, 1, 3, 6),
-                 attn_config=(24, 3, 16), attn_state=weights(g, attention_shapes(24)), x=_randn(g, 3, 12, 24),
-                 chunks=[1, 4, 2, 1, 4], config=cfg, state=weights(g, lm_shapes(53, 16, 2, 24)),
-                 ids=torch.randint(0, 53, (2, 12), generator=g), prefill=1, n=25, **toy,
-                 what="a batch of 2, a 1-token prompt, and generation past context_length with the cache")]
+    cases = [dict(k1=_randn(g, 1, 2, 3, 4), v1=_randn(g, 1, 2, 3, 4), k2=_randn(g, 1, 2, 1, 4), v2=_randn(g, 1, 2, 1, 4),
+                  attn_config=(16, 2, 64), attn_state=weights(g, attention_shapes(16)), x=_randn(g, 2, 10, 16),
+                  chunks=[5, 3, 1, 1], config=cfg, state=weights(g, lm_shapes(53, 16, 2, 24)),
+                  ids=torch.randint(0, 53, (1, 10), generator=g), prefill=6, n=15, **toy,
+                  what="a 6-token prompt, then 4 single tokens through the cache"),
+             dict(k1=_randn(g, 2, 1, 2, 6), v1=_randn(g, 2, 1, 2, 6), k2=_randn(g, 2, 1, 3, 6), v2=_randn(g, 2, 1, 3, 6),
+                  attn_config=(24, 3, 64), attn_state=weights(g, attention_shapes(24)), x=_randn(g, 3, 12, 24),
+                  chunks=[1, 4, 2, 1, 4], config=cfg, state=weights(g, lm_shapes(53, 16, 2, 24)),
+                  ids=torch.randint(0, 53, (2, 12), generator=g), prefill=1, n=25, **toy,
+                  what="a batch of 2, a 1-token prompt, and generation past context_length with the cache")]
+    # Explicit token_positions through attention's cache, drawn after the rest: (seq,) starting past 0, and
+    # each batch row's own (batch, seq). Keys cached before RoPE and rotated at 0 … keys − 1 get both wrong.
+    for c in cases:
+        batch, seq = c["x"].shape[0], c["x"].shape[-2]
+        start = _int(g, 1, 30)
+        c["positions"] = torch.arange(start, start + seq)
+        c["row_positions"] = torch.randint(0, 64 - seq + 1, (batch, 1), generator=g) + torch.arange(seq)
+    return cases
 
 
 # ---------------------------------------------------------------- 12: quantization

@@ -148,10 +148,12 @@ def _lm_forward_no_final_norm(self, token_ids, kv_cache=None):
 
 
 def _mhsa_forward(merge: str = "heads d_k", scale_by_d_model: bool = False, diagonal: int = 0, rope_on_v: bool = False,
-                  offset: bool = True, prefill_mask: bool = True, mask_offset: bool = True):
+                  offset: bool = True, prefill_mask: bool = True, mask_offset: bool = True,
+                  cache_before_rope: bool = False):
     """MultiHeadSelfAttention.forward as the reference writes it, with one step done wrong: the
     heads' merge, the scale, the mask's diagonal, RoPE on v, or a part of the cache path (Task
-    11.3: positions restarting at 0, no mask in a prefill, a mask without the keys − queries offset)."""
+    11.3: positions restarting at 0, no mask in a prefill, a mask without the keys − queries offset,
+    keys cached before RoPE and the whole cache rotated at 0 … keys − 1 on every call)."""
     def forward(self, x, token_positions=None, kv_cache=None):
         if token_positions is None:
             start = len(kv_cache) if kv_cache is not None and offset else 0
@@ -160,11 +162,17 @@ def _mhsa_forward(merge: str = "heads d_k", scale_by_d_model: bool = False, diag
                    for proj in (self.q_proj, self.k_proj, self.v_proj))
         if self.rope is not None:
             positions = token_positions.unsqueeze(-2)
-            q, k = self.rope(q, positions), self.rope(k, positions)
+            q = self.rope(q, positions)
+            if not (cache_before_rope and kv_cache is not None):
+                k = self.rope(k, positions)
             if rope_on_v:
                 v = self.rope(v, positions)
         if kv_cache is not None:
             k, v = kv_cache.update(k, v)
+            if cache_before_rope and self.rope is not None:
+                # the cache holds unrotated keys: rotate them all as positions 0 … keys − 1, right only when
+                # the positions are the defaults (the same for every row, starting at 0)
+                k = self.rope(k, torch.arange(k.shape[-2], device=x.device))
         queries, keys = q.shape[-2], k.shape[-2]
         causal = torch.ones(queries, keys, dtype=torch.bool, device=x.device)
         causal = causal.tril(diagonal=(keys - queries if mask_offset else 0) + diagonal)
@@ -188,6 +196,28 @@ def _block_parallel(self, x, token_positions=None, kv_cache=None):
 def _rms_norm_whole_tensor(x, weight, eps=1e-5):
     xf = x.float()
     return (xf / torch.sqrt(xf.pow(2).mean() + eps) * weight).to(x.dtype)  # one mean over every element
+
+
+# issue 26: mistakes that got only "values differ"
+
+
+def _softmax_global_max(x, dim):
+    exps = torch.exp(x - x.max())  # one max over the whole tensor: a row far below it underflows to 0 / 0
+    return exps / exps.sum(dim=dim, keepdim=True)
+
+
+def _sdpa_mask_after_softmax(q, k, v, mask=None):
+    weights = attention.softmax(q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]), dim=-1)
+    if mask is not None:
+        weights = weights.masked_fill(~mask, 0.0)  # after the softmax: the kept weights no longer sum to 1
+    return weights @ v
+
+
+_original_lm_forward = model.TransformerLM.forward
+
+
+def _lm_forward_probabilities(self, token_ids, kv_cache=None):
+    return attention.softmax(_original_lm_forward(self, token_ids, kv_cache), dim=-1)  # probabilities, not logits
 
 
 def _m(name, task, patches, diagnosis, raises=False):
@@ -236,6 +266,12 @@ MUTANTS: list[dict] = [
        "-inf"),
     _m("parallel_block", "7.1", [("solutions.block", "TransformerBlock.forward", _block_parallel)], "sequential"),
     _m("rms_over_whole_tensor", "3.1", [("solutions.rmsnorm", "rms_norm", _rms_norm_whole_tensor)], "each vector"),
+    # issue 26: mistakes that got only "values differ"
+    _m("softmax_global_max", "6.1", [("solutions.attention", "softmax", _softmax_global_max)], "whole tensor"),
+    _m("mask_after_softmax", "6.2", [("solutions.attention", "scaled_dot_product_attention", _sdpa_mask_after_softmax)],
+       "after the softmax"),
+    _m("logits_are_probabilities", "8.1", [("solutions.model", "TransformerLM.forward", _lm_forward_probabilities)],
+       "sums to 1"),
 ]
 
 

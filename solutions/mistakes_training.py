@@ -93,7 +93,7 @@ def _lr_warmup_off_by_one(it, max_lr, min_lr, warmup_iters, cosine_cycle_iters):
     return min_lr
 
 
-def _adam_step(l2: bool, bias_correction: bool, decay_without_lr: bool = False):
+def _adam_step(l2: bool, bias_correction: bool, decay_without_lr: bool = False, eps_inside_sqrt: bool = False):
     @torch.no_grad()
     def step(self, closure=None):
         for group in self.param_groups:
@@ -115,7 +115,8 @@ def _adam_step(l2: bool, bias_correction: bool, decay_without_lr: bool = False):
                 m.mul_(beta1).add_(g, alpha=1 - beta1)
                 v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
                 m_hat, v_hat = (m / (1 - beta1**t), v / (1 - beta2**t)) if bias_correction else (m, v)
-                p.addcdiv_(m_hat, v_hat.sqrt() + eps, value=-lr)
+                denom = (v_hat + eps).sqrt() if eps_inside_sqrt else v_hat.sqrt() + eps  # inside: sqrt(v̂ + eps)
+                p.addcdiv_(m_hat, denom, value=-lr)
         return None
     return step
 
@@ -208,4 +209,11 @@ MUTANTS: list[dict] = [
        "exclusive"),
     _m("cosine_past_cycle", "10.3", [("solutions.training", "lr_cosine_schedule", _lr_cosine_past_cycle)],
        "stays at min_lr"),
+    # issue 26: mistakes the visible cases could not tell apart
+    _m("adam_eps_inside_sqrt", "10.4",
+       [("solutions.training", "AdamW.step", _adam_step(l2=False, bias_correction=True, eps_inside_sqrt=True))],
+       "eps belongs outside the square root"),
+    _m("cache_keys_before_rope", "11.3",
+       [("solutions.attention", "MultiHeadSelfAttention.forward", _mhsa_forward(cache_before_rope=True))],
+       "keys must be cached after RoPE, rotated at their own positions"),
 ]

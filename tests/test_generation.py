@@ -218,6 +218,28 @@ def test_attention_through_the_cache_matches_no_cache(chunks):
 
 
 @pytest.mark.task("11.3")
+@pytest.mark.parametrize("rows", [False, True], ids=["positions 10-19", "per-row positions"])
+@pytest.mark.parametrize("chunks", [[1] * 10, [4, 1, 1, 1, 3]])
+def test_attention_through_the_cache_with_token_positions(chunks, rows):
+    # Explicit token_positions with a cache: each key keeps the rotation of its own position, so the keys
+    # are cached after RoPE (not cached raw and the whole cache rotated at 0 … keys − 1 on every call).
+    torch.manual_seed(5)
+    attn = minilm.MultiHeadSelfAttention(16, 2, 32, 10000.0)
+    x = torch.randn(2, 10, 16, generator=torch.Generator().manual_seed(6))
+    positions = torch.stack((torch.arange(3, 13), torch.arange(17, 27))) if rows else torch.arange(10, 20)
+    with torch.no_grad():
+        want = attn(x, positions)
+        cache, got, start = minilm.KVCache(), [], 0
+        for n in chunks:
+            got.append(attn(x[:, start : start + n], positions[..., start : start + n], kv_cache=cache))
+            start += n
+    assert_close(torch.cat(got, dim=1), want, atol=1e-5, what=(
+        f"MultiHeadSelfAttention fed in chunks {chunks} through a KVCache with token_positions "
+        f"{'(2, 10), each row its own' if rows else '10 … 19'}: keys must be cached after RoPE, rotated at their "
+        "own positions"))
+
+
+@pytest.mark.task("11.3")
 @pytest.mark.parametrize("chunks", [[1] * 10, [4, 1, 1, 1, 3], [10]])
 def test_cached_logits_match_a_full_forward(chunks):
     model = _lm(1)

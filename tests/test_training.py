@@ -170,6 +170,27 @@ def test_adamw_matches_torch(seed, lr, wd, betas):
 
 
 @pytest.mark.task("10.4")
+@pytest.mark.parametrize("scale", [1e-4, 1e-5, 1e-6])
+def test_adamw_eps_outside_the_square_root_with_tiny_gradients(scale):
+    # With gradients of ~1e-5, v̂ ≈ 1e-10: eps = 1e-8 inside the root, sqrt(v̂ + eps) ≈ 1e-4, would shrink
+    # the step tenfold; the update is m̂ / (sqrt(v̂) + eps), about lr per step whatever the gradients' size.
+    g = torch.Generator().manual_seed(3)
+    init = torch.randn(4, 5, generator=g)
+    grads = [torch.randn(4, 5, generator=g) * scale for _ in range(4)]
+    params = {}
+    for name, opt_class in (("minilm", minilm.AdamW), ("torch", torch.optim.AdamW)):
+        p = torch.nn.Parameter(init.clone())
+        opt = opt_class([p], lr=0.01, weight_decay=0.1, eps=1e-8)
+        for grad in grads:
+            p.grad = grad.clone()
+            opt.step()
+        params[name] = p.detach()
+    assert_close(params["minilm"], params["torch"], atol=1e-6, rtol=1e-5, what=(
+        f"parameters after 4 AdamW steps with gradients of size ~{scale:g}, eps 1e-8, vs torch.optim.AdamW "
+        "(eps belongs outside the square root: p ← p − lr · m̂ / (sqrt(v̂) + eps))"))
+
+
+@pytest.mark.task("10.4")
 def test_adamw_weight_decay_is_decoupled():
     # With a zero gradient, Adam's update is 0 and only the decay acts: p ← p (1 − lr · wd).
     # Adam + L2 would instead move p by about lr (the normalized decay gradient).

@@ -172,6 +172,15 @@ def _kv_collect(m, c):
             lens.append(len(kv))
             start += n
     out |= {"attn_cached": torch.cat(chunks, dim=-2), "attn_lens": lens}
+    # 2b. The same chunks with explicit token_positions: (seq,) ones that do not start at 0, and each
+    # batch row's own (batch, seq). The cached keys keep the positions they were rotated at.
+    for key, positions in (("attn_positions", c["positions"]), ("attn_row_positions", c["row_positions"])):
+        start, chunks, kv = 0, [], m.KVCache()
+        with torch.no_grad():
+            for n in c["chunks"]:
+                chunks.append(attn(x[..., start : start + n, :], positions[..., start : start + n], kv_cache=kv))
+                start += n
+        out[key] = torch.cat(chunks, dim=-2)
     # 3. The model hands each layer its cache and continues the positions (minilm/model.py, block.py).
     lm = m.TransformerLM(*c["config"])
     load_state(lm, c["state"])
@@ -224,13 +233,19 @@ CACHE_PATH = {
                              "sees keys 0 … keys − queries + i (tril with diagonal = keys − queries)",
     "cache_position_zero": "the new tokens were rotated as if at position 0: with a cache, the positions are "
                            "start … start + seq − 1 with start = len(kv_cache), the tokens already cached",
+
+    "cache_keys_before_rope": "keys must be cached after RoPE, rotated at their own positions: yours are rotated "
+                              "again at 0 … keys − 1 on every call, right only for the default positions. Rotate "
+                              "this call's k at token_positions, then k, v = kv_cache.update(k, v), and attend over "
+                              "what it returns as it is",
 }
 
 
 def _kv_cases():
     return [dict(k1=randn(1, 1, 2, 3, 4), v1=randn(2, 1, 2, 3, 4), k2=randn(3, 1, 2, 1, 4), v2=randn(4, 1, 2, 1, 4),
-                 attn_config=(16, 2, 12), attn_state=weights(41, attention_shapes(16)), x=randn(6, 2, 10, 16),
-                 chunks=[5, 3, 1, 1], config=[53, 12, 16, 2, 2, 24, 10000.0], state=weights(40, lm_shapes(53, 16, 2, 24)),
+                 attn_config=(16, 2, 32), attn_state=weights(41, attention_shapes(16)), x=randn(6, 2, 10, 16),
+                 chunks=[5, 3, 1, 1], positions=torch.arange(10, 20),
+                 row_positions=torch.stack((torch.arange(3, 13), torch.arange(17, 27))), config=[53, 12, 16, 2, 2, 24, 10000.0], state=weights(40, lm_shapes(53, 16, 2, 24)),
                  ids=torch.randint(0, 53, (1, 10), generator=gen(5)), prefill=6, n=15,
                  toy_table=randn(0, 23, 23, scale=2.0), toy_ctx=12, toy_prompt=[3, 14, 15, 9, 2],
                  what="a 6-token prompt, then 4 single tokens through the cache")]
@@ -240,6 +255,9 @@ spec("11.3", collect=_kv_collect, cases=_kv_cases, invariant=_kv_invariant, atol
      outputs={"k": "minilm/generation.py, KVCache: the keys returned by the second update (the cached ones, then the new)",
               "v": "minilm/generation.py, KVCache: the values returned by the second update",
               "attn_cached": f"{ATTENTION}: chunks of 5, 3, 1 and 1 tokens, token_positions=None",
+              "attn_positions": f"{ATTENTION}: the same chunks with token_positions 10 … 19 (shape (10,))",
+              "attn_row_positions": f"{ATTENTION}: the same chunks with each batch row's own token_positions, "
+                                    "3 … 12 and 17 … 26 (shape (2, 10))",
               "full": "the logits of a full forward (your TransformerLM, Task 8.1)",
               "cached": f"{MODEL}: a prompt then single tokens, vs one full forward",
               "generated": "minilm/generation.py, generate with use_cache=True on a small TransformerLM (feed the "

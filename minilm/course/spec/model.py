@@ -56,6 +56,9 @@ def _lm_cases():
 spec("8.1", collect=_lm_collect, cases=_lm_cases, invariant=_lm_invariant, outputs={"logits": "the logits"}, atol=1e-4,
      mistakes={
          "missing_final_norm": "apply ln_final before lm_head",
+         "logits_are_probabilities": "your logits are probabilities: every row sums to 1 (a softmax at the end). "
+                                     "TransformerLM returns the unnormalized logits, lm_head(ln_final(x)); the softmax "
+                                     "belongs to the loss (cross_entropy) and to sampling",
          "post_norm": "your blocks normalize after the residual add (post-norm): the contract is pre-norm",
          "tied_lm_head": "use lm_head, not the embedding matrix, for the logits",
          "parallel_block": "your blocks run attention and the FFN side by side; the block is sequential: "

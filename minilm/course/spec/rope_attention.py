@@ -100,7 +100,10 @@ spec("6.1", collect=lambda m, c: {"y": m.softmax(c["x"], dim=c["dim"])},  # rele
      cases=_softmax_cases, outputs={"y": "softmax"},
      mistakes={**{f"softmax_wrong_dim ({d})": f"you normalized over dim {d}, not over the dim asked: use the dim argument"
                   for d in (-1, 0, 1)},
-               "softmax_unstable": "exp overflows for large inputs: subtract the max along dim before exp"},
+               "softmax_unstable": "exp overflows for large inputs: subtract the max along dim before exp",
+               "softmax_global_max": "you subtracted the max of the whole tensor, not each slice's max along dim: in a "
+                                     "row far below the tensor's max every exp underflows to 0, and 0 / 0 = NaN. "
+                                     "Subtract x.amax(dim=dim, keepdim=True)"},
      passed="matches F.softmax on every dim, stable at ±1e4")
 
 
@@ -123,6 +126,9 @@ spec("6.2", collect=lambda m, c: {"y": m.scaled_dot_product_attention(c["q"], c[
                          "so that key gets exactly zero weight",
          "mask_filled_with_zero": "you filled the masked scores with 0, but a score of 0 still gets the weight "
                                   "exp(0) / Σ exp(scores) > 0: fill them with -inf, so the softmax gives them exactly 0",
+         "mask_after_softmax": "you applied the mask after the softmax: zeroing weights afterwards leaves each row "
+                               "summing to less than 1. Set the masked scores to -inf before the softmax, which then "
+                               "gives them exactly 0 and spreads the whole weight over the keys left",
      },
      passed="matches F.scaled_dot_product_attention, with and without a mask")
 

@@ -255,8 +255,12 @@ def _adamw_collect(m, c):
 def _adamw_cases():
     init = [randn(1, 4, 3), randn(2, 5)]
     grads = [[randn(10 * t + i, *p.shape) for i, p in enumerate(init)] for t in range(6)]
+    # Gradients of ~1e-5: v̂ ≈ 1e-10, so where eps goes matters (sqrt(v̂) + 1e-8 ≈ 1e-5, sqrt(v̂ + 1e-8) ≈ 1e-4).
+    tiny = [[randn(100 + 10 * t + i, *p.shape, scale=1e-5) for i, p in enumerate(init)] for t in range(4)]
     return [dict(init=[init], group_hparams=[{}], hparams=dict(lr=0.05, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.5),
-                 grads=grads, what="6 steps, weight_decay 0.5")]
+                 grads=grads, what="6 steps, weight_decay 0.5"),
+            dict(init=[init], group_hparams=[{}], hparams=dict(lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1),
+                 grads=tiny, what="4 steps with gradients of size ~1e-5, eps 1e-8")]
 
 
 spec("10.4", collect=_adamw_collect, cases=_adamw_cases, atol=1e-6,
@@ -271,6 +275,9 @@ spec("10.4", collect=_adamw_collect, cases=_adamw_cases, atol=1e-6,
          "no_bias_correction": "missing bias correction: divide m by 1 − β1ᵗ and v by 1 − β2ᵗ (t counts from 1)",
          "decay_without_lr": "your decay is p ← p − weight_decay · p; AdamW decays by weight_decay times the learning "
                              "rate: p ← p − lr · weight_decay · p (so the schedule scales the decay too)",
+         "adam_eps_inside_sqrt": "eps belongs outside the square root: p ← p − lr · m̂ / (sqrt(v̂) + eps), not "
+                                 "sqrt(v̂ + eps) (with gradients of ~1e-5, v̂ ≈ 1e-10: an eps of 1e-8 under the root "
+                                 "shrinks each step tenfold)",
      },
      passed="matches torch.optim.AdamW for 6 steps, decoupled decay and bias correction")
 
