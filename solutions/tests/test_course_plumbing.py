@@ -114,6 +114,15 @@ def test_environment_yml_lists_the_same_dependencies_as_pyproject():
     assert "python>=3.10" in text.replace(" ", "")
 
 
+def test_ruff_finds_nothing():
+    # The lint rules pyproject.toml selects, over the whole course (code and notebooks).
+    ruff = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--output-format", "concise", "."],
+                          cwd=ROOT, capture_output=True, text=True)
+    if ruff.returncode != 0 and "No module named ruff" in ruff.stderr:
+        pytest.skip("ruff is not installed (pip install -e '.[dev]' installs it)")
+    assert ruff.returncode == 0, ruff.stdout[-3000:] + ruff.stderr[-2000:]
+
+
 STUDENTS_DOC = ROOT / "docs" / "students.md"
 
 
