@@ -42,7 +42,7 @@ def next_token_probs(
 
 def generate(
     model: nn.Module,
-    prompt_ids: Int[Tensor, "prompt"] | Sequence[int],
+    prompt_ids: Int[Tensor, " prompt"] | Sequence[int],
     max_new_tokens: int,
     *,
     temperature: float = 1.0,
@@ -51,7 +51,7 @@ def generate(
     eos_token_id: int | None = None,
     use_cache: bool = True,
     generator: torch.Generator | None = None,
-) -> Int[Tensor, "total"]:
+) -> Int[Tensor, " total"]:
     """Task 11.2: continue `prompt_ids` by up to max_new_tokens tokens, one at a time.
 
     Returns a 1-D LongTensor: the prompt followed by the new token ids (prompt_ids may be a

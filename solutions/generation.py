@@ -53,7 +53,7 @@ def next_token_probs(
 
 def generate(
     model: nn.Module,
-    prompt_ids: Int[Tensor, "prompt"] | Sequence[int],
+    prompt_ids: Int[Tensor, " prompt"] | Sequence[int],
     max_new_tokens: int,
     *,
     temperature: float = 1.0,
@@ -62,7 +62,7 @@ def generate(
     eos_token_id: int | None = None,
     use_cache: bool = True,
     generator: torch.Generator | None = None,
-) -> Int[Tensor, "total"]:
+) -> Int[Tensor, " total"]:
     """Task 11.2: continue `prompt_ids` by up to max_new_tokens tokens, one at a time.
 
     Returns a 1-D LongTensor: the prompt followed by the new token ids (prompt_ids may be a
@@ -88,7 +88,7 @@ def generate(
         raise ValueError(f"generate: prompt_ids must be a non-empty 1-D sequence of token ids, "
                          f"got shape {tuple(prompt_ids.shape)}")
     # BEGIN SOLUTION 11.2
-    def choose(logits: Float[Tensor, "vocab"]) -> Int[Tensor, ""]:
+    def choose(logits: Float[Tensor, " vocab"]) -> Int[Tensor, ""]:
         """One token id from the last position's logits."""
         probs = next_token_probs(logits, temperature, top_k, top_p)
         return probs.argmax() if temperature == 0 else torch.multinomial(probs, 1, generator=generator)[0]
