@@ -15,7 +15,7 @@ from einops import rearrange
 from jaxtyping import Bool, Float, Int
 from torch import Tensor, nn
 
-from minilm.course.validate import check_divisible, check_last_dim, check_mask, check_positive_int, check_tensor
+from minilm.course.validate import check_divisible, check_last_dim, check_mask, check_tensor
 
 from .linear import Linear
 from .rope import RotaryPositionalEmbedding
