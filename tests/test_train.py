@@ -191,12 +191,13 @@ def test_vocabulary_comes_from_the_training_split_alone(story_file):
     it never saw with its own smaller tokens and gets every byte back."""
     import numpy as np
 
-    from minilm.course import corpus, train
+    from minilm.course import corpus
+    from minilm.course.vocab import Vocabulary
 
     enc = corpus.tokenizer()
     text = story_file.read_text(encoding="utf-8")
     train_ids = np.asarray(enc.encode_ordinary(text), dtype=np.int64)
-    vocab = train.Vocabulary.from_training(train_ids, enc)
+    vocab = Vocabulary.from_training(train_ids, enc)
     assert set(np.unique(train_ids)) <= set(vocab.gpt2_ids.tolist())
     assert set(range(256)) <= set(vocab.gpt2_ids.tolist()), "the single bytes spell anything"
     assert np.array_equal(vocab.encode(text).astype(np.int64), vocab.to_model(train_ids).astype(np.int64))
@@ -219,35 +220,37 @@ def test_a_limited_vocabulary_is_a_bpe_that_stopped_early(story_file):
     spells any text, byte for byte, only in more and shorter tokens."""
     import numpy as np
 
-    from minilm.course import corpus, train
+    from minilm.course import corpus
+    from minilm.course.vocab import Vocabulary, bpe_parts
 
     enc = corpus.tokenizer()
     text = story_file.read_text(encoding="utf-8")
     train_ids = np.asarray(enc.encode_ordinary(text), dtype=np.int64)
-    full = train.Vocabulary.from_training(train_ids, enc)
+    full = Vocabulary.from_training(train_ids, enc)
     limit = 300
     assert full.size > limit, "the story should need more than 300 tokens"
-    vocab = train.Vocabulary.from_training(train_ids, enc, limit)
+    vocab = Vocabulary.from_training(train_ids, enc, limit)
     assert vocab.size == limit and np.array_equal(vocab.gpt2_ids, full.gpt2_ids[:limit])
     ranks = {enc.decode_single_token_bytes(i): i for i in range(enc.eot_token)}
     kept = set(vocab.gpt2_ids.tolist())
     for g in vocab.gpt2_ids.tolist():
-        assert {ranks[p] for p in train.bpe_parts(enc.decode_single_token_bytes(g), ranks)} <= kept, g
+        assert {ranks[p] for p in bpe_parts(enc.decode_single_token_bytes(g), ranks)} <= kept, g
     ids = vocab.encode(text)
     assert ids.max() < limit and len(ids) > len(train_ids), "fewer merges: more, shorter tokens"
     assert enc.decode(vocab.to_gpt2(ids.tolist())) == text
     assert vocab.byte_lengths()[ids.astype(np.int64)].sum() == len(text.encode("utf-8"))
-    assert train.Vocabulary.from_training(train_ids, enc, 10 * full.size).size == full.size
+    assert Vocabulary.from_training(train_ids, enc, 10 * full.size).size == full.size
 
 
 def test_bpe_parts_follow_gpt2s_merges():
-    from minilm.course import corpus, train
+    from minilm.course import corpus
+    from minilm.course.vocab import bpe_parts
 
     enc = corpus.tokenizer()
     ranks = {enc.decode_single_token_bytes(i): i for i in range(enc.eot_token)}
     for word in (" hello", " Shakespeare", " thou", "ing"):
         (token,) = enc.encode_ordinary(word)
-        parts = train.bpe_parts(word.encode(), ranks)
+        parts = bpe_parts(word.encode(), ranks)
         assert word.encode() in parts and all(bytes([b]) in parts for b in word.encode())
         assert all(p in ranks for p in parts), "every intermediate piece is a GPT-2 token"
         assert len(parts) <= 2 * len(word.encode()) - 1  # a binary merge tree over the bytes
@@ -347,7 +350,8 @@ def test_budget_run_reports_bits_per_byte_consistently(tmp_path, story_file):
 
     import numpy as np
 
-    from minilm.course import corpus, train
+    from minilm.course import corpus
+    from minilm.course.vocab import Vocabulary
 
     out = tmp_path / "run"
     proc = _run(["--data", str(story_file), "--context-length", "16", "--budget", "30s", "--sample-tokens", "5",
@@ -363,7 +367,7 @@ def test_budget_run_reports_bits_per_byte_consistently(tmp_path, story_file):
     assert math.isclose(result["nats_per_token"], result["val_nats"] / result["val_tokens"])
     enc = corpus.tokenizer()
     val_text = enc.decode(np.asarray(np.load(out / "data" / "val.npy"), dtype=np.int64).tolist())
-    vocab = train.Vocabulary(np.load(out / "vocab.npy"), enc)
+    vocab = Vocabulary(np.load(out / "vocab.npy"), enc)
     first = int(vocab.encode(val_text)[0])
     assert result["val_bytes"] == len(val_text.encode()) - len(enc.decode_single_token_bytes(int(vocab.gpt2_ids[first]))), \
         "every validation byte is scored but those of the first token, which has no context"
