@@ -375,9 +375,9 @@ def test_budget_run_reports_bits_per_byte_consistently(tmp_path, story_file):
 
 
 def test_the_rule_picks_the_sweeps_winners_at_idle_2_core_speed():
-    """With the idle 2-core figures the README's sweep used (vocabulary 2,048), a 3-minute budget
-    chooses the size that did best there (d_model 128) and --steps runs default to it; a 1-minute
-    budget chooses d_model 96, which tied with 128 there."""
+    """With the idle 2-core figures the sweep in docs/training.md used (vocabulary 2,048), a
+    3-minute budget chooses the size that did best there (d_model 128) and --steps runs default to
+    it; a 1-minute budget chooses d_model 96, which tied with 128 there."""
     from minilm.course.train import options
     from minilm.course.train import plan as planner
 

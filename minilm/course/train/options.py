@@ -20,7 +20,7 @@ DEFAULT_BUDGET = "3m"
 # The default vocabulary: the first 2,048 tokens of the training split's, in GPT-2's merge order.
 # 150 s of training at d_model 128 on one core reached 2.202 bits per byte with 2,048 tokens, 2.208
 # with 1,024 and 2.228 with 4,096; all 12,806 reached 2.370 beside a 2,048 run's 2.209 under the
-# same load (the README): a smaller output layer buys more steps.
+# same load (docs/training.md): a smaller output layer buys more steps.
 DEFAULT_VOCAB_SIZE = 2048
 MIN_BUDGET_S = 30.0
 

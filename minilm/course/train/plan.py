@@ -45,11 +45,11 @@ LADDER = (
 )
 PROBE_SIZES = (0, 4)  # the ladder sizes timed on this machine: the line through them prices the others
 DEFAULT_SIZE = LADDER[2]  # with --steps and no sizes given: what --budget 3m chooses on an idle 2-core machine
-# The rule (see plan_budget), from the sweep in the README (vocabulary 2,048). At the steps one core
-# reaches in 3 minutes the best size, d_model 128, saw 1.26 tokens per non-embedding parameter and
-# the next larger one 0.27; at the steps two idle cores reach, d_model 128 again (2.17) against
-# d_model 192 (0.48). A threshold between 0.48 and 1.26 chooses both; 0.8 is near the middle. At
-# 1 minute d_model 96 (1.36) and 128 (0.38) tied within 0.01 bits per byte.
+# The rule (see plan_budget), from the sweep in docs/training.md (vocabulary 2,048). At the steps
+# one core reaches in 3 minutes the best size, d_model 128, saw 1.26 tokens per non-embedding
+# parameter and the next larger one 0.27; at the steps two idle cores reach, d_model 128 again
+# (2.17) against d_model 192 (0.48). A threshold between 0.48 and 1.26 chooses both; 0.8 is near
+# the middle. At 1 minute d_model 96 (1.36) and 128 (0.38) tied within 0.01 bits per byte.
 TOKENS_PER_PARAMETER = 0.8
 # An idle 2-core machine (2 threads, the reference, vocabulary 2,048, batch 16 × 64), training
 # tokens/s by d_model: 64: 18,685, 96: 18,642, 128: 11,867, 192: 6,296, 256: 4,342, 384: 1,915; the
@@ -214,8 +214,8 @@ def plan_budget(left_s: float, speed: Speed, vocab_size: int, context_length: in
     Size (the rule): the largest ladder size whose run processes at least TOKENS_PER_PARAMETER
     tokens per non-embedding parameter in the training time, at this machine's speed (the
     smallest size if none does). Bigger models learn more per token, smaller ones see more tokens
-    per second; the sweep in the README (fixed budgets, every size, one machine) found the best
-    bits per byte about where that ratio is TOKENS_PER_PARAMETER.
+    per second; the sweep in docs/training.md (fixed budgets, every size, one machine) found the
+    best bits per byte about where that ratio is TOKENS_PER_PARAMETER.
     """
     def forward(s: dict) -> float:
         return speed.forward_s_per_token(flops_per_token(s, vocab_size, context_length))
