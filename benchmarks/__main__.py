@@ -47,7 +47,7 @@ import torch.nn.functional as F
 import minilm
 from minilm.course import tasks
 from minilm.course.nbenv import kernel_env
-from minilm.course.train import compile_or_eager
+from minilm.course.train.run import compile_or_eager
 
 from solutions.bench_grade import reference_submission, sandbox_args, timed
 

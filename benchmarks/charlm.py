@@ -82,7 +82,7 @@ def lr_at(step: int, gone: float) -> float:
 @torch.no_grad()
 def evaluate_bytes(model: CharGPT, ids: np.ndarray, batch_size: int = 32) -> tuple[float, int]:
     """(total nats, n) of predicting ids[1:] in non-overlapping windows of the context (the last one
-    shorter): the windows of minilm.course.train.evaluate_sums."""
+    shorter): the windows of minilm.course.train.metrics.evaluate_sums."""
     t = model.context_length
     n_targets = len(ids) - 1
     starts = list(range(0, n_targets, t))
@@ -101,7 +101,7 @@ def evaluate_bytes(model: CharGPT, ids: np.ndarray, batch_size: int = 32) -> tup
 
 
 def main(argv: list[str] | None = None) -> int:
-    from minilm.course.train import SAFETY, parse_duration, process_age_s
+    from minilm.course.train.plan import SAFETY, parse_duration, process_age_s
 
     clock_start = time.perf_counter() - process_age_s()  # like minilm train: from the start of the process
     parser = argparse.ArgumentParser(prog="python -m benchmarks.charlm", description=__doc__.splitlines()[0])

@@ -81,11 +81,11 @@ def test_tiny_run_learns_checkpoints_and_resumes(tmp_path, tiny):
     (["--vocab-size", "100"], "--vocab-size must be 0 (all of the training split's tokens) or at least 256"),
 ])
 def test_bad_config_fails_before_any_work(tmp_path, capsys, bad, message, tiny):
-    from minilm.course import train  # in-process: validation runs before any data, model or process group
+    from minilm.course.train import run  # in-process: validation runs before any data, model or process group
 
     out = tmp_path / "run"
     with pytest.raises(SystemExit) as exit_info:
-        train.main([*tiny, "--steps", "10", "--out-dir", str(out), *bad])
+        run.main([*tiny, "--steps", "10", "--out-dir", str(out), *bad])
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
     assert not out.exists(), "nothing may be written for a bad config"
@@ -119,7 +119,7 @@ def test_compile_trains_like_eager(tmp_path, tiny):
 
 
 def test_compile_falls_back_to_eager_with_one_line(monkeypatch):
-    from minilm.course import train
+    from minilm.course.train import run
 
     def no_compiler(fn):
         def compiled(*args):
@@ -129,7 +129,7 @@ def test_compile_falls_back_to_eager_with_one_line(monkeypatch):
     monkeypatch.setattr(torch, "compile", no_compiler)
     calls = []
     fn = lambda x: calls.append(x) or x + 1  # noqa: E731
-    got, why = train.compile_or_eager(fn, lambda f: f(1))
+    got, why = run.compile_or_eager(fn, lambda f: f(1))
     assert got is fn and got(2) == 3 and calls == [2]
     assert why == "RuntimeError: InductorError: CppCompileError: C++ compile error"
 
@@ -154,13 +154,13 @@ def test_evaluation_sums_every_predicted_token_once(monkeypatch, max_tokens):
     import torch.nn.functional as F
 
     import minilm
-    from minilm.course import train
+    from minilm.course.train import metrics
     from solutions.training import cross_entropy
 
     monkeypatch.setattr(minilm, "cross_entropy", cross_entropy)
     model, t = _tiny_model(11), 8
     tokens = np.random.default_rng(0).integers(0, 11, size=30).astype(np.uint16)  # 29 targets: 3 full windows + 5
-    nats, n = train.evaluate_sums(model, tokens, t, batch_size=2, max_tokens=max_tokens)
+    nats, n = metrics.evaluate_sums(model, tokens, t, batch_size=2, max_tokens=max_tokens)
     n_windows = 4 if max_tokens is None else max(1, max_tokens // t)
     assert n == min(29, n_windows * t)
     expected = 0.0
@@ -170,8 +170,8 @@ def test_evaluation_sums_every_predicted_token_once(monkeypatch, max_tokens):
             logits = model(torch.as_tensor(tokens[w:i], dtype=torch.long)[None])[0, -1]
             expected -= F.log_softmax(logits.double(), -1)[int(tokens[i])].item()
     assert math.isclose(nats, expected, rel_tol=1e-5)
-    assert math.isclose(train.evaluate(model, tokens, t, 2, max_tokens), expected / n, rel_tol=1e-5)
-    assert math.isclose(train.bits_per_byte(nats, 3 * n), expected / math.log(2) / (3 * n), rel_tol=1e-5)
+    assert math.isclose(metrics.evaluate(model, tokens, t, 2, max_tokens), expected / n, rel_tol=1e-5)
+    assert math.isclose(metrics.bits_per_byte(nats, 3 * n), expected / math.log(2) / (3 * n), rel_tol=1e-5)
 
 
 def test_unigram_nats_is_the_add_one_smoothed_frequency_model():
@@ -179,9 +179,9 @@ def test_unigram_nats_is_the_add_one_smoothed_frequency_model():
 
     import numpy as np
 
-    from minilm.course import train
+    from minilm.course.train import metrics
 
-    got = train.unigram_nats(np.array([0, 0, 1]), np.array([0, 2]), vocab_size=3)
+    got = metrics.unigram_nats(np.array([0, 0, 1]), np.array([0, 2]), vocab_size=3)
     # counts + 1 = (3, 2, 1) of 6: −ln(3/6) − ln(1/6)
     assert math.isclose(got, -math.log(3 / 6) - math.log(1 / 6))
 
@@ -191,12 +191,13 @@ def test_vocabulary_comes_from_the_training_split_alone(story_file):
     it never saw with its own smaller tokens and gets every byte back."""
     import numpy as np
 
-    from minilm.course import corpus, train
+    from minilm.course import corpus
+    from minilm.course.vocab import Vocabulary
 
     enc = corpus.tokenizer()
     text = story_file.read_text(encoding="utf-8")
     train_ids = np.asarray(enc.encode_ordinary(text), dtype=np.int64)
-    vocab = train.Vocabulary.from_training(train_ids, enc)
+    vocab = Vocabulary.from_training(train_ids, enc)
     assert set(np.unique(train_ids)) <= set(vocab.gpt2_ids.tolist())
     assert set(range(256)) <= set(vocab.gpt2_ids.tolist()), "the single bytes spell anything"
     assert np.array_equal(vocab.encode(text).astype(np.int64), vocab.to_model(train_ids).astype(np.int64))
@@ -219,35 +220,37 @@ def test_a_limited_vocabulary_is_a_bpe_that_stopped_early(story_file):
     spells any text, byte for byte, only in more and shorter tokens."""
     import numpy as np
 
-    from minilm.course import corpus, train
+    from minilm.course import corpus
+    from minilm.course.vocab import Vocabulary, bpe_parts
 
     enc = corpus.tokenizer()
     text = story_file.read_text(encoding="utf-8")
     train_ids = np.asarray(enc.encode_ordinary(text), dtype=np.int64)
-    full = train.Vocabulary.from_training(train_ids, enc)
+    full = Vocabulary.from_training(train_ids, enc)
     limit = 300
     assert full.size > limit, "the story should need more than 300 tokens"
-    vocab = train.Vocabulary.from_training(train_ids, enc, limit)
+    vocab = Vocabulary.from_training(train_ids, enc, limit)
     assert vocab.size == limit and np.array_equal(vocab.gpt2_ids, full.gpt2_ids[:limit])
     ranks = {enc.decode_single_token_bytes(i): i for i in range(enc.eot_token)}
     kept = set(vocab.gpt2_ids.tolist())
     for g in vocab.gpt2_ids.tolist():
-        assert {ranks[p] for p in train.bpe_parts(enc.decode_single_token_bytes(g), ranks)} <= kept, g
+        assert {ranks[p] for p in bpe_parts(enc.decode_single_token_bytes(g), ranks)} <= kept, g
     ids = vocab.encode(text)
     assert ids.max() < limit and len(ids) > len(train_ids), "fewer merges: more, shorter tokens"
     assert enc.decode(vocab.to_gpt2(ids.tolist())) == text
     assert vocab.byte_lengths()[ids.astype(np.int64)].sum() == len(text.encode("utf-8"))
-    assert train.Vocabulary.from_training(train_ids, enc, 10 * full.size).size == full.size
+    assert Vocabulary.from_training(train_ids, enc, 10 * full.size).size == full.size
 
 
 def test_bpe_parts_follow_gpt2s_merges():
-    from minilm.course import corpus, train
+    from minilm.course import corpus
+    from minilm.course.vocab import bpe_parts
 
     enc = corpus.tokenizer()
     ranks = {enc.decode_single_token_bytes(i): i for i in range(enc.eot_token)}
     for word in (" hello", " Shakespeare", " thou", "ing"):
         (token,) = enc.encode_ordinary(word)
-        parts = train.bpe_parts(word.encode(), ranks)
+        parts = bpe_parts(word.encode(), ranks)
         assert word.encode() in parts and all(bytes([b]) in parts for b in word.encode())
         assert all(p in ranks for p in parts), "every intermediate piece is a GPT-2 token"
         assert len(parts) <= 2 * len(word.encode()) - 1  # a binary merge tree over the bytes
@@ -256,9 +259,9 @@ def test_bpe_parts_follow_gpt2s_merges():
 @pytest.mark.parametrize("text, seconds", [("90s", 90), ("3m", 180), ("1h", 3600), ("1m30s", 90), ("45", 45),
                                            ("1.5m", 90), ("abc", None), ("3x", None), ("1m30", None), ("", None)])
 def test_parse_duration(text, seconds):
-    from minilm.course import train
+    from minilm.course.train import plan as planner
 
-    assert train.parse_duration(text) == seconds
+    assert planner.parse_duration(text) == seconds
 
 
 @pytest.mark.parametrize("bad, message", [
@@ -269,71 +272,71 @@ def test_parse_duration(text, seconds):
     (["--budget", "3m", "--steps", "100"], "pick one"),
 ])
 def test_bad_budget_fails_before_any_work(tmp_path, capsys, bad, message, tiny):
-    from minilm.course import train
+    from minilm.course.train import run
 
     out = tmp_path / "run"
     with pytest.raises(SystemExit) as exit_info:
-        train.main([*tiny, "--out-dir", str(out), *bad])
+        run.main([*tiny, "--out-dir", str(out), *bad])
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
     assert not out.exists(), "nothing may be written for a bad budget"
 
 
 def _speed(overhead=1.8e-4, per_flop=7e-12):
-    from minilm.course import train
+    from minilm.course.train import plan as planner
 
-    return train.Speed(overhead, per_flop, overhead / 3, per_flop / 3)
+    return planner.Speed(overhead, per_flop, overhead / 3, per_flop / 3)
 
 
 def test_the_ladder_is_valid():
-    from minilm.course import train
+    from minilm.course.train import plan as planner
 
-    for size in train.LADDER:
+    for size in planner.LADDER:
         d, h, ff = size["d_model"], size["num_heads"], size["d_ff"]
         assert d % h == 0 and (d // h) % 2 == 0, size
         assert ff == -(-(8 * d) // 192) * 64, f"d_ff is not 8/3 d_model rounded up to a multiple of 64: {size}"
-    flops = [train.flops_per_token(s, 12_000, 64) for s in train.LADDER]
+    flops = [planner.flops_per_token(s, 12_000, 64) for s in planner.LADDER]
     assert flops == sorted(flops), "the ladder goes from small to large"
-    assert train.DEFAULT_SIZE in train.LADDER
+    assert planner.DEFAULT_SIZE in planner.LADDER
 
 
 def test_plan_follows_its_rule():
     """The stated rule, checked against its own arithmetic: the chosen size's planned steps see at
     least TOKENS_PER_PARAMETER tokens per non-embedding parameter and the next size's would not;
     longer budgets never choose smaller models; the time kept back and the compile choice add up."""
-    from minilm.course import train
+    from minilm.course.train import plan as planner
 
     speed, vocab, t, batch = _speed(), 12_000, 64, 16
 
     def sees_enough(plan):
-        return plan.steps * batch * t >= train.TOKENS_PER_PARAMETER * train.size_params(plan.size, vocab)[1]
+        return plan.steps * batch * t >= planner.TOKENS_PER_PARAMETER * planner.size_params(plan.size, vocab)[1]
 
     chosen_index = []
     for seconds in (40, 60, 180, 600, 1800, 7200):
-        plan = train.plan_budget(seconds, speed, vocab, t, batch, n_val=34_000, sample_tokens=120)
+        plan = planner.plan_budget(seconds, speed, vocab, t, batch, n_val=34_000, sample_tokens=120)
         assert plan.chosen and plan.train_s + plan.reserve_s == pytest.approx(seconds)
         assert 0 < plan.reserve_s < seconds / 2
-        assert plan.compile == (plan.train_s >= train.COMPILE_PAYS_OFF_S)
-        effective = (plan.train_s - train.COMPILE_S) * train.COMPILE_SPEEDUP if plan.compile else plan.train_s
-        cost = speed.train_s_per_token(train.flops_per_token(plan.size, vocab, t))
+        assert plan.compile == (plan.train_s >= planner.COMPILE_PAYS_OFF_S)
+        effective = (plan.train_s - planner.COMPILE_S) * planner.COMPILE_SPEEDUP if plan.compile else plan.train_s
+        cost = speed.train_s_per_token(planner.flops_per_token(plan.size, vocab, t))
         assert plan.steps == max(1, int(effective / cost // (batch * t)))
-        i = train.LADDER.index(plan.size)
+        i = planner.LADDER.index(plan.size)
         assert i == 0 or sees_enough(plan)
-        if i + 1 < len(train.LADDER):
-            bigger = train.plan_budget(seconds, speed, vocab, t, batch, 34_000, 120, size=train.LADDER[i + 1])
+        if i + 1 < len(planner.LADDER):
+            bigger = planner.plan_budget(seconds, speed, vocab, t, batch, 34_000, 120, size=planner.LADDER[i + 1])
             assert not sees_enough(bigger)
         chosen_index.append(i)
     assert chosen_index == sorted(chosen_index) and len(set(chosen_index)) > 1
-    given = train.plan_budget(180, speed, vocab, t, batch, 34_000, 120, size=train.LADDER[5], compile_flag=False)
-    assert given.size == train.LADDER[5] and not given.chosen and not given.compile
+    given = planner.plan_budget(180, speed, vocab, t, batch, 34_000, 120, size=planner.LADDER[5], compile_flag=False)
+    assert given.size == planner.LADDER[5] and not given.chosen and not given.compile
 
 
 def test_size_params_counts_the_model():
-    from minilm.course import train
+    from minilm.course.train import plan as planner
     from minilm.course.spec import lm_parameter_count
 
-    for size in train.LADDER:
-        total, non_embedding = train.size_params(size, 5000)
+    for size in planner.LADDER:
+        total, non_embedding = planner.size_params(size, 5000)
         assert total == lm_parameter_count(5000, size["d_model"], size["num_layers"], size["d_ff"])
         assert total - non_embedding == 5000 * size["d_model"]
 
@@ -347,7 +350,8 @@ def test_budget_run_reports_bits_per_byte_consistently(tmp_path, story_file):
 
     import numpy as np
 
-    from minilm.course import corpus, train
+    from minilm.course import corpus
+    from minilm.course.vocab import Vocabulary
 
     out = tmp_path / "run"
     proc = _run(["--data", str(story_file), "--context-length", "16", "--budget", "30s", "--sample-tokens", "5",
@@ -363,7 +367,7 @@ def test_budget_run_reports_bits_per_byte_consistently(tmp_path, story_file):
     assert math.isclose(result["nats_per_token"], result["val_nats"] / result["val_tokens"])
     enc = corpus.tokenizer()
     val_text = enc.decode(np.asarray(np.load(out / "data" / "val.npy"), dtype=np.int64).tolist())
-    vocab = train.Vocabulary(np.load(out / "vocab.npy"), enc)
+    vocab = Vocabulary(np.load(out / "vocab.npy"), enc)
     first = int(vocab.encode(val_text)[0])
     assert result["val_bytes"] == len(val_text.encode()) - len(enc.decode_single_token_bytes(int(vocab.gpt2_ids[first]))), \
         "every validation byte is scored but those of the first token, which has no context"
@@ -371,18 +375,19 @@ def test_budget_run_reports_bits_per_byte_consistently(tmp_path, story_file):
 
 
 def test_the_rule_picks_the_sweeps_winners_at_idle_2_core_speed():
-    """With the idle 2-core figures the README's sweep used (vocabulary 2,048), a 3-minute budget
-    chooses the size that did best there (d_model 128) and --steps runs default to it; a 1-minute
-    budget chooses d_model 96, which tied with 128 there."""
-    from minilm.course import train
+    """With the idle 2-core figures the sweep in docs/training.md used (vocabulary 2,048), a
+    3-minute budget chooses the size that did best there (d_model 128) and --steps runs default to
+    it; a 1-minute budget chooses d_model 96, which tied with 128 there."""
+    from minilm.course.train import options
+    from minilm.course.train import plan as planner
 
-    assert train.DEFAULT_VOCAB_SIZE == 2048
-    rates = train.IDLE_2_CORES_TOKENS_PER_S
-    for size in train.LADDER:  # the fitted line stays within 12.5% of what was measured
-        predicted = 1 / train.IDLE_2_CORES.train_s_per_token(train.flops_per_token(size, 2048, 64))
+    assert options.DEFAULT_VOCAB_SIZE == 2048
+    rates = planner.IDLE_2_CORES_TOKENS_PER_S
+    for size in planner.LADDER:  # the fitted line stays within 12.5% of what was measured
+        predicted = 1 / planner.IDLE_2_CORES.train_s_per_token(planner.flops_per_token(size, 2048, 64))
         assert abs(predicted / rates[size["d_model"]] - 1) < 0.125, size
     startup_s = 8  # Python, torch, the data and the measurement, before planning
-    chosen = {minutes: train.plan_budget(minutes * 60 * train.SAFETY - startup_s, train.IDLE_2_CORES, 2048, 64, 16,
-                                         45_121, 120).size["d_model"] for minutes in (1, 3)}
+    chosen = {minutes: planner.plan_budget(minutes * 60 * planner.SAFETY - startup_s, planner.IDLE_2_CORES, 2048,
+                                           64, 16, 45_121, 120).size["d_model"] for minutes in (1, 3)}
     assert chosen == {1: 96, 3: 128}
-    assert train.DEFAULT_SIZE["d_model"] == chosen[3]
+    assert planner.DEFAULT_SIZE["d_model"] == chosen[3]

@@ -4,7 +4,7 @@
     minilm check 3.1 3.2           # run tasks' checks and print their verdicts
     minilm test 3.1                # run a task's tests (add --notebook to run its notebook too)
     minilm test all                # the whole suite (--impl solutions: against the reference)
-    minilm train --budget 3m       # train a model (minilm/course/train.py)
+    minilm train --budget 3m       # train a model (minilm/course/train/)
     minilm check all --markdown checks.md --json-out checks.json   # for CI: a table and the verdicts
 
 Where the `solutions` package is installed (instructors), also: minilm grade, minilm release,
@@ -114,7 +114,7 @@ def markdown(verdicts) -> str:
 
 # Subcommands whose own module parses the rest of the command line: name -> (module, help).
 DELEGATED = {
-    "train": ("minilm.course.train", "train a model on Tiny Shakespeare or your own text"),
+    "train": ("minilm.course.train.run", "train a model on Tiny Shakespeare or your own text"),
 }
 # Only where the reference is installed (the student edition does not ship `solutions`).
 INSTRUCTOR = {

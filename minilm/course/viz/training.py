@@ -33,7 +33,7 @@ from matplotlib.figure import Figure
 import minilm
 import minilm.course.viz  # noqa: F401  (the course's shared matplotlib style)
 from minilm.course import corpus, tasks
-from minilm.course import train as train_command
+from minilm.course.train import metrics
 from minilm.course.viz.data import _locked, shakespeare_dataset
 
 # ---------------------------------------------------------------- pictures of the pieces
@@ -281,8 +281,8 @@ def evaluate(model, tokens: np.ndarray, context_length: int, max_tokens: int | N
              batch_size: int = 32) -> float:
     """Mean minilm.cross_entropy over the first max_tokens (all if None) of `tokens` in
     non-overlapping windows: always the same text, so evaluations are comparable. The same
-    evaluation as the training command's (minilm.course.train.evaluate), for one process."""
-    return train_command.evaluate(model, tokens, context_length, batch_size, max_tokens)
+    evaluation as the training command's (minilm.course.train.metrics.evaluate), for one process."""
+    return metrics.evaluate(model, tokens, context_length, batch_size, max_tokens)
 
 
 def train_steps(model, optimizer, data: ShakespeareData, cfg: TrainConfig, start: int, stop: int,
@@ -367,16 +367,16 @@ def bits_per_byte(model, data: ShakespeareData, context_length: int) -> dict:
     _, val_path = shakespeare_dataset()
     gpt2_val = np.asarray(corpus.load_tokens(val_path), dtype=np.int64)  # the ids data.val was mapped from
     lengths = np.array([len(enc.decode_single_token_bytes(int(i))) for i in gpt2_val], dtype=np.int64)
-    nats, n = train_command.evaluate_sums(model, data.val, context_length)
+    nats, n = metrics.evaluate_sums(model, data.val, context_length)
     targets = np.asarray(data.val[1 : n + 1], dtype=np.int64)
     n_bytes = int(lengths[1 : n + 1].sum())
     counts = np.bincount(np.asarray(data.val, dtype=np.int64), minlength=data.vocab_size)
     baseline_nats = float(-(np.log(counts[targets]) - math.log(counts.sum())).sum())
     rare = targets == data.rare
     return dict(tokens=n, bytes=n_bytes, nats=nats, nats_per_token=nats / n,
-                bits_per_byte=train_command.bits_per_byte(nats, n_bytes),
+                bits_per_byte=metrics.bits_per_byte(nats, n_bytes),
                 baseline_nats_per_token=baseline_nats / n,
-                baseline_bits_per_byte=train_command.bits_per_byte(baseline_nats, n_bytes),
+                baseline_bits_per_byte=metrics.bits_per_byte(baseline_nats, n_bytes),
                 rare_tokens=float(rare.mean()), rare_bytes=float(lengths[1 : n + 1][rare].sum() / n_bytes))
 
 

@@ -1,0 +1,70 @@
+"""What a model scores on held-out tokens: the summed and mean cross-entropy in non-overlapping
+windows, bits per byte, and the unigram baseline. The training command reports them and the
+plots of notebooks 10 and 11 (minilm/course/viz/training.py) import them, so both measure alike."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+import minilm
+from minilm.course.train.dist import Dist
+
+
+def evaluate_sums(model, tokens: np.ndarray, context_length: int, batch_size: int = 32,
+                  max_tokens: int | None = None, dist: Dist | None = None, device="cpu") -> tuple[float, int]:
+    """(total nats, n): the summed cross-entropy (minilm.cross_entropy) of predicting tokens[1 : n + 1]
+    from what precedes them, in non-overlapping windows of context_length, so every evaluation
+    sees the same text. All of tokens[1:] (a shorter last window included) when max_tokens is
+    None, else only the first max(1, max_tokens // context_length) windows. Under DDP (dist given
+    and enabled) the ranks split the windows and the sums are added up over them."""
+    rank, world_size = (dist.rank, dist.world_size) if dist is not None else (0, 1)
+    n_targets = len(tokens) - 1
+    n_windows = -(-n_targets // context_length)  # the last one may be shorter
+    if max_tokens is not None:
+        n_windows = min(n_windows, max(1, max_tokens // context_length))
+        n_targets = min(n_targets, n_windows * context_length)
+    mine = list(range(rank, n_windows, world_size))
+    full = [w for w in mine if (w + 1) * context_length <= n_targets]
+    batches = [full[i : i + batch_size] for i in range(0, len(full), batch_size)]
+    batches += [[w] for w in mine if (w + 1) * context_length > n_targets]  # the short last window, alone
+    total = torch.zeros(2, dtype=torch.float64)  # (sum of losses · tokens, tokens)
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        for batch in batches:
+            length = min(context_length, n_targets - batch[0] * context_length)
+            windows = np.stack([np.asarray(tokens[w * context_length : w * context_length + length + 1],
+                                           dtype=np.int64) for w in batch])
+            windows = torch.from_numpy(windows).to(device)  # (b, length + 1)
+            loss = minilm.cross_entropy(model(windows[:, :-1]), windows[:, 1:])
+            total += torch.tensor([loss.item() * windows[:, 1:].numel(), windows[:, 1:].numel()], dtype=torch.float64)
+    model.train(was_training)
+    if dist is not None:
+        total = dist.sum(total)
+    return total[0].item(), int(total[1].item())
+
+
+def evaluate(model, tokens: np.ndarray, context_length: int, batch_size: int = 32, max_tokens: int | None = None,
+             dist: Dist | None = None, device="cpu") -> float:
+    """Mean cross-entropy in nats per token over the windows of evaluate_sums; notebook 10 uses
+    it with one process."""
+    nats, n = evaluate_sums(model, tokens, context_length, batch_size, max_tokens, dist, device)
+    return nats / n
+
+
+def bits_per_byte(nats: float, n_bytes: int) -> float:
+    """Total nats of a text → bits per byte of it: nats ÷ ln 2 ÷ its UTF-8 bytes. Unlike nats per
+    token it does not depend on the tokenizer, so models with different tokenizers compare."""
+    return nats / math.log(2) / n_bytes
+
+
+def unigram_nats(train_tokens: np.ndarray, targets: np.ndarray, vocab_size: int) -> float:
+    """The total nats on `targets` of the best model that ignores context, fitted on the training
+    split: every token gets its training frequency, add-one smoothed over the vocabulary so a
+    token the training split lacks costs a finite amount."""
+    counts = np.bincount(np.asarray(train_tokens, dtype=np.int64), minlength=vocab_size) + 1.0
+    log_p = np.log(counts) - math.log(counts.sum())
+    return float(-log_p[np.asarray(targets, dtype=np.int64)].sum())

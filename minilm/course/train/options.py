@@ -1,0 +1,171 @@
+"""The training command's flags (build_parser) and the checks that reject a bad configuration
+before any work starts (validate), with the files a run writes in --out-dir."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from minilm.course import corpus
+from minilm.course.train import __doc__ as USAGE
+from minilm.course.train.plan import DEFAULT_SIZE, parse_duration
+
+CONFIG_FILE, CHECKPOINT_FILE, VOCAB_FILE = "config.json", "checkpoint.pt", "vocab.npy"
+RESULT_FILE = "result.json"  # the final figures, for scripts (the benchmarks' time-to-quality race)
+# Options that fix the model's shape (the data fixes the vocabulary): --resume refuses other values.
+MODEL_KEYS = ("data", "full_vocab", "vocab_size", "d_model", "num_layers", "num_heads", "d_ff", "context_length", "rope_theta")
+
+DEFAULT_BUDGET = "3m"
+# The default vocabulary: the first 2,048 tokens of the training split's, in GPT-2's merge order.
+# 150 s of training at d_model 128 on one core reached 2.202 bits per byte with 2,048 tokens, 2.208
+# with 1,024 and 2.228 with 4,096; all 12,806 reached 2.370 beside a 2,048 run's 2.209 under the
+# same load (docs/training.md): a smaller output layer buys more steps.
+DEFAULT_VOCAB_SIZE = 2048
+MIN_BUDGET_S = 30.0
+
+
+def build_parser(prog: str = "minilm train") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=USAGE.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    g = p.add_argument_group("data")
+    g.add_argument("--data", default="tinyshakespeare",
+                   help="'tinyshakespeare' (downloaded once; MINILM_TINYSHAKESPEARE=path uses a local copy) "
+                        "or the path of a UTF-8 .txt file")
+    g.add_argument("--val-fraction", type=float, default=0.1, help="the last fraction of the tokens, held out")
+    g.add_argument("--vocab-size", type=int, default=DEFAULT_VOCAB_SIZE,
+                   help="the model's vocabulary, built from the training split alone: the first N of its GPT-2 "
+                        "tokens in GPT-2's merge order (the 256 bytes first, then the earliest merges; every "
+                        "piece a token is merged from comes before it); 0 keeps all of them (12,806 for Tiny "
+                        "Shakespeare). Text is encoded with GPT-2's BPE limited to these tokens: what they lack "
+                        "is spelled in smaller pieces, never dropped")
+    g.add_argument("--full-vocab", action="store_true",
+                   help="use all 50,257 GPT-2 ids instead (ignores --vocab-size)")
+    g = p.add_argument_group("model (default: the size --budget chooses; with --steps, "
+                             + ", ".join(f"{k} {v}" for k, v in DEFAULT_SIZE.items()) + ")")
+    g.add_argument("--context-length", type=int, default=64)
+    g.add_argument("--d-model", type=int, default=None)
+    g.add_argument("--num-layers", type=int, default=None)
+    g.add_argument("--num-heads", type=int, default=None)
+    g.add_argument("--d-ff", type=int, default=None, help="SwiGLU hidden size (about 8/3 d_model)")
+    g.add_argument("--rope-theta", type=float, default=10000.0)
+    g = p.add_argument_group("optimization")
+    g.add_argument("--batch-size", type=int, default=16, help="sequences per step (per process under torchrun)")
+    g.add_argument("--budget", default=None,
+                   help=f"wall-clock time for the whole run, data to sample, e.g. 90s, 3m, 1h (at least "
+                        f"{MIN_BUDGET_S:.0f}s): measures this machine, then chooses the model size and the steps "
+                        f"(default {DEFAULT_BUDGET} when --steps is not given)")
+    g.add_argument("--steps", type=int, default=None, help="optimizer steps in total, however long they take "
+                                                            "(instead of --budget)")
+    g.add_argument("--lr", type=float, default=3e-3, help="peak learning rate, reached after --warmup steps")
+    g.add_argument("--min-lr", type=float, default=3e-4, help="learning rate at the end of the cosine decay")
+    g.add_argument("--warmup", type=int, default=30, help="linear warmup steps")
+    g.add_argument("--weight-decay", type=float, default=0.1)
+    g.add_argument("--beta1", type=float, default=0.9)
+    g.add_argument("--beta2", type=float, default=0.95)
+    g.add_argument("--clip", type=float, default=1.0, help="max global gradient norm")
+    g = p.add_argument_group("run")
+    g.add_argument("--eval-interval", type=int, default=None,
+                   help="steps between validation losses (default: 100 with --steps, 6 per run with --budget)")
+    g.add_argument("--eval-tokens", type=int, default=8192,
+                   help="validation tokens per periodic evaluation (the final one uses the whole set)")
+    g.add_argument("--checkpoint-interval", type=int, default=None,
+                   help="steps between checkpoints (default: 250 with --steps, 3 per run with --budget)")
+    g.add_argument("--out-dir", default=None,
+                   help="checkpoint, config and encoded data go here (default: $MINILM_DATA_DIR or "
+                        "~/.cache/minilm, then runs/minilm)")
+    g.add_argument("--resume", action="store_true", help="continue from out_dir/checkpoint.pt")
+    g.add_argument("--seed", type=int, default=1337)
+    g.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps …")
+    g.add_argument("--compile", action="store_true", default=None,
+                   help="train through torch.compile (a minute or so to compile, then faster steps); "
+                        "falls back to eager, saying why, where it is unavailable. Default: with --budget, "
+                        "on when the budget is long enough for it to pay off; with --steps, off")
+    g.add_argument("--no-compile", dest="compile", action="store_false", help="never torch.compile")
+    g.add_argument("--prompt", default=None, help="the start of the final sample (default: the data's first line)")
+    g.add_argument("--sample-tokens", type=int, default=120, help="length of the final sample (0: none)")
+    g.add_argument("--check-sync", action="store_true",
+                   help="at the end, verify that every process holds identical parameters (for tests)")
+    return p
+
+
+def validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """Reject a bad configuration before any work starts (parser.error exits with status 2)."""
+    if args.out_dir is None:
+        args.out_dir = str(corpus.data_dir() / "runs" / "minilm")
+    if args.budget is not None and args.steps is not None:
+        parser.error(f"--budget {args.budget} and --steps {args.steps}: pick one (a budget chooses the steps; "
+                     f"--steps trains that many, however long it takes)")
+    if args.budget is not None and args.resume:
+        parser.error("--resume continues a run to --steps (the total); a --budget always starts a new run")
+    saved = {}
+    config = Path(args.out_dir) / CONFIG_FILE
+    if args.resume and config.is_file():
+        saved = json.loads(config.read_text())
+        for key in ("d_model", "num_layers", "num_heads", "d_ff", "steps"):  # what the run chose, unless given
+            if getattr(args, key) is None and saved.get(key) is not None:
+                setattr(args, key, saved[key])
+    if args.resume and args.steps is None:
+        parser.error(f"--resume: give --steps, the total to reach (no {config} says how many)")
+    if args.budget is None and args.steps is None:
+        args.budget = DEFAULT_BUDGET
+    args.budget_s = None
+    if args.budget is not None:
+        args.budget_s = parse_duration(args.budget)
+        if args.budget_s is None:
+            parser.error(f"--budget: expected a duration such as 90s, 3m, 1h or 1m30s, got {args.budget!r}")
+        if args.budget_s <= 0:
+            parser.error(f"--budget must be a positive duration such as 90s, 3m or 1h, got {args.budget}")
+        if args.budget_s < MIN_BUDGET_S:
+            parser.error(f"--budget {args.budget} is too short to train anything: loading the data, measuring "
+                         f"this machine, the final evaluation and the sample need most of "
+                         f"{MIN_BUDGET_S:.0f} s; give at least --budget {MIN_BUDGET_S:.0f}s")
+    sizes = ("d_model", "num_layers", "num_heads", "d_ff")
+    # A budget chooses the model size unless any of it is given; the rest then comes from DEFAULT_SIZE.
+    args.size_chosen_by_budget = args.budget_s is not None and all(getattr(args, k) is None for k in sizes)
+    if not args.size_chosen_by_budget:
+        for key in sizes:
+            if getattr(args, key) is None:
+                setattr(args, key, DEFAULT_SIZE[key])
+    if args.budget_s is None:
+        args.eval_interval = args.eval_interval or 100
+        args.checkpoint_interval = args.checkpoint_interval or 250
+        args.compile = bool(args.compile)
+    for name in ("context_length", "d_model", "num_layers", "num_heads", "d_ff", "batch_size", "steps",
+                 "eval_interval", "eval_tokens", "checkpoint_interval"):
+        value = getattr(args, name)
+        if value is not None and value <= 0:
+            parser.error(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+    for name in ("warmup", "sample_tokens"):
+        if getattr(args, name) < 0:
+            parser.error(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
+    if args.size_chosen_by_budget:
+        pass  # the ladder's sizes are valid (tests/test_train.py checks them)
+    elif args.d_model % args.num_heads:
+        parser.error(f"--d-model must be divisible by --num-heads, got d_model={args.d_model} "
+                     f"and num_heads={args.num_heads}")
+    elif (args.d_model // args.num_heads) % 2:
+        parser.error(f"RoPE needs an even head size d_model/num_heads, got {args.d_model}/{args.num_heads}"
+                     f"={args.d_model // args.num_heads}")
+    if not args.lr > 0 or not 0 <= args.min_lr <= args.lr:
+        parser.error(f"need --lr > 0 and 0 <= --min-lr <= --lr, got lr={args.lr} and min_lr={args.min_lr}")
+    if args.steps is not None and args.warmup >= args.steps:
+        parser.error(f"--warmup must be smaller than --steps, got warmup={args.warmup} and steps={args.steps}")
+    if args.weight_decay < 0 or not args.clip > 0 or not args.rope_theta > 0:
+        parser.error("need --weight-decay >= 0, --clip > 0 and --rope-theta > 0")
+    if not (0 <= args.beta1 < 1 and 0 <= args.beta2 < 1):
+        parser.error(f"--beta1 and --beta2 must lie in [0, 1), got {args.beta1} and {args.beta2}")
+    if not args.full_vocab and args.vocab_size != 0 and args.vocab_size < 256:
+        parser.error(f"--vocab-size must be 0 (all of the training split's tokens) or at least 256 (the single "
+                     f"bytes, so that any text can be spelled), got {args.vocab_size}")
+    if not 0 < args.val_fraction < 1:
+        parser.error(f"--val-fraction must lie in (0, 1), got {args.val_fraction}")
+    if args.data != "tinyshakespeare" and not Path(args.data).is_file():
+        parser.error(f"--data: no such file: {args.data} (give a UTF-8 .txt file or 'tinyshakespeare')")
+    if args.resume and not (Path(args.out_dir) / CHECKPOINT_FILE).is_file():
+        parser.error(f"--resume: no checkpoint at {Path(args.out_dir) / CHECKPOINT_FILE}")
+    if saved:
+        changed = [k for k in MODEL_KEYS if saved.get(k) != getattr(args, k)]
+        if changed:
+            parser.error("--resume: the checkpoint's model has different " + ", ".join(
+                f"{k} ({saved.get(k)} there, {getattr(args, k)} now)" for k in changed))

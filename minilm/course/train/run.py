@@ -1,0 +1,446 @@
+"""`minilm train`: main and its stages, in the order it runs them: load the data, plan (a --budget),
+build the model, report, compile, train, evaluate, report; with the helpers they share."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import minilm
+from minilm.course import corpus
+from minilm.course.train.dist import Dist, check_sync
+from minilm.course.train.metrics import bits_per_byte, evaluate_sums, unigram_nats
+from minilm.course.train.options import (CHECKPOINT_FILE, CONFIG_FILE, RESULT_FILE, VOCAB_FILE, build_parser,
+                                         validate)
+from minilm.course.train.plan import (COMPILE_SPEEDUP, DEFAULT_SIZE, END_S, SAFETY, TOKENS_PER_PARAMETER, Plan,
+                                      Speed, flops_per_token, format_duration, hardware_note, measure_speed,
+                                      plan_budget, process_age_s)
+from minilm.course.vocab import Vocabulary
+
+
+def prepare(args, dist: Dist) -> tuple[np.ndarray, np.ndarray, Path]:
+    """Encode the data once (rank 0; the others wait) and memory-map it. Returns GPT-2 ids."""
+    text_path = corpus.download_tinyshakespeare() if args.data == "tinyshakespeare" and dist.main else None
+    if args.data != "tinyshakespeare":
+        text_path = Path(args.data)
+    data_dir = Path(args.out_dir) / "data"
+    if dist.main:
+        corpus.prepare_dataset(text_path, data_dir, args.val_fraction)
+    dist.barrier()
+    train = corpus.load_tokens(data_dir / "train.npy")
+    val = corpus.load_tokens(data_dir / "val.npy")
+    for name, tokens in (("training", train), ("validation", val)):
+        if len(tokens) <= args.context_length:
+            raise SystemExit(f"minilm train: error: the {name} split has {len(tokens)} tokens, "
+                             f"not more than --context-length={args.context_length}; use a shorter context "
+                             f"or more text")
+    return train, val, text_path
+
+
+def compile_or_eager(fn, trial):
+    """torch.compile(fn) if it compiles and runs here, else fn itself and the reason in one line.
+
+    trial(f) calls f once, so that compiling happens (and fails, on a machine without a C++
+    compiler or on an unsupported platform) now rather than in the middle of a run.
+    """
+    try:
+        compiled = torch.compile(fn)
+        trial(compiled)
+        return compiled, None
+    except Exception as e:  # noqa: BLE001 - any failure to compile means: run eagerly
+        first_line = (str(e).strip().splitlines() or [""])[0][:200]
+        return fn, f"{type(e).__name__}: {first_line}"
+
+
+def save(model, optimizer, iteration: int, out_dir: Path) -> None:
+    """Write the checkpoint atomically: an interruption mid-write leaves the previous one intact."""
+    path = out_dir / CHECKPOINT_FILE
+    tmp = path.with_suffix(".tmp")
+    minilm.save_checkpoint(model, optimizer, iteration, tmp)
+    os.replace(tmp, path)
+
+
+@dataclass
+class Data:
+    """The two splits as model ids, their vocabulary, and what bits per byte divides by."""
+
+    train: np.ndarray
+    val: np.ndarray
+    vocab: Vocabulary
+    enc: object  # GPT-2's tokenizer
+    n_train_gpt2: int  # the splits' lengths in GPT-2 tokens, before re-encoding
+    n_val_gpt2: int
+    token_bytes: np.ndarray  # (vocab.size,) the UTF-8 bytes each model id stands for
+    val_bytes: np.ndarray  # val_bytes[n - 1]: the bytes of the first n validation targets
+    baseline: float  # the unigram baseline on the validation tokens, nats per token
+    baseline_bpb: float
+
+    def bpb(self, nats: float, n: int) -> float:
+        return bits_per_byte(nats, int(self.val_bytes[n - 1]))
+
+
+@dataclass
+class Run:
+    """What main's stages share; the plan and the speed it was made from only with a --budget."""
+
+    args: argparse.Namespace
+    dist: Dist
+    device: torch.device
+    out_dir: Path
+    clock_start: float  # when the process started, by time.perf_counter(): a --budget counts from it
+    data: Data
+    plan: Plan | None = None
+    speed: Speed | None = None
+
+
+@dataclass
+class Trained:
+    """What the training loop did."""
+
+    start: int  # the step it started from (a --resume's checkpoint, else 0)
+    final_step: int
+    first_loss: float | None  # None when it took no step
+    last_loss: float
+    started: float  # time.time() when the loop started
+
+
+def load_data(args, dist: Dist, out_dir: Path) -> Data:
+    """The splits re-encoded with the training split's vocabulary (GPT-2's own with --full-vocab),
+    the vocabulary saved beside the checkpoint, and the unigram baseline."""
+    train_tokens, val_tokens, _ = prepare(args, dist)
+    enc = corpus.tokenizer()
+    n_train_gpt2, n_val_gpt2 = len(train_tokens), len(val_tokens)
+    vocab = (Vocabulary(None, enc) if args.full_vocab
+             else Vocabulary.from_training(train_tokens, enc, args.vocab_size))
+    if not args.full_vocab:  # re-encoded copies in memory (Tiny Shakespeare: under 1 MB)
+        # Both splits' text is re-encoded with the vocabulary's own BPE: with all of the training
+        # split's tokens the training split comes out as GPT-2 split it, and a word the training
+        # split lacks is spelled in smaller pieces, never dropped.
+        train_tokens = vocab.encode(enc.decode(np.asarray(train_tokens, dtype=np.int64).tolist()))
+        val_tokens = vocab.encode(enc.decode(np.asarray(val_tokens, dtype=np.int64).tolist()))
+        if dist.main:  # beside the checkpoint: the model's id i is GPT-2 id vocab.npy[i]
+            np.save(out_dir / VOCAB_FILE, vocab.gpt2_ids)
+    # Bits per byte: the validation text's bytes are those of the tokens predicted, tokens[1:].
+    token_bytes = vocab.byte_lengths()
+    val_bytes = np.cumsum(token_bytes[np.asarray(val_tokens[1:], dtype=np.int64)])  # bytes of the first n targets
+    # The loss of the best model that ignores context, on the same validation tokens.
+    baseline_nats = unigram_nats(train_tokens, val_tokens[1:], vocab.size)
+    n_val = len(val_tokens) - 1
+    return Data(train_tokens, val_tokens, vocab, enc, n_train_gpt2, n_val_gpt2, token_bytes, val_bytes,
+                baseline=baseline_nats / n_val, baseline_bpb=bits_per_byte(baseline_nats, int(val_bytes[n_val - 1])))
+
+
+def plan_run(run: Run) -> None:
+    """--budget: measure this machine, then fit the run into what is left of the budget; the plan's
+    size, steps and compile choice replace the arguments' (intervals and warmup follow the steps)."""
+    args, dist, data = run.args, run.dist, run.data
+    run.speed = speed = measure_speed(data.vocab.size, args.context_length, args.batch_size, data.train, run.device,
+                                      dist, limit_s=0.04 * args.budget_s)
+    fixed = None if args.size_chosen_by_budget else {k: getattr(args, k) for k in DEFAULT_SIZE}
+    left_s = dist.from_main(args.budget_s * SAFETY - (time.perf_counter() - run.clock_start))
+    run.plan = plan = plan_budget(left_s, speed, data.vocab.size, args.context_length, args.batch_size,
+                                  len(data.val), args.sample_tokens, dist.world_size, fixed, args.compile)
+    for key, value in plan.size.items():
+        setattr(args, key, value)
+    args.compile = plan.compile
+    args.steps = plan.steps  # the estimate; the clock decides
+    args.eval_interval = args.eval_interval or max(1, plan.steps // 6)
+    args.checkpoint_interval = args.checkpoint_interval or max(1, plan.steps // 3)
+    args.warmup = min(args.warmup, plan.steps // 10)
+
+
+def build_model(run: Run):
+    """(model, optimizer, the step to start from, the training loss of a batch: through DDP under
+    torchrun)."""
+    args, dist = run.args, run.dist
+    torch.manual_seed(args.seed)  # the same initial weights on every rank
+    model = minilm.TransformerLM(run.data.vocab.size, args.context_length, args.d_model, args.num_layers,
+                                 args.num_heads, args.d_ff, args.rope_theta, device=run.device)
+    optimizer = minilm.AdamW(model.parameters(), lr=args.lr, betas=(args.beta1, args.beta2),
+                             weight_decay=args.weight_decay)
+    start = 0
+    if args.resume:
+        start = minilm.load_checkpoint(run.out_dir / CHECKPOINT_FILE, model, optimizer)
+    train_model = model
+    if dist.enabled:
+        from torch.nn.parallel import DistributedDataParallel
+
+        # DDP averages the gradients over the processes during backward().
+        train_model = DistributedDataParallel(model)
+
+    def training_loss(x, y):
+        return minilm.cross_entropy(train_model(x), y)  # logits (batch, context, vocab)
+
+    return model, optimizer, start, training_loss
+
+
+def report_start(run: Run, model, start: int) -> None:
+    """Rank 0: write the run's config, then say what it trains on, with what, and the baseline to beat."""
+    args, dist, data, out_dir = run.args, run.dist, run.data, run.out_dir
+    vocab, enc, train_tokens, val_tokens = data.vocab, data.enc, data.train, data.val
+    n_params = sum(p.numel() for p in model.parameters())
+    (out_dir / CONFIG_FILE).write_text(json.dumps(vars(args), indent=1))
+    print(f"implementation: {minilm.implementation()} | processes: {dist.world_size} | device: {run.device} "
+          f"| threads: {torch.get_num_threads()}")
+    if args.full_vocab:
+        print(f"data: {len(train_tokens):,} training and {len(val_tokens):,} validation tokens (GPT-2 BPE); "
+              f"vocabulary: all {enc.n_vocab:,} GPT-2 tokens (--full-vocab)")
+    else:
+        which = (f"the first {vocab.size:,} in GPT-2's merge order (--vocab-size)"
+                 if args.vocab_size and vocab.size == args.vocab_size else "all of them")
+        print(f"vocabulary: {vocab.size:,} of GPT-2's {enc.n_vocab:,} tokens, from the training split alone: "
+              f"of its tokens, the pieces they are merged from and the 256 bytes, {which}")
+        print(f"data: {data.n_train_gpt2:,} training and {data.n_val_gpt2:,} validation GPT-2 tokens, re-encoded "
+              f"with that vocabulary as {len(train_tokens):,} and {len(val_tokens):,} tokens (what it lacks is "
+              f"spelled in smaller pieces; no unknown token)")
+    if run.plan is not None:
+        report_plan(run)
+    print(f"model: {n_params / 1e6:.2f}M parameters | "
+          + (f"~{args.steps} steps" if run.plan else f"{args.steps} steps")
+          + f" of {args.batch_size * dist.world_size} × {args.context_length} tokens")
+    print(f"unigram baseline (the training split's token frequencies, add-one smoothed, scored on the "
+          f"validation tokens): {data.baseline:.3f} nats per token = {data.baseline_bpb:.3f} bits per byte")
+    n_periodic = min(len(val_tokens) - 1, max(1, args.eval_tokens // args.context_length) * args.context_length)
+    print(f"validation every {args.eval_interval} steps: the same first {n_periodic:,} of "
+          f"{len(val_tokens) - 1:,} validation tokens each time (a subset estimate; the final one uses all)")
+    if start:
+        print(f"resuming from {out_dir / CHECKPOINT_FILE} at step {start}")
+
+
+def report_plan(run: Run) -> None:
+    """What the budget bought on this machine, and what other budgets would."""
+    args, plan, speed, vocab_size = run.args, run.plan, run.speed, run.data.vocab.size
+    print(f"budget {format_duration(args.budget_s)} for the whole run: measured this machine in "
+          f"{speed.measured_s:.1f} s (fastest with {torch.get_num_threads()} of {os.cpu_count()} "
+          f"threads); " + ("the rule chose" if plan.chosen else "given:") + " "
+          + ", ".join(f"{k} {v}" for k, v in plan.size.items()) + f" (rule: the largest size that "
+          f"sees ≥ {TOKENS_PER_PARAMETER:g} tokens per non-embedding parameter in the time)")
+    print(f"plan: ~{plan.tokens_per_s * (COMPILE_SPEEDUP if plan.compile else 1):,.0f} tokens/s, "
+          f"~{plan.steps:,} steps in {plan.train_s:.0f} s, stopping by the clock; "
+          f"{plan.reserve_s:.0f} s kept for the final evaluation and the sample")
+    for line in hardware_note(speed, vocab_size, args.context_length, args.batch_size, len(run.data.val),
+                              args.sample_tokens, run.dist.world_size):
+        print(line)
+
+
+def compile_step(run: Run, training_loss, optimizer):
+    """The training loss through torch.compile with --compile (or the plan's choice), compiled now
+    on a dummy batch; eager, saying why, where compiling fails."""
+    args, dist, plan = run.args, run.dist, run.plan
+    if args.compile:
+        dummy = torch.zeros(args.batch_size, args.context_length, dtype=torch.long, device=run.device)
+        compile_started = time.perf_counter()
+        training_loss, why_not = compile_or_eager(training_loss, lambda f: f(dummy, dummy).backward())
+        optimizer.zero_grad(set_to_none=True)
+        if dist.main:
+            note = f" ({plan.compile_note})" if plan is not None else ""
+            print("torch.compile: " + (f"unavailable, training eagerly ({why_not})" if why_not else
+                                       f"on{note}, compiling took {time.perf_counter() - compile_started:.0f} s"))
+    elif plan is not None and dist.main:
+        print(f"torch.compile: off ({plan.compile_note})")
+    return training_loss
+
+
+def learning_rate(run: Run, it: int, loop_start: float, deadline: float | None) -> tuple[float | None, float]:
+    """(step `it`'s learning rate, the fraction of the training time gone: 0 with --steps); the rate
+    is None once the run is over, at --steps or at a --budget's deadline."""
+    args, dist = run.args, run.dist
+    if run.plan is None:
+        if it >= args.steps:
+            return None, 0.0
+        return minilm.lr_cosine_schedule(it, args.lr, args.min_lr, args.warmup, args.steps), 0.0
+    # The schedule follows the clock: the fraction of the training time gone, in planned steps.
+    # Every rank uses rank 0's clock, so the replicas keep the same learning rate.
+    gone = torch.tensor([(time.perf_counter() - loop_start) / max(deadline - loop_start, 1e-9)],
+                        dtype=torch.float64)
+    if dist.enabled:
+        dist.dist.broadcast(gone, src=0)
+    if gone.item() >= 1.0:
+        return None, gone.item()
+    lr = minilm.lr_cosine_schedule(min(int(gone.item() * args.steps), args.steps), args.lr, args.min_lr,
+                                   args.warmup, args.steps)
+    return lr, gone.item()
+
+
+def train_loop(run: Run, model, optimizer, training_loss, start: int) -> Trained:
+    """Train from step `start` to --steps, or with a --budget until the plan's deadline, with a
+    validation loss on a subset every --eval-interval steps and a checkpoint every
+    --checkpoint-interval."""
+    args, dist, plan, data = run.args, run.dist, run.plan, run.data
+    # Different batches on every rank (and after a resume), reproducible from the seed.
+    torch.manual_seed(args.seed + 1 + dist.rank + 7919 * start)
+    from tqdm.auto import tqdm
+
+    bar = tqdm(initial=start, total=args.steps, disable=not dist.main, dynamic_ncols=True, mininterval=1.0)
+    started, first_loss, loss_value = time.time(), None, float("nan")
+    loop_start = time.perf_counter()
+    deadline = run.clock_start + args.budget_s * SAFETY - plan.reserve_s if plan is not None else None
+    it = start
+    while True:
+        lr, gone = learning_rate(run, it, loop_start, deadline)
+        if lr is None:
+            break
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        x, y = minilm.get_batch(data.train, args.batch_size, args.context_length, run.device)
+        loss = training_loss(x, y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = minilm.clip_grad_norm(model.parameters(), args.clip)
+        optimizer.step()
+
+        loss_value = dist.mean(loss.item())
+        if not math.isfinite(loss_value):
+            raise RuntimeError(f"step {it}: the training loss is {loss_value}; try a smaller --lr")
+        first_loss = loss_value if first_loss is None else first_loss
+        bar.update(1)
+        bar.set_postfix(loss=f"{loss_value:.3f}", lr=f"{lr:.2e}", gnorm=f"{float(grad_norm):.2f}", refresh=False)
+        it += 1
+        step = it
+        if plan is not None and it % 10 == 0 and gone > 0.05:
+            # The clock decides the step count: the bar's total follows the pace so far.
+            bar.total = max(it + 1, round(start + (it - start) / gone))
+        if step % args.eval_interval == 0 and (plan is not None or step < args.steps):
+            nats, n = evaluate_sums(model, data.val, args.context_length, args.batch_size, args.eval_tokens,
+                                    dist, run.device)
+            if dist.main:
+                bar.write(f"step {step:5d} | train loss {loss_value:.3f} | val loss {nats / n:.3f} "
+                          f"({data.bpb(nats, n):.3f} bits per byte, first {n:,} tokens) "
+                          f"| {time.time() - started:.0f} s")
+        if dist.main and step % args.checkpoint_interval == 0:
+            save(model, optimizer, step, run.out_dir)
+    bar.close()
+    return Trained(start, it, first_loss, loss_value, started)
+
+
+def final_evaluation(run: Run, model) -> tuple[float, int, float | None]:
+    """(nats, n) of the last weights on the validation tokens, all of them unless a --budget has no
+    time left for all; and the seconds per token of a forward pass the plan assumes (None with
+    --steps)."""
+    args, dist, plan, val_tokens = run.args, run.dist, run.plan, run.data.val
+    final_tokens, per_token = None, None  # all of them
+    if plan is not None:
+        # On a machine slower now than when it was measured, score only what still fits (a subset,
+        # and the report says so) rather than overrun the budget.
+        per_token = 1.3 * run.speed.forward_s_per_token(flops_per_token(plan.size, run.data.vocab.size,
+                                                                        args.context_length))
+        others_s = plan.reserve_s - len(val_tokens) * per_token  # the sample and the end
+        # Half of the ±10% tolerance: a last step past the deadline is no reason to cut the evaluation.
+        left_s = run.clock_start + args.budget_s * (SAFETY + 0.05) - time.perf_counter() - others_s
+        left_s = dist.from_main(left_s)
+        if left_s < len(val_tokens) * per_token:
+            final_tokens = max(args.context_length, int(left_s / per_token))
+    val_nats, n_val = evaluate_sums(model, val_tokens, args.context_length, args.batch_size, final_tokens, dist,
+                                    run.device)
+    if args.check_sync:
+        check_sync(model, dist)
+    return val_nats, n_val, per_token
+
+
+def report_end(run: Run, model, trained: Trained, val_nats: float, n_val: int, per_token: float | None) -> None:
+    """Rank 0: the losses, what was evaluated and how it scored, a sample, the time taken, and
+    result.json for scripts."""
+    args, data, out_dir = run.args, run.data, run.out_dir
+    val_tokens = data.val
+    val, val_bpb = val_nats / n_val, data.bpb(val_nats, n_val)
+    if trained.first_loss is None and run.plan is not None:
+        print(f"no time was left to train: this machine is too busy or slow for --budget {args.budget} "
+              f"now (measuring it took {run.speed.measured_s:.0f} s); give a longer budget")
+    elif trained.first_loss is None:
+        print(f"nothing to train: the checkpoint is already at step {trained.start} of --steps {args.steps}")
+    else:
+        print(f"first training loss: {trained.first_loss:.3f} | last training loss: {trained.last_loss:.3f}")
+    print(f"evaluated: the weights after the last step, {trained.final_step} (saved in "
+          f"{out_dir / CHECKPOINT_FILE}), on "
+          + (f"all {n_val:,} validation tokens" if n_val == len(val_tokens) - 1 else
+             f"the first {n_val:,} of {len(val_tokens) - 1:,} validation tokens (a subset: the budget left "
+             f"no time for all)") + f" ({int(data.val_bytes[n_val - 1]):,} bytes)")
+    print(f"final validation loss: {val:.3f} nats per token = {val_bpb:.3f} bits per byte "
+          f"| unigram baseline: {data.baseline:.3f} nats per token = {data.baseline_bpb:.3f} bits per byte")
+    print(f"training took {time.time() - trained.started:.0f} s ({trained.final_step - trained.start} steps); "
+          f"checkpoint: {out_dir / CHECKPOINT_FILE}")
+    print_sample(run, model, per_token)
+    wall_s = time.perf_counter() - run.clock_start
+    if run.plan is not None:
+        print(f"the whole run took {wall_s:.0f} s of the {args.budget_s:.0f} s budget")
+    write_result(run, model, trained.final_step, val_nats, n_val, wall_s)
+
+
+def print_sample(run: Run, model, per_token: float | None) -> None:
+    """--sample-tokens of generated text, from --prompt (default: the validation split's start);
+    with a --budget only as many tokens as its time still allows."""
+    args, data = run.args, run.data
+    sample_tokens = args.sample_tokens
+    if run.plan is not None and sample_tokens:  # as for the evaluation: what still fits
+        per_sample_token = args.context_length * per_token + 0.01
+        left_s = run.clock_start + args.budget_s * (SAFETY + 0.05) - time.perf_counter() - END_S
+        sample_tokens = min(sample_tokens, max(0, int(left_s / per_sample_token)))
+        if sample_tokens < args.sample_tokens:
+            print(f"sample: {sample_tokens} of --sample-tokens {args.sample_tokens} tokens, what the budget "
+                  f"has time left for")
+    if sample_tokens:
+        if args.prompt is None:
+            prompt_ids = np.asarray(data.val[:8], dtype=np.int64).tolist()
+        else:
+            prompt_ids = data.vocab.encode(args.prompt).tolist() or [0]
+        ids = minilm.generate(model, prompt_ids, sample_tokens, temperature=0.8, top_k=50,
+                              generator=torch.Generator(device=run.device).manual_seed(args.seed))
+        print("sample:\n" + data.enc.decode(data.vocab.to_gpt2(ids.tolist())))
+
+
+def write_result(run: Run, model, final_step: int, val_nats: float, n_val: int, wall_s: float) -> None:
+    """out_dir/result.json: the run's final figures, for scripts (the benchmarks' time-to-quality race)."""
+    args, data = run.args, run.data
+    (run.out_dir / RESULT_FILE).write_text(json.dumps(dict(
+        budget_s=args.budget_s, wall_s=wall_s, steps=final_step, compile=bool(args.compile),
+        threads=torch.get_num_threads(), processes=run.dist.world_size, vocab_size=data.vocab.size,
+        size={k: getattr(args, k) for k in DEFAULT_SIZE}, parameters=sum(p.numel() for p in model.parameters()),
+        batch_size=args.batch_size, context_length=args.context_length,
+        val_nats=val_nats, val_tokens=n_val, val_bytes=int(data.val_bytes[n_val - 1]),
+        val_skipped_bytes=int(data.token_bytes[int(data.val[0])]),  # the first token: context only
+        nats_per_token=val_nats / n_val, bits_per_byte=data.bpb(val_nats, n_val),
+        baseline_nats_per_token=data.baseline, baseline_bits_per_byte=data.baseline_bpb), indent=1) + "\n")
+
+
+def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
+    """`minilm train`: set up, plan (with a --budget), train, evaluate, report. Rank 0 prints and
+    writes; under torchrun every rank trains."""
+    clock_start = time.perf_counter() - process_age_s()  # a --budget counts from the start of the process
+    parser = build_parser(prog)
+    args = parser.parse_args(argv)
+    validate(args, parser)
+    dist = Dist(args.device)
+    out_dir = Path(args.out_dir)
+    try:
+        if dist.enabled:  # share the CPU cores between the processes instead of oversubscribing them
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // dist.world_size))
+        if dist.main:
+            out_dir.mkdir(parents=True, exist_ok=True)
+        data = load_data(args, dist, out_dir)
+        run = Run(args, dist, torch.device(args.device), out_dir, clock_start, data)
+        if args.budget_s is not None:
+            plan_run(run)
+        model, optimizer, start, training_loss = build_model(run)
+        if dist.main:
+            report_start(run, model, start)
+        training_loss = compile_step(run, training_loss, optimizer)
+        trained = train_loop(run, model, optimizer, training_loss, start)
+        final_step = trained.final_step
+        if dist.main and (final_step != start or not (out_dir / CHECKPOINT_FILE).exists()):
+            save(model, optimizer, final_step, out_dir)
+            if run.plan is not None:  # what the run did, for a --resume
+                (out_dir / CONFIG_FILE).write_text(json.dumps(dict(vars(args), steps=final_step), indent=1))
+        val_nats, n_val, per_token = final_evaluation(run, model)
+        if dist.main:
+            report_end(run, model, trained, val_nats, n_val, per_token)
+    finally:
+        dist.close()
+    return 0
