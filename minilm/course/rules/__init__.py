@@ -1,19 +1,14 @@
-"""The "from scratch" rule, checked statically (provided: not an exercise). It fails closed: a task's
-code may use a library name only if allowed.py lists it for the task and it is in none of the task's
-families of built-ins; an attribute of an object the scan cannot follow must be a known method or a
-name the course or the student's code defines; self, only what the student's code sets or a module
-has. Refused anywhere: private names, modules as values, Python built-ins off the list (but where a
-function binds the name), computed getattr, patching a library, jaxtyping shapes that are code, the
-student's classes handed to a library, torch.load or torch.save but as plain calls, a name bound to
-different things, class patterns' positional parts.
+"""The "from scratch" rule, checked statically: it never imports or runs the source (provided: not an
+exercise). It fails closed: a task may use a library name only if allowed.py lists it and none of the task's
+families holds it; an attribute of an object the scan cannot follow, only a listed method or a name the course
+or the student's code defines. What would put code out of the scan's sight is refused everywhere: private and
+computed names, patching, modules or picklers as values, names bound to different things, and so on.
 
-It never imports or runs the source. Code in a task's function or class costs that task; a helper,
-the tasks whose code uses it (all when none does); other module-level code, and a family's built-in
-used as a value, every task of the module (whose families have it).
-scan_package also judges a task by the other tasks' code it names or whose attributes it uses:
+Code in a task's function or class costs that task; a helper, the tasks whose code uses it (all when none
+does); other module-level code, every task of the module. scan_package also judges a task by the other tasks'
+code it names or whose attributes it uses:
 
     scan(source, "minilm/attention.py")   # {"6.1": [Violation, …], "6.2": [], "6.3": []}
-    violations_for("6.1")[0].message       # 'Task 6.1: your softmax calls torch.softmax …'
 """
 
 from __future__ import annotations
