@@ -37,7 +37,7 @@ class Violation:
     line: int
     what: str  # "torch.softmax", "Tensor.softmax", "exec, which is not on Task 6.1's list …"
     advice: str  # "build it from exp and sum"
-    verb: str = "calls"  # calls | uses | imports | assigns to | has | hands | reaches
+    verb: str = "calls"  # calls | uses | imports | assigns to | has | reaches
     where: str = ""  # "your softmax", "your helper _f", "your module"
 
     @property
@@ -214,7 +214,6 @@ class _Module:
         # aliases are resolved: getattr is Python's), the findings.
         self.exempt, self.local, self.out = frozenset(), frozenset(), []
         nodes = list(ast.walk(tree))
-        self.classes = {n.name for n in nodes if isinstance(n, ast.ClassDef)}
         # How many times the module binds each name, anywhere: super and int may not be Python's where it does.
         sites = collections.Counter(b for n in nodes if (b := _binding(n)))
         self.own = set(sites)
@@ -386,9 +385,6 @@ class _Module:
             q = self.resolve(node.func)
             if q in allowed.PICKLERS and not _plain_call(node, q):
                 self._way(node, "calls", f"{q} with a pickler or options", allowed.LOAD_ADVICE)
-            for arg in [*node.args, *(k.value for k in node.keywords)] if q and q[:7] != "minilm." else []:
-                if self._is_class(arg):  # torch.save(obj, f, pickle_module=MyPickler)
-                    self._way(arg, "hands", f"the class {_short(arg)} to {q}", allowed.CLASS_ADVICE)
             self._walk(node.func, call=True)
             return self._walk_all([*node.args, *node.keywords])
         if isinstance(node, ast.Attribute):
@@ -427,11 +423,6 @@ class _Module:
         return isinstance(node, ast.Name) and node.id in self.exempt or (
             bool(self.exempt) and isinstance(node, ast.Call) and not node.args and isinstance(node.func, ast.Name)
             and node.func.id == "super" and "super" not in self.own)
-
-    def _is_class(self, node: ast.AST) -> bool:
-        q = self.resolve(node) or ""
-        return (isinstance(node, ast.Name) and node.id in self.classes and node.id not in self.aliases
-                or q.startswith("minilm.") and len(q.split(".")) == 3 and q.split(".")[2][:1].isupper())
 
 
 def _judge(task: tasks.Task, f: _Finding) -> tuple[str, str] | None:
