@@ -353,14 +353,10 @@ class _Module:
                 self._walk(child, alias=True)
             return
         dynamic, args = self._dynamic(node), getattr(node, "args", [])
-        if dynamic and len(args) >= 2 and _const(args[1], name=True):
-            q = self.resolve(args[0])
-            if q is not None:
-                self._name(node, f"{q}.{args[1].value}", call and dynamic == "getattr",
-                           store=dynamic in ("setattr", "delattr"), alias=alias)
-            elif not self._is_self(args[0]):
-                self._attr(node, args[1].value, call, _short(args[0]))
-                self._walk(args[0])
+        if dynamic and len(args) >= 2 and _const(args[1], name=True):  # getattr(x, "name") is x.name
+            ctx = ast.Load() if dynamic in ("getattr", "hasattr") else ast.Store()
+            attr = ast.copy_location(ast.Attribute(args[0], args[1].value, ctx), node)
+            self._walk(attr, call and dynamic == "getattr", alias)
             return self._walk_all([*args[2:], *node.keywords])
         if dynamic and dynamic != "hasattr":
             advice = allowed.SETATTR_ADVICE if dynamic == "setattr" else allowed.DYNAMIC_ADVICE
