@@ -150,25 +150,20 @@ def _locals(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> frozense
 
 
 def _defined_attrs(nodes: list[ast.AST]) -> set[str]:
-    """Stores to attributes, and the names class bodies bind."""
     return set().union(*(_defined_by(n) for n in nodes))
 
 
 @functools.lru_cache(maxsize=1024)  # by statement: a scan asks for each task's code
-def _defined_by(root: ast.AST) -> frozenset[str]:
-    return _stored_by(root) | frozenset(b for n in ast.walk(root) for b in (
-        [b for s in n.body for b in _bound_names(s)] if isinstance(n, ast.ClassDef) else
-        [n.args[0].value] if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.args
-        and n.func.attr in allowed.SETTERS and _const(n.args[0]) else []))
-
-
-@functools.lru_cache(maxsize=1024)
-def _stored_by(root: ast.AST) -> frozenset[str]:
-    """Attributes set on an object: x.name = …, setattr(x, "name", …)."""
+def _defined_by(root: ast.AST, stored_only: bool = False) -> frozenset[str]:
+    """Attributes set on an object, x.name = … or setattr(x, "name", …); unless stored_only, also the names
+    class bodies bind and those a setter registers, register_buffer("cos", …)."""
     return frozenset(b for n in ast.walk(root) for b in (
         [n.attr] if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) else
         [n.args[1].value] if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr"
-        and len(n.args) > 1 and _const(n.args[1]) else []))
+        and len(n.args) > 1 and _const(n.args[1]) else [] if stored_only else
+        [b for s in n.body for b in _bound_names(s)] if isinstance(n, ast.ClassDef) else
+        [n.args[0].value] if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.args
+        and n.func.attr in allowed.SETTERS and _const(n.args[0]) else []))
 
 
 def _alias_pairs(stmt: ast.stmt) -> list[tuple[str, ast.expr]]:
@@ -337,11 +332,10 @@ class _Module:
                 fn.minilm_self = frozenset(a.arg for a in first if node.name in self.plain and not static
                                            and not _rebinds(fn, a.arg, a))
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            outer = self.exempt, self.local  # the signature and decorators belong to the enclosing code
-            self._walk_all(c for f, v in ast.iter_fields(node) if f != "body"
-                           for c in (v if isinstance(v, list) else [v]) if isinstance(c, ast.AST))
+            outer, body = (self.exempt, self.local), node.body if isinstance(node.body, list) else [node.body]
+            self._walk_all(c for c in ast.iter_child_nodes(node) if c not in body)  # the signature and decorators
             self.exempt, self.local = getattr(node, "minilm_self", outer[0]), outer[1] | _locals(node)
-            self._walk_all(node.body if isinstance(node.body, list) else [node.body])
+            self._walk_all(body)
             self.exempt, self.local = outer
             return
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and self.is_alias_binding(node):
@@ -473,7 +467,7 @@ def scan_package(sources: dict[str, str | bytes], folder: str = "minilm") -> dic
     defined = _defined_attrs([t for t in trees.values() if isinstance(t, ast.Module)])
     # A tensor's method's name set on an object may be a plant on torch.Tensor (type(x).training = …, or
     # self.exp = … in a method called with torch.Tensor as self): its readers are followed to it like any other's.
-    stored = set().union(*(_stored_by(t) for t in trees.values() if isinstance(t, ast.Module)))
+    stored = set().union(*(_defined_by(t, True) for t in trees.values() if isinstance(t, ast.Module)))
     scans = {m: _scan_module(t, f"{folder}/{m}.py", defined) for m, t in trees.items()}
     result = {tid: vs for s in scans.values() for tid, vs in s.violations.items()}
     findings = {tid: fs for s in scans.values() for tid, fs in s.findings.items()}
