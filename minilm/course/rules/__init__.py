@@ -227,10 +227,8 @@ class _Module:
             self.aliases = {t: q for t, q in imports if t not in self.ambiguous}
             for _ in range(2):
                 self.aliases |= {t: q for t, v in pairs if t not in self.ambiguous and (q := self.resolve(v))}
-            meanings = collections.defaultdict(set)
-            for t, q in imports + [(t, self.resolve(v)) for t, v in pairs]:
-                meanings[t].add(q)
-            self.ambiguous |= {t for t in self.aliases if len(meanings[t]) > 1 or sites[t] > alias_sites[t]}
+            meanings = collections.Counter(t for t, _ in set(imports + [(t, self.resolve(v)) for t, v in pairs]))
+            self.ambiguous |= {t for t in self.aliases if meanings[t] > 1 or sites[t] > alias_sites[t]}
         self.imported = dict(self.aliases)  # what an import binds task names to
         for name in task_names:  # never aliases: Task 6.2 calling softmax calls the student's softmax
             self.aliases.pop(name, None)
@@ -339,12 +337,9 @@ class _Module:
             self.exempt, self.local = outer
             return
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and self.is_alias_binding(node):
-            for child in node.targets if isinstance(node, ast.Assign) else [node.target]:
-                self._walk(child)
-            unpacked = isinstance(node.value, (ast.Tuple, ast.List)) and any(
-                isinstance(t, (ast.Tuple, ast.List)) for t in getattr(node, "targets", ()))
-            for child in node.value.elts if unpacked else [node.value]:
-                self._walk(child, alias=True)
+            self._walk_all(node.targets if isinstance(node, ast.Assign) else [node.target])
+            for value in {id(v): v for _, v in _alias_pairs(node)}.values():  # F = G = value: one value
+                self._walk(value, alias=True)
             return
         dynamic, args = self._dynamic(node), getattr(node, "args", [])
         if dynamic and len(args) >= 2 and _const(args[1], name=True):  # getattr(x, "name") is x.name
