@@ -430,7 +430,14 @@ def _forbidden(family: Family, f: _Finding) -> bool:
 def scan(source: str | bytes, filename: str) -> dict[str, list[Violation]]:
     """Each task of the exercise module `filename` → its violations in `source`, in line order. A
     syntax error is a violation, never an exception."""
-    return _scan_module(source, filename).violations
+    return _scan({Path(filename).stem: source}, lambda module: filename, reach=False)
+
+
+def scan_package(sources: dict[str, str | bytes], folder: str = "minilm") -> dict[str, list[Violation]]:
+    """scan() of every module in `sources` (name → source), and what each task reaches through other
+    tasks' code it names or whose attributes it uses (gelu calling sinusoidal_positions for its F.gelu,
+    kv_cache.f set by KVCache). What the other task's own rules refuse costs that task alone."""
+    return _scan(sources, lambda module: f"{folder}/{module}.py")
 
 
 # Provided names other modules may import (ClassicConfig) live in the student's file too: a task that
@@ -439,36 +446,44 @@ _TASK_OF = {(t.module, n): t.id for t in tasks.TASKS for n in t.names}
 _TASK_OF |= {(m, n): f"{m}:{n}" for n, m in tasks.EXPORTS.items() if (m, n) not in _TASK_OF}
 
 
-@dataclass
-class _Scan:
-    violations: dict[str, list[Violation]]  # task id → its violations
-    findings: dict[str, list[_Finding]]  # task id or pseudo id → its findings, before any rule judges them
-    names: dict[str, set[str]]  # … → the other tasks (ids, any module) its code names
-    defines: dict[str, set[str]]  # … → the attribute names its code defines
-
-
 def _parse(source, filename: str) -> ast.Module | Exception:
-    try:  # scan_package parses once and hands on the tree, or the error, to _scan_module
-        return source if isinstance(source, (ast.Module, Exception)) else ast.parse(source, filename)
+    try:
+        return ast.parse(source, filename)
     except (SyntaxError, ValueError) as e:
         return e
 
 
-def scan_package(sources: dict[str, str | bytes], folder: str = "minilm") -> dict[str, list[Violation]]:
-    """scan() of every module in `sources` (name → source), and what each task reaches through other
-    tasks' code it names or whose attributes it uses (gelu calling sinusoidal_positions for its F.gelu,
-    kv_cache.f set by KVCache). What the other task's own rules refuse costs that task alone."""
-    trees = {m: _parse(s, f"{folder}/{m}.py") for m, s in sources.items()}
-    defined = _defined_attrs([t for t in trees.values() if isinstance(t, ast.Module)])
+def _scan(sources: dict[str, str | bytes], file_of, reach: bool = True) -> dict[str, list[Violation]]:
+    trees = {m: _parse(s, file_of(m)) for m, s in sources.items()}
+    modules = [t for t in trees.values() if isinstance(t, ast.Module)]
+    defined = _defined_attrs(modules)  # attribute names the student's code defines, in any module
+    # By task id or pseudo id: its findings before any rule judges them, the file they are in, the other
+    # tasks (ids, any module) its code names and the attribute names its code defines.
+    result, findings, files, names, defines = {}, {}, {}, {}, {}
+    for m, tree in trees.items():
+        mod_tasks, problem, found = [t for t in tasks.TASKS if t.module == m], None, []
+        if isinstance(tree, Exception):
+            what = f"a syntax error: {getattr(tree, 'msg', None) or tree}"
+            problem = _Finding(getattr(tree, "lineno", None) or 1, "has", what, "way", what, allowed.SYNTAX_ADVICE)
+        elif mod_tasks:
+            try:
+                found = _scan_tree(tree, mod_tasks, defined, names, defines)
+            except RecursionError:
+                problem = _Finding(1, "has", allowed.NESTING, "way", allowed.NESTING, allowed.NESTING_ADVICE)
+        for t in mod_tasks:
+            result[t.id], findings[t.id], files[t.id] = [], [], file_of(m)
+        for tid, where, f in [(t.id, "your module", problem) for t in mod_tasks] if problem else found:
+            findings.setdefault(tid, []).append(f)
+            files[tid] = file_of(m)
+            if ":" not in tid and (judged := _judge(tasks.get(tid), f)):
+                _add(result[tid], Violation(tid, file_of(m), f.line, *judged, f.verb, where))
+        for t in mod_tasks:
+            result[t.id].sort(key=lambda v: v.line)
+    if not reach:
+        return result
     # A tensor's method's name set on an object may be a plant on torch.Tensor (type(x).training = …, or
     # self.exp = … in a method called with torch.Tensor as self): its readers are followed to it like any other's.
-    stored = set().union(*(_defined_by(t, True) for t in trees.values() if isinstance(t, ast.Module)))
-    scans = {m: _scan_module(t, f"{folder}/{m}.py", defined) for m, t in trees.items()}
-    result = {tid: vs for s in scans.values() for tid, vs in s.violations.items()}
-    findings = {tid: fs for s in scans.values() for tid, fs in s.findings.items()}
-    files = {tid: f"{folder}/{m}.py" for m, s in scans.items() for tid in s.findings}
-    names = {tid: set(ns) for s in scans.values() for tid, ns in s.names.items()}
-    defines = {tid: ds for s in scans.values() for tid, ds in s.defines.items()}
+    stored = set().union(*(_defined_by(t, True) for t in modules))
     for tid, found in findings.items():  # an attribute of the student's own: the code that defines it
         used = {f.name for f in found if f.kind in ("method", "self") and (f.name not in allowed.METHODS
                                                                           or f.name in stored)}
@@ -480,36 +495,16 @@ def scan_package(sources: dict[str, str | bytes], folder: str = "minilm") -> dic
             for f in findings.get(other, ()):
                 if ":" not in other and _judge(tasks.get(other), f) is not None:
                     continue  # that task's own rules refuse it already: it costs that task, not every caller
-                judged = _judge(task, f)
-                what = judged and judged[0].replace(f.what, f"{f.what} through {via}", 1)
-                if judged and all((w.file, w.line, w.what) != (files[other], f.line, what) for w in result[tid]):
-                    result[tid].append(Violation(tid, files[other], f.line, what, judged[1], "reaches",
-                                                 f"your {task.function}"))
+                if judged := _judge(task, f):
+                    what = judged[0].replace(f.what, f"{f.what} through {via}", 1)
+                    _add(result[tid], Violation(tid, files[other], f.line, what, judged[1], "reaches",
+                                                f"your {task.function}"))
     return result
 
 
-def _scan_module(source, filename: str, defined: set[str] = frozenset()) -> _Scan:
-    mod_tasks = [t for t in tasks.TASKS if t.module == Path(filename).stem]
-    scan = _Scan({t.id: [] for t in mod_tasks}, {t.id: [] for t in mod_tasks}, {}, {})
-    tree, problem, found = _parse(source, filename), None, []
-    if isinstance(tree, Exception):
-        what = f"a syntax error: {getattr(tree, 'msg', None) or tree}"
-        problem = _Finding(getattr(tree, "lineno", None) or 1, "has", what, "way", what, allowed.SYNTAX_ADVICE)
-    elif mod_tasks:
-        try:
-            found = _scan_tree(tree, mod_tasks, scan, defined)
-        except RecursionError:
-            problem = _Finding(1, "has", allowed.NESTING, "way", allowed.NESTING, allowed.NESTING_ADVICE)
-    if problem:  # the whole module's: every task's
-        found = [(t.id, "your module", problem) for t in mod_tasks]
-    for task_id, where, f in found:
-        scan.findings.setdefault(task_id, []).append(f)
-        judged = None if ":" in task_id else _judge(tasks.get(task_id), f)
-        if judged and all((v.line, v.what) != (f.line, judged[0]) for v in scan.violations[task_id]):
-            scan.violations[task_id].append(Violation(task_id, filename, f.line, judged[0], judged[1], f.verb, where))
-    for vs in scan.violations.values():
-        vs.sort(key=lambda v: v.line)
-    return scan
+def _add(violations: list[Violation], v: Violation) -> None:
+    if all((w.file, w.line, w.what) != (v.file, v.line, v.what) for w in violations):
+        violations.append(v)
 
 
 def _tasks_named(mod: _Module, nodes: list[ast.AST], owner: dict[str, str]) -> set[str]:
@@ -542,9 +537,9 @@ def _uses(nodes: list[ast.AST], helpers: dict[str, list[ast.stmt]]) -> set[str]:
     return _reach(named(nodes), lambda h: named(helpers[h]))
 
 
-def _scan_tree(tree: ast.Module, mod_tasks: list[tasks.Task], scan: _Scan, defined: set[str]
-               ) -> list[tuple[str, str, _Finding]]:
-    """(task id, "your …", finding) for every finding; fills scan.names and scan.defines."""
+def _scan_tree(tree: ast.Module, mod_tasks: list[tasks.Task], defined: set[str], names: dict[str, set[str]],
+               defines: dict[str, set[str]]) -> list[tuple[str, str, _Finding]]:
+    """(task id, "your …", finding) for every finding; fills names and defines."""
     owner = {name: t.id for t in mod_tasks for name in t.names}
     mod, module, all_ids = _Module(tree, set(owner), defined), mod_tasks[0].module, [t.id for t in mod_tasks]
     regions: dict[str, list[tuple[str, ast.stmt]]] = {t.id: [] for t in mod_tasks}  # task → (name, stmt)
@@ -568,14 +563,14 @@ def _scan_tree(tree: ast.Module, mod_tasks: list[tasks.Task], scan: _Scan, defin
     shared = _tasks_named(mod, module_stmts, owner)
     for tid, stmts in regions.items():
         code = [s for _, s in stmts] + [s for h in helpers if tid in payers[h] for s in helpers[h]]
-        scan.names[tid] = (_tasks_named(mod, code, owner) | shared) - {tid}
-        scan.defines[tid] = _defined_attrs(code + module_stmts)  # module-level code is every task's
+        names[tid] = (_tasks_named(mod, code, owner) | shared) - {tid}
+        defines[tid] = _defined_attrs(code + module_stmts)  # module-level code is every task's
         for name, stmt in stmts:  # `from torch import softmax`: the task's name is the built-in itself
             out += [(tid, f"your {name}", f) for f in mod.findings(stmt)]
     for name in helpers:
         if ":" in (pid := _TASK_OF.get((module, name), "")):  # provided code: its own and its helpers'
             code = [s for h in {name} | _uses(helpers[name], helpers) for s in helpers[h]]
-            scan.names[pid], scan.defines[pid] = _tasks_named(mod, code, owner), _defined_attrs(code)
+            names[pid], defines[pid] = _tasks_named(mod, code, owner), _defined_attrs(code)
             out += [(pid, f"your {name}", f) for stmt in code for f in mod.findings(stmt)]
     for stmt in module_stmts:
         out += [(tid, "your module", f) for f in mod.findings(stmt) for tid in all_ids]
