@@ -83,13 +83,6 @@ def _family_matches(family: Family, name: str) -> bool:
 
 
 @functools.lru_cache(maxsize=None)
-def _attr_matches(family: Family, attr: str) -> bool:
-    # a multi-word built-in's words (.native_layer_norm), not a one-word one's (.linear_q may be the student's)
-    return (attr in family.methods or attr in family.names
-            or any(len(_tokens(n)) > 1 and _contains_name(attr, n) for n in family.names))
-
-
-@functools.lru_cache(maxsize=None)
 def _validate_names() -> frozenset[str]:
     tree = ast.parse((tasks.COURSE_DIR / "validate.py").read_text(encoding="utf-8"))
     return frozenset(n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_"))
@@ -423,8 +416,11 @@ def _judge(task: tasks.Task, f: _Finding) -> tuple[str, str] | None:
 
 def _forbidden(family: Family, f: _Finding) -> bool:
     """A library name or an attribute of the family; on self, a tensor's built-in method (self.logsumexp)."""
-    return (f.name in family.methods if f.kind == "self" else
-            (_family_matches if f.kind == "name" else _attr_matches)(family, f.name))
+    if f.kind != "method":
+        return f.name in family.methods if f.kind == "self" else _family_matches(family, f.name)
+    # a multi-word built-in's words (.native_layer_norm), not a one-word one's (.linear_q may be the student's)
+    return (f.name in family.methods or f.name in family.names
+            or any(len(_tokens(n)) > 1 and _contains_name(f.name, n) for n in family.names))
 
 
 def scan(source: str | bytes, filename: str) -> dict[str, list[Violation]]:
@@ -543,9 +539,7 @@ def _scan_tree(tree: ast.Module, mod_tasks: list[tasks.Task], defined: set[str],
     owner = {name: t.id for t in mod_tasks for name in t.names}
     mod, module, all_ids = _Module(tree, set(owner), defined), mod_tasks[0].module, [t.id for t in mod_tasks]
     regions: dict[str, list[tuple[str, ast.stmt]]] = {t.id: [] for t in mod_tasks}  # task → (name, stmt)
-    helpers: dict[str, list[ast.stmt]] = {}
-    module_stmts: list[ast.stmt] = []
-    out: list[tuple[str, str, _Finding]] = []
+    helpers, module_stmts, out = {}, [], []  # helper → its defs; the rest of the module's code; findings
     for stmt in tree.body:
         mine = [n for n in _bound_names(stmt) if n in owner]
         for name in mine:
