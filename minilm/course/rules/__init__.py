@@ -82,17 +82,14 @@ def _family_matches(family: Family, name: str) -> bool:
         _contains_name(p, n) for p in parts[1:] for n in family.names)
 
 
-@functools.lru_cache(maxsize=None)
-def _validate_names() -> frozenset[str]:
-    tree = ast.parse((tasks.COURSE_DIR / "validate.py").read_text(encoding="utf-8"))
-    return frozenset(n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_"))
-
-
-def _importable_minilm(parts: list[str]) -> bool:
-    """minilm.course.validate and its checks, an exercise module, or one of its task names."""
-    if parts[:3] == ["minilm", "course", "validate"]:
-        return len(parts) == 3 or (len(parts) == 4 and parts[3] in _validate_names())
-    return len(parts) >= 2 and parts[1] in tasks.EXERCISE_MODULES and (
+@functools.lru_cache(maxsize=1024)
+def _importable_minilm(q: str) -> bool:
+    """minilm.course.validate and its public checks, an exercise module, or one of its task names."""
+    parts = q.split(".")
+    if len(parts) == 4 and parts[:3] == ["minilm", "course", "validate"]:
+        tree = ast.parse((tasks.COURSE_DIR / "validate.py").read_text(encoding="utf-8"))
+        return any(isinstance(n, ast.FunctionDef) and n.name == parts[3] and n.name[0] != "_" for n in tree.body)
+    return q == "minilm.course.validate" or len(parts) >= 2 and parts[1] in tasks.EXERCISE_MODULES and (
         len(parts) == 2 or len(parts) == 3 and tasks.EXPORTS.get(parts[2]) == parts[1])
 
 
@@ -266,7 +263,7 @@ class _Module:
             return self._way(node, "assigns to", q, allowed.PATCHING_ADVICE)
         if parts[0] == "minilm":  # the student's own code, and the provided validate module's checks
             head = 4 if parts[1:3] == ["course", "validate"] else 3
-            if not _importable_minilm(parts[:head]):
+            if not _importable_minilm(".".join(parts[:head])):
                 return self._way(node, verb, q, allowed.IMPORT_ADVICE)
             for i in range(head, len(parts)):  # the student's own objects: judged by each name
                 self._attr(node, parts[i], call and i == len(parts) - 1, ".".join(parts[:i]))
@@ -302,7 +299,7 @@ class _Module:
             self._way(node, "imports", f"* from {base}", allowed.STAR_ADVICE)
         for q in (f"{base}.{a.name}" if base else a.name for a in node.names if a.name != "*"):
             parts = q.split(".")
-            if not (_importable_minilm(parts) if parts[0] == "minilm" else parts[0] in allowed.IMPORTABLE):
+            if not (_importable_minilm(q) if parts[0] == "minilm" else parts[0] in allowed.IMPORTABLE):
                 self._way(node, "imports", q, allowed.IMPORT_ADVICE)
             elif parts[0] != "minilm" and q != "__future__.annotations":
                 if any(p.startswith("_") for p in parts):
