@@ -1,19 +1,14 @@
-"""The "from scratch" rule, checked statically (provided: not an exercise). It fails closed: a task's
-code may use a library name only if allowed.py lists it for the task and it is in none of the task's
-families of built-ins; an attribute of an object the scan cannot follow must be a known method or a
-name the course or the student's code defines; self, only what the student's code sets or a module
-has. Refused anywhere: private names, modules as values, Python built-ins off the list (but where a
-function binds the name), computed getattr, patching a library, jaxtyping shapes that are code, the
-student's classes handed to a library, torch.load or torch.save but as plain calls, a name bound to
-different things, class patterns' positional parts.
+"""The "from scratch" rule, checked statically: it never imports or runs the source (provided: not an
+exercise). It fails closed: a task may use a library name only if allowed.py lists it and none of the task's
+families holds it; an attribute of an object the scan cannot follow, only a listed method or a name the course
+or the student's code defines. What would put code out of the scan's sight is refused everywhere: private and
+computed names, patching, modules or picklers as values, names bound to different things, and so on.
 
-It never imports or runs the source. Code in a task's function or class costs that task; a helper,
-the tasks whose code uses it (all when none does); other module-level code, and a family's built-in
-used as a value, every task of the module (whose families have it).
-scan_package also judges a task by the other tasks' code it names or whose attributes it uses:
+Code in a task's function or class costs that task; a helper, the tasks whose code uses it (all when none
+does); other module-level code, every task of the module. scan_package also judges a task by the other tasks'
+code it names or whose attributes it uses:
 
     scan(source, "minilm/attention.py")   # {"6.1": [Violation, …], "6.2": [], "6.3": []}
-    violations_for("6.1")[0].message       # 'Task 6.1: your softmax calls torch.softmax …'
 """
 
 from __future__ import annotations
@@ -42,7 +37,7 @@ class Violation:
     line: int
     what: str  # "torch.softmax", "Tensor.softmax", "exec, which is not on Task 6.1's list …"
     advice: str  # "build it from exp and sum"
-    verb: str = "calls"  # calls | uses | imports | assigns to | has | hands | reaches
+    verb: str = "calls"  # calls | uses | imports | assigns to | has | reaches
     where: str = ""  # "your softmax", "your helper _f", "your module"
 
     @property
@@ -87,24 +82,14 @@ def _family_matches(family: Family, name: str) -> bool:
         _contains_name(p, n) for p in parts[1:] for n in family.names)
 
 
-@functools.lru_cache(maxsize=None)
-def _attr_matches(family: Family, attr: str) -> bool:
-    # a multi-word built-in's words (.native_layer_norm), not a one-word one's (.linear_q may be the student's)
-    return (attr in family.methods or attr in family.names
-            or any(len(_tokens(n)) > 1 and _contains_name(attr, n) for n in family.names))
-
-
-@functools.lru_cache(maxsize=None)
-def _validate_names() -> frozenset[str]:
-    tree = ast.parse((tasks.COURSE_DIR / "validate.py").read_text(encoding="utf-8"))
-    return frozenset(n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_"))
-
-
-def _importable_minilm(parts: list[str]) -> bool:
-    """minilm.course.validate and its checks, an exercise module, or one of its task names."""
-    if parts[:3] == ["minilm", "course", "validate"]:
-        return len(parts) == 3 or (len(parts) == 4 and parts[3] in _validate_names())
-    return len(parts) >= 2 and parts[1] in tasks.EXERCISE_MODULES and (
+@functools.lru_cache(maxsize=1024)
+def _importable_minilm(q: str) -> bool:
+    """minilm.course.validate and its public checks, an exercise module, or one of its task names."""
+    parts = q.split(".")
+    if len(parts) == 4 and parts[:3] == ["minilm", "course", "validate"]:
+        tree = ast.parse((tasks.COURSE_DIR / "validate.py").read_text(encoding="utf-8"))
+        return any(isinstance(n, ast.FunctionDef) and n.name == parts[3] and n.name[0] != "_" for n in tree.body)
+    return q == "minilm.course.validate" or len(parts) >= 2 and parts[1] in tasks.EXERCISE_MODULES and (
         len(parts) == 2 or len(parts) == 3 and tasks.EXPORTS.get(parts[2]) == parts[1])
 
 
@@ -155,25 +140,20 @@ def _locals(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> frozense
 
 
 def _defined_attrs(nodes: list[ast.AST]) -> set[str]:
-    """Stores to attributes, and the names class bodies bind."""
     return set().union(*(_defined_by(n) for n in nodes))
 
 
 @functools.lru_cache(maxsize=1024)  # by statement: a scan asks for each task's code
-def _defined_by(root: ast.AST) -> frozenset[str]:
-    return _stored_by(root) | frozenset(b for n in ast.walk(root) for b in (
-        [b for s in n.body for b in _bound_names(s)] if isinstance(n, ast.ClassDef) else
-        [n.args[0].value] if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.args
-        and n.func.attr in allowed.SETTERS and _const(n.args[0]) else []))
-
-
-@functools.lru_cache(maxsize=1024)
-def _stored_by(root: ast.AST) -> frozenset[str]:
-    """Attributes set on an object: x.name = …, setattr(x, "name", …)."""
+def _defined_by(root: ast.AST, stored_only: bool = False) -> frozenset[str]:
+    """Attributes set on an object, x.name = … or setattr(x, "name", …); unless stored_only, also the names
+    class bodies bind and those a setter registers, register_buffer("cos", …)."""
     return frozenset(b for n in ast.walk(root) for b in (
         [n.attr] if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) else
         [n.args[1].value] if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr"
-        and len(n.args) > 1 and _const(n.args[1]) else []))
+        and len(n.args) > 1 and _const(n.args[1]) else [] if stored_only else
+        [b for s in n.body for b in _bound_names(s)] if isinstance(n, ast.ClassDef) else
+        [n.args[0].value] if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.args
+        and n.func.attr in allowed.SETTERS and _const(n.args[0]) else []))
 
 
 def _alias_pairs(stmt: ast.stmt) -> list[tuple[str, ast.expr]]:
@@ -219,7 +199,6 @@ class _Module:
         # aliases are resolved: getattr is Python's), the findings.
         self.exempt, self.local, self.out = frozenset(), frozenset(), []
         nodes = list(ast.walk(tree))
-        self.classes = {n.name for n in nodes if isinstance(n, ast.ClassDef)}
         # How many times the module binds each name, anywhere: super and int may not be Python's where it does.
         sites = collections.Counter(b for n in nodes if (b := _binding(n)))
         self.own = set(sites)
@@ -238,10 +217,8 @@ class _Module:
             self.aliases = {t: q for t, q in imports if t not in self.ambiguous}
             for _ in range(2):
                 self.aliases |= {t: q for t, v in pairs if t not in self.ambiguous and (q := self.resolve(v))}
-            meanings = collections.defaultdict(set)
-            for t, q in imports + [(t, self.resolve(v)) for t, v in pairs]:
-                meanings[t].add(q)
-            self.ambiguous |= {t for t in self.aliases if len(meanings[t]) > 1 or sites[t] > alias_sites[t]}
+            meanings = collections.Counter(t for t, _ in set(imports + [(t, self.resolve(v)) for t, v in pairs]))
+            self.ambiguous |= {t for t in self.aliases if meanings[t] > 1 or sites[t] > alias_sites[t]}
         self.imported = dict(self.aliases)  # what an import binds task names to
         for name in task_names:  # never aliases: Task 6.2 calling softmax calls the student's softmax
             self.aliases.pop(name, None)
@@ -286,7 +263,7 @@ class _Module:
             return self._way(node, "assigns to", q, allowed.PATCHING_ADVICE)
         if parts[0] == "minilm":  # the student's own code, and the provided validate module's checks
             head = 4 if parts[1:3] == ["course", "validate"] else 3
-            if not _importable_minilm(parts[:head]):
+            if not _importable_minilm(".".join(parts[:head])):
                 return self._way(node, verb, q, allowed.IMPORT_ADVICE)
             for i in range(head, len(parts)):  # the student's own objects: judged by each name
                 self._attr(node, parts[i], call and i == len(parts) - 1, ".".join(parts[:i]))
@@ -322,7 +299,7 @@ class _Module:
             self._way(node, "imports", f"* from {base}", allowed.STAR_ADVICE)
         for q in (f"{base}.{a.name}" if base else a.name for a in node.names if a.name != "*"):
             parts = q.split(".")
-            if not (_importable_minilm(parts) if parts[0] == "minilm" else parts[0] in allowed.IMPORTABLE):
+            if not (_importable_minilm(q) if parts[0] == "minilm" else parts[0] in allowed.IMPORTABLE):
                 self._way(node, "imports", q, allowed.IMPORT_ADVICE)
             elif parts[0] != "minilm" and q != "__future__.annotations":
                 if any(p.startswith("_") for p in parts):
@@ -343,30 +320,22 @@ class _Module:
                 fn.minilm_self = frozenset(a.arg for a in first if node.name in self.plain and not static
                                            and not _rebinds(fn, a.arg, a))
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            outer = self.exempt, self.local  # the signature and decorators belong to the enclosing code
-            self._walk_all(c for f, v in ast.iter_fields(node) if f != "body"
-                           for c in (v if isinstance(v, list) else [v]) if isinstance(c, ast.AST))
+            outer, body = (self.exempt, self.local), node.body if isinstance(node.body, list) else [node.body]
+            self._walk_all(c for c in ast.iter_child_nodes(node) if c not in body)  # the signature and decorators
             self.exempt, self.local = getattr(node, "minilm_self", outer[0]), outer[1] | _locals(node)
-            self._walk_all(node.body if isinstance(node.body, list) else [node.body])
+            self._walk_all(body)
             self.exempt, self.local = outer
             return
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and self.is_alias_binding(node):
-            for child in node.targets if isinstance(node, ast.Assign) else [node.target]:
-                self._walk(child)
-            unpacked = isinstance(node.value, (ast.Tuple, ast.List)) and any(
-                isinstance(t, (ast.Tuple, ast.List)) for t in getattr(node, "targets", ()))
-            for child in node.value.elts if unpacked else [node.value]:
-                self._walk(child, alias=True)
+            self._walk_all(node.targets if isinstance(node, ast.Assign) else [node.target])
+            for value in {id(v): v for _, v in _alias_pairs(node)}.values():  # F = G = value: one value
+                self._walk(value, alias=True)
             return
         dynamic, args = self._dynamic(node), getattr(node, "args", [])
-        if dynamic and len(args) >= 2 and _const(args[1], name=True):
-            q = self.resolve(args[0])
-            if q is not None:
-                self._name(node, f"{q}.{args[1].value}", call and dynamic == "getattr",
-                           store=dynamic in ("setattr", "delattr"), alias=alias)
-            elif not self._is_self(args[0]):
-                self._attr(node, args[1].value, call, _short(args[0]))
-                self._walk(args[0])
+        if dynamic and len(args) >= 2 and _const(args[1], name=True):  # getattr(x, "name") is x.name
+            ctx = ast.Load() if dynamic in ("getattr", "hasattr") else ast.Store()
+            attr = ast.copy_location(ast.Attribute(args[0], args[1].value, ctx), node)
+            self._walk(attr, call and dynamic == "getattr", alias)
             return self._walk_all([*args[2:], *node.keywords])
         if dynamic and dynamic != "hasattr":
             advice = allowed.SETATTR_ADVICE if dynamic == "setattr" else allowed.DYNAMIC_ADVICE
@@ -391,9 +360,6 @@ class _Module:
             q = self.resolve(node.func)
             if q in allowed.PICKLERS and not _plain_call(node, q):
                 self._way(node, "calls", f"{q} with a pickler or options", allowed.LOAD_ADVICE)
-            for arg in [*node.args, *(k.value for k in node.keywords)] if q and q[:7] != "minilm." else []:
-                if self._is_class(arg):  # torch.save(obj, f, pickle_module=MyPickler)
-                    self._way(arg, "hands", f"the class {_short(arg)} to {q}", allowed.CLASS_ADVICE)
             self._walk(node.func, call=True)
             return self._walk_all([*node.args, *node.keywords])
         if isinstance(node, ast.Attribute):
@@ -433,11 +399,6 @@ class _Module:
             bool(self.exempt) and isinstance(node, ast.Call) and not node.args and isinstance(node.func, ast.Name)
             and node.func.id == "super" and "super" not in self.own)
 
-    def _is_class(self, node: ast.AST) -> bool:
-        q = self.resolve(node) or ""
-        return (isinstance(node, ast.Name) and node.id in self.classes and node.id not in self.aliases
-                or q.startswith("minilm.") and len(q.split(".")) == 3 and q.split(".")[2][:1].isupper())
-
 
 def _judge(task: tasks.Task, f: _Finding) -> tuple[str, str] | None:
     listed = (f.name in allowed.ALLOWED or f.name in task.allowed) if f.kind == "name" else f.known
@@ -452,14 +413,24 @@ def _judge(task: tasks.Task, f: _Finding) -> tuple[str, str] | None:
 
 def _forbidden(family: Family, f: _Finding) -> bool:
     """A library name or an attribute of the family; on self, a tensor's built-in method (self.logsumexp)."""
-    return (f.name in family.methods if f.kind == "self" else
-            (_family_matches if f.kind == "name" else _attr_matches)(family, f.name))
+    if f.kind != "method":
+        return f.name in family.methods if f.kind == "self" else _family_matches(family, f.name)
+    # a multi-word built-in's words (.native_layer_norm), not a one-word one's (.linear_q may be the student's)
+    return (f.name in family.methods or f.name in family.names
+            or any(len(_tokens(n)) > 1 and _contains_name(f.name, n) for n in family.names))
 
 
 def scan(source: str | bytes, filename: str) -> dict[str, list[Violation]]:
     """Each task of the exercise module `filename` → its violations in `source`, in line order. A
     syntax error is a violation, never an exception."""
-    return _scan_module(source, filename).violations
+    return _scan({Path(filename).stem: source}, lambda module: filename, reach=False)
+
+
+def scan_package(sources: dict[str, str | bytes], folder: str = "minilm") -> dict[str, list[Violation]]:
+    """scan() of every module in `sources` (name → source), and what each task reaches through other
+    tasks' code it names or whose attributes it uses (gelu calling sinusoidal_positions for its F.gelu,
+    kv_cache.f set by KVCache). What the other task's own rules refuse costs that task alone."""
+    return _scan(sources, lambda module: f"{folder}/{module}.py")
 
 
 # Provided names other modules may import (ClassicConfig) live in the student's file too: a task that
@@ -468,36 +439,44 @@ _TASK_OF = {(t.module, n): t.id for t in tasks.TASKS for n in t.names}
 _TASK_OF |= {(m, n): f"{m}:{n}" for n, m in tasks.EXPORTS.items() if (m, n) not in _TASK_OF}
 
 
-@dataclass
-class _Scan:
-    violations: dict[str, list[Violation]]  # task id → its violations
-    findings: dict[str, list[_Finding]]  # task id or pseudo id → its findings, before any rule judges them
-    names: dict[str, set[str]]  # … → the other tasks (ids, any module) its code names
-    defines: dict[str, set[str]]  # … → the attribute names its code defines
-
-
 def _parse(source, filename: str) -> ast.Module | Exception:
-    try:  # scan_package parses once and hands on the tree, or the error, to _scan_module
-        return source if isinstance(source, (ast.Module, Exception)) else ast.parse(source, filename)
+    try:
+        return ast.parse(source, filename)
     except (SyntaxError, ValueError) as e:
         return e
 
 
-def scan_package(sources: dict[str, str | bytes], folder: str = "minilm") -> dict[str, list[Violation]]:
-    """scan() of every module in `sources` (name → source), and what each task reaches through other
-    tasks' code it names or whose attributes it uses (gelu calling sinusoidal_positions for its F.gelu,
-    kv_cache.f set by KVCache). What the other task's own rules refuse costs that task alone."""
-    trees = {m: _parse(s, f"{folder}/{m}.py") for m, s in sources.items()}
-    defined = _defined_attrs([t for t in trees.values() if isinstance(t, ast.Module)])
+def _scan(sources: dict[str, str | bytes], file_of, reach: bool = True) -> dict[str, list[Violation]]:
+    trees = {m: _parse(s, file_of(m)) for m, s in sources.items()}
+    modules = [t for t in trees.values() if isinstance(t, ast.Module)]
+    defined = _defined_attrs(modules)  # attribute names the student's code defines, in any module
+    # By task id or pseudo id: its findings before any rule judges them, the file they are in, the other
+    # tasks (ids, any module) its code names and the attribute names its code defines.
+    result, findings, files, names, defines = {}, {}, {}, {}, {}
+    for m, tree in trees.items():
+        mod_tasks, problem, found = [t for t in tasks.TASKS if t.module == m], None, []
+        if isinstance(tree, Exception):
+            what = f"a syntax error: {getattr(tree, 'msg', None) or tree}"
+            problem = _Finding(getattr(tree, "lineno", None) or 1, "has", what, "way", what, allowed.SYNTAX_ADVICE)
+        elif mod_tasks:
+            try:
+                found = _scan_tree(tree, mod_tasks, defined, names, defines)
+            except RecursionError:
+                problem = _Finding(1, "has", allowed.NESTING, "way", allowed.NESTING, allowed.NESTING_ADVICE)
+        for t in mod_tasks:
+            result[t.id], findings[t.id], files[t.id] = [], [], file_of(m)
+        for tid, where, f in [(t.id, "your module", problem) for t in mod_tasks] if problem else found:
+            findings.setdefault(tid, []).append(f)
+            files[tid] = file_of(m)
+            if ":" not in tid and (judged := _judge(tasks.get(tid), f)):
+                _add(result[tid], Violation(tid, file_of(m), f.line, *judged, f.verb, where))
+        for t in mod_tasks:
+            result[t.id].sort(key=lambda v: v.line)
+    if not reach:
+        return result
     # A tensor's method's name set on an object may be a plant on torch.Tensor (type(x).training = …, or
     # self.exp = … in a method called with torch.Tensor as self): its readers are followed to it like any other's.
-    stored = set().union(*(_stored_by(t) for t in trees.values() if isinstance(t, ast.Module)))
-    scans = {m: _scan_module(t, f"{folder}/{m}.py", defined) for m, t in trees.items()}
-    result = {tid: vs for s in scans.values() for tid, vs in s.violations.items()}
-    findings = {tid: fs for s in scans.values() for tid, fs in s.findings.items()}
-    files = {tid: f"{folder}/{m}.py" for m, s in scans.items() for tid in s.findings}
-    names = {tid: set(ns) for s in scans.values() for tid, ns in s.names.items()}
-    defines = {tid: ds for s in scans.values() for tid, ds in s.defines.items()}
+    stored = set().union(*(_defined_by(t, True) for t in modules))
     for tid, found in findings.items():  # an attribute of the student's own: the code that defines it
         used = {f.name for f in found if f.kind in ("method", "self") and (f.name not in allowed.METHODS
                                                                           or f.name in stored)}
@@ -509,36 +488,16 @@ def scan_package(sources: dict[str, str | bytes], folder: str = "minilm") -> dic
             for f in findings.get(other, ()):
                 if ":" not in other and _judge(tasks.get(other), f) is not None:
                     continue  # that task's own rules refuse it already: it costs that task, not every caller
-                judged = _judge(task, f)
-                what = judged and judged[0].replace(f.what, f"{f.what} through {via}", 1)
-                if judged and all((w.file, w.line, w.what) != (files[other], f.line, what) for w in result[tid]):
-                    result[tid].append(Violation(tid, files[other], f.line, what, judged[1], "reaches",
-                                                 f"your {task.function}"))
+                if judged := _judge(task, f):
+                    what = judged[0].replace(f.what, f"{f.what} through {via}", 1)
+                    _add(result[tid], Violation(tid, files[other], f.line, what, judged[1], "reaches",
+                                                f"your {task.function}"))
     return result
 
 
-def _scan_module(source, filename: str, defined: set[str] = frozenset()) -> _Scan:
-    mod_tasks = [t for t in tasks.TASKS if t.module == Path(filename).stem]
-    scan = _Scan({t.id: [] for t in mod_tasks}, {t.id: [] for t in mod_tasks}, {}, {})
-    tree, problem, found = _parse(source, filename), None, []
-    if isinstance(tree, Exception):
-        what = f"a syntax error: {getattr(tree, 'msg', None) or tree}"
-        problem = _Finding(getattr(tree, "lineno", None) or 1, "has", what, "way", what, allowed.SYNTAX_ADVICE)
-    elif mod_tasks:
-        try:
-            found = _scan_tree(tree, mod_tasks, scan, defined)
-        except RecursionError:
-            problem = _Finding(1, "has", allowed.NESTING, "way", allowed.NESTING, allowed.NESTING_ADVICE)
-    if problem:  # the whole module's: every task's
-        found = [(t.id, "your module", problem) for t in mod_tasks]
-    for task_id, where, f in found:
-        scan.findings.setdefault(task_id, []).append(f)
-        judged = None if ":" in task_id else _judge(tasks.get(task_id), f)
-        if judged and all((v.line, v.what) != (f.line, judged[0]) for v in scan.violations[task_id]):
-            scan.violations[task_id].append(Violation(task_id, filename, f.line, judged[0], judged[1], f.verb, where))
-    for vs in scan.violations.values():
-        vs.sort(key=lambda v: v.line)
-    return scan
+def _add(violations: list[Violation], v: Violation) -> None:
+    if all((w.file, w.line, w.what) != (v.file, v.line, v.what) for w in violations):
+        violations.append(v)
 
 
 def _tasks_named(mod: _Module, nodes: list[ast.AST], owner: dict[str, str]) -> set[str]:
@@ -571,15 +530,13 @@ def _uses(nodes: list[ast.AST], helpers: dict[str, list[ast.stmt]]) -> set[str]:
     return _reach(named(nodes), lambda h: named(helpers[h]))
 
 
-def _scan_tree(tree: ast.Module, mod_tasks: list[tasks.Task], scan: _Scan, defined: set[str]
-               ) -> list[tuple[str, str, _Finding]]:
-    """(task id, "your …", finding) for every finding; fills scan.names and scan.defines."""
+def _scan_tree(tree: ast.Module, mod_tasks: list[tasks.Task], defined: set[str], names: dict[str, set[str]],
+               defines: dict[str, set[str]]) -> list[tuple[str, str, _Finding]]:
+    """(task id, "your …", finding) for every finding; fills names and defines."""
     owner = {name: t.id for t in mod_tasks for name in t.names}
     mod, module, all_ids = _Module(tree, set(owner), defined), mod_tasks[0].module, [t.id for t in mod_tasks]
     regions: dict[str, list[tuple[str, ast.stmt]]] = {t.id: [] for t in mod_tasks}  # task → (name, stmt)
-    helpers: dict[str, list[ast.stmt]] = {}
-    module_stmts: list[ast.stmt] = []
-    out: list[tuple[str, str, _Finding]] = []
+    helpers, module_stmts, out = {}, [], []  # helper → its defs; the rest of the module's code; findings
     for stmt in tree.body:
         mine = [n for n in _bound_names(stmt) if n in owner]
         for name in mine:
@@ -597,14 +554,14 @@ def _scan_tree(tree: ast.Module, mod_tasks: list[tasks.Task], scan: _Scan, defin
     shared = _tasks_named(mod, module_stmts, owner)
     for tid, stmts in regions.items():
         code = [s for _, s in stmts] + [s for h in helpers if tid in payers[h] for s in helpers[h]]
-        scan.names[tid] = (_tasks_named(mod, code, owner) | shared) - {tid}
-        scan.defines[tid] = _defined_attrs(code + module_stmts)  # module-level code is every task's
+        names[tid] = (_tasks_named(mod, code, owner) | shared) - {tid}
+        defines[tid] = _defined_attrs(code + module_stmts)  # module-level code is every task's
         for name, stmt in stmts:  # `from torch import softmax`: the task's name is the built-in itself
             out += [(tid, f"your {name}", f) for f in mod.findings(stmt)]
     for name in helpers:
         if ":" in (pid := _TASK_OF.get((module, name), "")):  # provided code: its own and its helpers'
             code = [s for h in {name} | _uses(helpers[name], helpers) for s in helpers[h]]
-            scan.names[pid], scan.defines[pid] = _tasks_named(mod, code, owner), _defined_attrs(code)
+            names[pid], defines[pid] = _tasks_named(mod, code, owner), _defined_attrs(code)
             out += [(pid, f"your {name}", f) for stmt in code for f in mod.findings(stmt)]
     for stmt in module_stmts:
         out += [(tid, "your module", f) for f in mod.findings(stmt) for tid in all_ids]

@@ -83,7 +83,6 @@ DYNAMIC_ADVICE = "write the code itself: nothing that runs code, or looks names 
 SETATTR_ADVICE = ("replace a module's child with parent.add_module(name, new): setattr with a computed name can set "
                   "anything")
 MODULE_VALUE_ADVICE = "use a module by its dotted names (torch.nn.functional.x) or an alias (F = torch.nn.functional)"
-CLASS_ADVICE = "hand libraries tensors and numbers, not your classes"
 # torch.load with weights_only=False (or a pickle_module) unpickles anything, and torch.save's
 # pickle_module runs any code: only Task 10.5 saves and loads, with plain calls.
 LOAD_ADVICE = ("call torch.save(obj, f) and torch.load(src) or torch.load(src, weights_only=True), by name: "
