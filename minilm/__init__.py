@@ -33,8 +33,8 @@ def implementation() -> str:
 
 implementation()  # fail at import, before any work, on a bad value
 
-# `python -m minilm` and `python -m minilm.train` keep working while
-# minilm/ itself holds only the student's files: those entry points live in minilm/course/entry.
+# `python -m minilm` (the same program as the `minilm` command) keeps working while
+# minilm/ itself holds only the student's files: its __main__ lives in minilm/course/entry.
 __path__.append(os.path.join(os.path.dirname(__file__), "course", "entry"))
 
 

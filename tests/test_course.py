@@ -37,7 +37,7 @@ def test_switch_rejects_unknown_values():
 def test_status_points_at_the_stub_line_or_the_definition(task):
     """`minilm status` sends you to a task's stub line while it is a stub, and to
     its definition once you replaced the stub."""
-    from minilm.course.cli import source_location
+    from minilm.course.commands.status import source_location
 
     path, line = source_location(task)
     text = path.read_text(encoding="utf-8")
