@@ -39,9 +39,10 @@ _CHECKS: dict[str, Callable[[], str]] = {}
 class CheckFailed(AssertionError):
     """A check's verdict: what differs, and the known mistake it matches (if any)."""
 
-    def __init__(self, message: str, mistake: str | None = None):
+    def __init__(self, message: str, mistake: str | None = None, where: str | None = None):
         super().__init__(message)
         self.message, self.mistake = message, mistake
+        self.where = where  # the student's file:line to open, when the check knows it
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,9 @@ class Verdict:
     status: str  # pass | fail | todo | error
     message: str
     mistake: str | None = None
+    # Where to look first, "minilm/rope.py:31" (for `minilm status`'s Next): the line your code
+    # raised at, or the definition of the function whose output differs; None: the task's own.
+    where: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -203,14 +207,52 @@ def run(task_id: str) -> Verdict:
             torch.manual_seed(0)
             return Verdict(task_id, PASS, fn())
     except CheckFailed as e:
-        return Verdict(task_id, FAIL, e.message, e.mistake)
+        return Verdict(task_id, FAIL, e.message, e.mistake, e.where)
     except NotImplementedError as e:
         todo = todo_message(e)
         if todo is not None:
             return Verdict(task_id, TODO, todo)
-        return Verdict(task_id, ERROR, f"raised NotImplementedError: {e}")
+        return Verdict(task_id, ERROR, *_raised(e))
     except Exception as e:  # a student's bug: report it in one line, not a traceback
-        return Verdict(task_id, ERROR, f"raised {type(e).__name__}: {e}")
+        return Verdict(task_id, ERROR, *_raised(e))
+
+
+# ---------------------------------------------------------------- where in the student's files
+
+
+def _exercise_files() -> dict[Path, str]:
+    """The exercise modules `minilm` runs (the student's, or the reference's with MINILM_IMPL=solutions),
+    each with the path a message shows, relative to the project root."""
+    import minilm
+
+    pkg = minilm.implementation()
+    return {(tasks.ROOT / pkg / f"{m}.py").resolve(): f"{pkg}/{m}.py" for m in tasks.EXERCISE_MODULES}
+
+
+def raised_at(exc: BaseException) -> str | None:
+    """file:line of the deepest frame of `exc`'s traceback in an exercise module: the student's own
+    line that raised or called into torch (or into the course's argument checks), not torch's."""
+    files, where = _exercise_files(), None
+    tb = exc.__traceback__
+    while tb is not None:
+        shown = files.get(Path(tb.tb_frame.f_code.co_filename).resolve())
+        if shown is not None:
+            where = f"{shown}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return where
+
+
+def _one_line(exc: BaseException, limit: int = 200) -> str:
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return text if len(text) <= limit else text[:limit - 2].rstrip() + " …"
+
+
+def _raised(exc: BaseException) -> tuple[str, None, str | None]:
+    """(message, mistake, where) for an error your code raised: its one line and your file:line."""
+    where = raised_at(exc)
+    if where is None:  # raised by the check itself on what your code returned
+        return f"raised {_one_line(exc)}", None, None
+    return f"your code raised {_one_line(exc)} ({where})", None, where
 
 
 def check(*task_ids: str) -> None:
@@ -312,8 +354,9 @@ def run_spec(s) -> str:
             if named is None:
                 raise
             mistake, advice = named
-            error = " ".join(f"{type(e).__name__}: {e}".split())
-            raise CheckFailed(f"on {case['what']}: raised {error}. {advice}", mistake) from None
+            where = raised_at(e)
+            error = " ".join(f"{type(e).__name__}: {e}".split()) + (f" ({where})" if where else "")
+            raise CheckFailed(f"on {case['what']}: raised {error}. {advice}", mistake, where) from None
         if _RUN.recording is None and s.invariant is not None:
             problem = s.invariant(got, case)
             if problem is not None:

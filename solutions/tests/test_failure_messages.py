@@ -8,10 +8,16 @@ from __future__ import annotations
 import ast
 import inspect
 import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from minilm.course import spec, tasks
+from solutions import make_stubs
+from solutions.tests.test_release import student_env
 
 ROOT = tasks.ROOT
 
@@ -42,3 +48,52 @@ def test_prerequisites_follow_uses_through():
     assert [t.id for t in tasks.prerequisites("8.1")] == ["1.1", "1.2", "2.1", "2.2", "3.1", "3.2", "4.1", "4.3", "5.1",
                                                           "5.2", "6.1", "6.2", "6.3", "7.1"]
     assert tasks.prerequisites("1.1") == ()
+
+
+# ---------------------------------------------------------------- a student's copy with one function broken
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> Path:
+    """minilm/ as a student has it after the last task: the stubs with the reference's bodies."""
+    out = tmp_path_factory.mktemp("submission")
+    shutil.copytree(ROOT / "minilm", out / "minilm", ignore=shutil.ignore_patterns("__pycache__"))
+    for module, text in make_stubs.solved_modules().items():
+        (out / "minilm" / f"{module}.py").write_text(text, encoding="utf-8")
+    return out
+
+
+def broken(finished: Path, tmp_path: Path, module: str, old: str, new: str) -> tuple[Path, str]:
+    """A copy of `finished` with `old` replaced by `new` in minilm/<module>.py, and that file's text."""
+    repo = tmp_path / "repo"
+    shutil.copytree(finished, repo)
+    path = repo / "minilm" / f"{module}.py"
+    text = path.read_text(encoding="utf-8")
+    assert text.count(old) == 1, old
+    text = text.replace(old, new)
+    path.write_text(text, encoding="utf-8")
+    return repo, text
+
+
+def minilm(repo: Path, *args: str) -> str:
+    r = subprocess.run([sys.executable, "-m", "minilm", *args], cwd=repo, env=student_env(repo), capture_output=True,
+                       text=True, timeout=600, check=False)
+    assert not r.stderr.strip(), r.stderr[-2000:]
+    return r.stdout
+
+
+def line_of(text: str, needle: str) -> int:
+    (line,) = [i for i, s in enumerate(text.splitlines(), 1) if needle in s]
+    return line
+
+
+@pytest.mark.slow  # the student's commands in subprocesses
+def test_an_error_names_the_students_line_not_torchs(finished, tmp_path):
+    """A RoPE table one position short: indexing it at the last position raises a bare IndexError
+    inside torch; the check names it and the student's line that indexed."""
+    repo, text = broken(finished, tmp_path, "rope", "rope_angles(torch.arange(max_seq_len, device=device)",
+                        "rope_angles(torch.arange(max_seq_len - 1, device=device)")
+    at = f"minilm/rope.py:{line_of(text, 'return rotate_pairs(x, self.cos[token_positions]')}"
+    assert minilm(repo, "check", "5.2").splitlines() == [(
+        "✗ Task 5.2 RotaryPositionalEmbedding: your code raised IndexError: index 63 is out of bounds for dimension 0 "
+        f"with size 63 ({at})")]
