@@ -22,6 +22,7 @@ The same verdicts feed the test suite, the status command and the grader.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -189,11 +190,41 @@ def record(task_id: str) -> Recording:
     return recording
 
 
-def run(task_id: str) -> Verdict:
+def run(task_id: str, known: dict[str, Verdict] | None = None) -> Verdict:
     """Run one task's check and return its verdict (never raises for student errors).
 
     Code that breaks the task's "from scratch" rule (minilm/course/rules/: a forbidden built-in,
-    or a way around the rules) fails at once with the rule's one line, before the check runs."""
+    or a way around the rules) fails at once with the rule's one line, before the check runs.
+    A failing check whose task runs an earlier task's code (Task.uses) that fails its own check
+    says so first: that task's bug may be this one's. `known` holds verdicts already run (status
+    runs every check in course order) and receives the earlier checks run here."""
+    verdict = _verdict(task_id)
+    if verdict.status in (PASS, TODO) or verdict.message.startswith(f"Task {task_id}: "):
+        return verdict  # passing, a stub, or the task's own rule broken: nothing earlier to blame
+    known = {} if known is None else known
+    for earlier in tasks.prerequisites(task_id):
+        if earlier.id not in known:
+            known[earlier.id] = run(earlier.id, known)
+        first = known[earlier.id]
+        if first.status in (FAIL, ERROR):
+            return dataclasses.replace(
+                verdict, where=first.where,
+                message=f"Task {earlier.id} fails; fix it first: {task_id} uses your {earlier.function}. "
+                        f"Meanwhile {task_id}'s check says: {verdict.message}")
+    return verdict
+
+
+def run_many(task_ids) -> list[Verdict]:
+    """The verdicts of several tasks, each check run once though a failing one asks about the tasks it uses."""
+    known: dict[str, Verdict] = {}
+    for task_id in task_ids:
+        if task_id not in known:
+            known[task_id] = run(task_id, known)
+    return [known[t] for t in task_ids]
+
+
+def _verdict(task_id: str) -> Verdict:
+    """One task's own check, blind to the tasks it uses."""
     _load()
     tasks.get(task_id)
     fn = _CHECKS.get(task_id)

@@ -67,7 +67,7 @@ def status(out=sys.stdout) -> int:
     impl = minilm.implementation()
     who = "the reference (MINILM_IMPL=solutions)" if impl == "solutions" else "your code in minilm/"
     print(f"minilm status: {who}", file=out)
-    verdicts = [checks.run(t.id) for t in tasks.TASKS]
+    verdicts = checks.run_many([t.id for t in tasks.TASKS])
     width = max(len(t.title) for t in tasks.TASKS)
     for task, v in zip(tasks.TASKS, verdicts):
         state = "done" if v.ok else ("not yet" if v.status == checks.TODO else "failing")
@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     from minilm.course import checks
 
     _for_small_checks()
-    verdicts = [checks.run(t) for t in ids]
+    verdicts = checks.run_many(ids)
     as_json = json.dumps([dataclasses.asdict(v) | {"line": v.line} for v in verdicts], ensure_ascii=False, indent=1)
     for path, text in ((args.json_out, as_json + "\n"), (args.markdown, markdown(verdicts) if args.markdown else "")):
         if path is not None:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from minilm.course import spec, tasks
-from solutions import make_stubs
+from minilm.course import checks, spec, tasks
+from solutions import make_stubs, mistakes
 from solutions.tests.test_release import student_env
 
 ROOT = tasks.ROOT
@@ -48,6 +48,31 @@ def test_prerequisites_follow_uses_through():
     assert [t.id for t in tasks.prerequisites("8.1")] == ["1.1", "1.2", "2.1", "2.2", "3.1", "3.2", "4.1", "4.3", "5.1",
                                                           "5.2", "6.1", "6.2", "6.3", "7.1"]
     assert tasks.prerequisites("1.1") == ()
+
+
+# ---------------------------------------------------------------- in-process, on the reference's known mistakes
+
+
+@pytest.fixture
+def reference(monkeypatch):
+    monkeypatch.setenv("MINILM_IMPL", "solutions")
+
+
+def test_a_task_whose_earlier_task_fails_says_so_first_and_keeps_its_own_diagnosis(reference):
+    mutant = mistakes.get("rope_split_halves")  # rotate_pairs of Task 5.1, which 6.3 runs through RoPE
+    with mistakes.applied({**mutant, "task": "6.3"}):
+        verdict = checks.run("6.3")
+    assert verdict.status == checks.FAIL and verdict.mistake == "rope_split_halves", verdict.line
+    assert verdict.line.startswith("✗ Task 6.3 MultiHeadSelfAttention: Task 5.1 fails; fix it first: 6.3 uses your "
+                                   "rope. Meanwhile 6.3's check says: the output on "), verdict.line
+    assert mutant["diagnosis"] in verdict.message
+
+
+def test_a_task_failing_on_its_own_names_no_earlier_task(reference):
+    with mistakes.applied(mistakes.get("missing_final_norm")):
+        verdict = checks.run("8.1")
+    assert verdict.status == checks.FAIL and verdict.message.startswith("the logits on "), verdict.line
+    assert verdict.where is None  # "the logits" name no function: status opens the task's own definition
 
 
 # ---------------------------------------------------------------- a student's copy with one function broken
