@@ -44,6 +44,7 @@ class CheckFailed(AssertionError):
         super().__init__(message)
         self.message, self.mistake = message, mistake
         self.where = where  # the student's file:line to open, when the check knows it
+        self.output: str | None = None  # the spec's output key that differs, set by run_spec
 
 
 @dataclass(frozen=True)
@@ -226,7 +227,7 @@ def run_many(task_ids) -> list[Verdict]:
 def _verdict(task_id: str) -> Verdict:
     """One task's own check, blind to the tasks it uses."""
     _load()
-    tasks.get(task_id)
+    task = tasks.get(task_id)
     fn = _CHECKS.get(task_id)
     if fn is None:
         raise KeyError(f"task {task_id} has no registered check")
@@ -238,7 +239,8 @@ def _verdict(task_id: str) -> Verdict:
             torch.manual_seed(0)
             return Verdict(task_id, PASS, fn())
     except CheckFailed as e:
-        return Verdict(task_id, FAIL, e.message, e.mistake, e.where)
+        where = e.where or (_definition_of(_spec_label(task_id, e.output), task) if e.output else None)
+        return Verdict(task_id, FAIL, e.message, e.mistake, where)
     except NotImplementedError as e:
         todo = todo_message(e)
         if todo is not None:
@@ -284,6 +286,46 @@ def _raised(exc: BaseException) -> tuple[str, None, str | None]:
     if where is None:  # raised by the check itself on what your code returned
         return f"raised {_one_line(exc)}", None, None
     return f"your code raised {_one_line(exc)} ({where})", None, where
+
+
+def _spec_label(task_id: str, key: str) -> str:
+    from minilm.course import spec
+
+    return spec.get(task_id).label(key)
+
+
+def _definition_of(label: str, task: tasks.Task) -> str | None:
+    """file:line of the definition an output's label names ("rope_angles", "dequantize_int8(q, scale)",
+    "minilm/attention.py, MultiHeadSelfAttention.forward …"): the function to fix first. None when
+    the label names none (the task's main function is then the place, as for any failure)."""
+    import re
+
+    named = re.search(r"\b(" + "|".join(sorted(tasks.EXPORTS, key=len, reverse=True)) + r")\b(?:\.(\w+))?", label)
+    if named is None:
+        return None
+    name, method = named.groups()
+    for path, shown in _exercise_files().items():
+        if shown.endswith(f"/{tasks.EXPORTS[name]}.py") and path.is_file():
+            line = definition_line(path.read_text(encoding="utf-8"), name, method)
+            return f"{shown}:{line}" if line else None
+    return None
+
+
+def definition_line(text: str, name: str, method: str | None = None) -> int | None:
+    """The line of top-level `name`'s def or class (of its `method`, when given and found) in a module's text."""
+    import ast
+
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name:
+            for inner in node.body if method else ():
+                if isinstance(inner, ast.FunctionDef) and inner.name == method:
+                    return inner.lineno
+            return node.lineno
+    return None
 
 
 def check(*task_ids: str) -> None:
@@ -395,26 +437,31 @@ def run_spec(s) -> str:
         for key, value in got.items():
             if key in s.free:
                 continue
-            items = _tensors(f"{s.label(key)} on {case['what']}", value)
-            if _RUN.recording is None:
-                # the reference gave a tensor (or more of them) where yours gives something else
-                wanted = _stored(_RUN.task).get("want", {})
-                name = f"{s.label(key)} on {case['what']}"
-                listed = name.replace(" on ", f" [{len(items)}] on ", 1)
-                if not items and name in wanted:
-                    raise CheckFailed(f"{name}: expected a tensor of {describe(wanted[name])}, got {describe(value)}")
-                if listed in wanted:
-                    raise CheckFailed(f"{s.label(key)} on {case['what']}: expected more than {len(items)} tensors")
-            for name, item in items:
-                stored = _key(name)
-                want = _reference_at(stored, item, tuple(s.mistakes))
-                if _RUN.recording is not None:
-                    continue
-                if item.dtype != want.dtype and item.shape == want.shape:
-                    raise CheckFailed(f"{name}: expected {describe(want)}, got {describe(item)}")
-                atol, rtol = tolerance(want.dtype, s.atol, s.rtol)
-                explain = (lambda g, w, key=key: s.explain(key, g, w)) if s.explain is not None else None
-                _judge(item, want, name, stored, s.mistakes, atol, rtol, explain)
+            try:
+                items = _tensors(f"{s.label(key)} on {case['what']}", value)
+                if _RUN.recording is None:
+                    # the reference gave a tensor (or more of them) where yours gives something else
+                    wanted = _stored(_RUN.task).get("want", {})
+                    name = f"{s.label(key)} on {case['what']}"
+                    listed = name.replace(" on ", f" [{len(items)}] on ", 1)
+                    if not items and name in wanted:
+                        raise CheckFailed(f"{name}: expected a tensor of {describe(wanted[name])}, "
+                                          f"got {describe(value)}")
+                    if listed in wanted:
+                        raise CheckFailed(f"{s.label(key)} on {case['what']}: expected more than {len(items)} tensors")
+                for name, item in items:
+                    stored = _key(name)
+                    want = _reference_at(stored, item, tuple(s.mistakes))
+                    if _RUN.recording is not None:
+                        continue
+                    if item.dtype != want.dtype and item.shape == want.shape:
+                        raise CheckFailed(f"{name}: expected {describe(want)}, got {describe(item)}")
+                    atol, rtol = tolerance(want.dtype, s.atol, s.rtol)
+                    explain = (lambda g, w, key=key: s.explain(key, g, w)) if s.explain is not None else None
+                    _judge(item, want, name, stored, s.mistakes, atol, rtol, explain)
+            except CheckFailed as e:  # which output differs tells status which function to open
+                e.output = key
+                raise
     return s.passed
 
 

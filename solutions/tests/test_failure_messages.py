@@ -115,10 +115,32 @@ def line_of(text: str, needle: str) -> int:
 @pytest.mark.slow  # the student's commands in subprocesses
 def test_an_error_names_the_students_line_not_torchs(finished, tmp_path):
     """A RoPE table one position short: indexing it at the last position raises a bare IndexError
-    inside torch; the check names it and the student's line that indexed."""
+    inside torch; the check names it and the student's line that indexed, and status opens that line."""
     repo, text = broken(finished, tmp_path, "rope", "rope_angles(torch.arange(max_seq_len, device=device)",
                         "rope_angles(torch.arange(max_seq_len - 1, device=device)")
     at = f"minilm/rope.py:{line_of(text, 'return rotate_pairs(x, self.cos[token_positions]')}"
     assert minilm(repo, "check", "5.2").splitlines() == [(
         "✗ Task 5.2 RotaryPositionalEmbedding: your code raised IndexError: index 63 is out of bounds for dimension 0 "
         f"with size 63 ({at})")]
+    status = minilm(repo, "status")
+    assert (f"Next: Task 5.2 (RotaryPositionalEmbedding with cached cos/sin): open {at}, taught in "
+            "notebooks/05_rope.ipynb") in status, status
+    assert "Traceback" not in status and "torch/" not in status
+
+
+@pytest.mark.slow  # the student's commands in subprocesses
+def test_a_wrong_helper_blames_the_earlier_task_and_status_opens_the_helper(finished, tmp_path):
+    """rope_angles with doubled frequencies: 5.1's check names the mistake, 8.1's (which runs RoPE in
+    every block) says to fix 5.1 first, and status opens rope_angles, not rope."""
+    repo, text = broken(finished, tmp_path, "rope", "dtype=torch.float64) / d_k)", "dtype=torch.float64) * 2 / d_k)")
+    five, eight = minilm(repo, "check", "5.1", "8.1").splitlines()
+    assert five.startswith("✗ Task 5.1 rope: rope_angles on positions 0…5, d_k=8: the frequencies are off"), five
+    assert eight.startswith("✗ Task 8.1 TransformerLM: Task 5.1 fails; fix it first: 8.1 uses your rope. "
+                            "Meanwhile 8.1's check says: the logits on "), eight
+    # Alone, 8.1's check runs the earlier checks it needs to say so.
+    assert minilm(repo, "check", "8.1").splitlines() == [eight]
+    status = minilm(repo, "status")
+    angles = line_of(text, "def rope_angles(")
+    assert angles < line_of(text, "def rope(")
+    assert (f"Next: Task 5.1 (RoPE: rope_angles, rotate_pairs and rope): open minilm/rope.py:{angles}, "
+            "taught in notebooks/05_rope.ipynb") in status, status
