@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -254,12 +255,18 @@ def _verdict(task_id: str) -> Verdict:
 
 
 def _exercise_files() -> dict[Path, str]:
-    """The exercise modules `minilm` runs (the student's, or the reference's with MINILM_IMPL=solutions),
-    each with the path a message shows, relative to the project root."""
+    """The exercise modules `minilm` has run (the student's, or the reference's with MINILM_IMPL=solutions),
+    each with the path a message shows, "minilm/rope.py". Read from the imported modules, not guessed
+    from the project root: the reference may sit elsewhere (a student edition checked with it)."""
     import minilm
 
     pkg = minilm.implementation()
-    return {(tasks.ROOT / pkg / f"{m}.py").resolve(): f"{pkg}/{m}.py" for m in tasks.EXERCISE_MODULES}
+    found = {}
+    for m in tasks.EXERCISE_MODULES:
+        file = getattr(sys.modules.get(f"{pkg}.{m}"), "__file__", None)  # a module not imported raised nothing
+        if file:
+            found[Path(file).resolve()] = f"{pkg}/{m}.py"
+    return found
 
 
 def raised_at(exc: BaseException) -> str | None:
