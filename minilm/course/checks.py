@@ -21,8 +21,10 @@ The same verdicts feed the test suite, the status command and the grader.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
+import re
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -228,7 +230,7 @@ def run_many(task_ids) -> list[Verdict]:
 def _verdict(task_id: str) -> Verdict:
     """One task's own check, blind to the tasks it uses."""
     _load()
-    task = tasks.get(task_id)
+    tasks.get(task_id)
     fn = _CHECKS.get(task_id)
     if fn is None:
         raise KeyError(f"task {task_id} has no registered check")
@@ -240,7 +242,7 @@ def _verdict(task_id: str) -> Verdict:
             torch.manual_seed(0)
             return Verdict(task_id, PASS, fn())
     except CheckFailed as e:
-        where = e.where or (_definition_of(_spec_label(task_id, e.output), task) if e.output else None)
+        where = e.where or (_definition_of(_spec_label(task_id, e.output)) if e.output else None)
         return Verdict(task_id, FAIL, e.message, e.mistake, where)
     except NotImplementedError as e:
         todo = todo_message(e)
@@ -301,12 +303,10 @@ def _spec_label(task_id: str, key: str) -> str:
     return spec.get(task_id).label(key)
 
 
-def _definition_of(label: str, task: tasks.Task) -> str | None:
+def _definition_of(label: str) -> str | None:
     """file:line of the definition an output's label names ("rope_angles", "dequantize_int8(q, scale)",
     "minilm/attention.py, MultiHeadSelfAttention.forward …"): the function to fix first. None when
     the label names none (the task's main function is then the place, as for any failure)."""
-    import re
-
     named = re.search(r"\b(" + "|".join(sorted(tasks.EXPORTS, key=len, reverse=True)) + r")\b(?:\.(\w+))?", label)
     if named is None:
         return None
@@ -320,8 +320,6 @@ def _definition_of(label: str, task: tasks.Task) -> str | None:
 
 def definition_line(text: str, name: str, method: str | None = None) -> int | None:
     """The line of top-level `name`'s def or class (of its `method`, when given and found) in a module's text."""
-    import ast
-
     try:
         tree = ast.parse(text)
     except SyntaxError:
