@@ -21,7 +21,11 @@ The same verdicts feed the test suite, the status command and the grader.
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import dataclasses
+import re
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,9 +43,11 @@ _CHECKS: dict[str, Callable[[], str]] = {}
 class CheckFailed(AssertionError):
     """A check's verdict: what differs, and the known mistake it matches (if any)."""
 
-    def __init__(self, message: str, mistake: str | None = None):
+    def __init__(self, message: str, mistake: str | None = None, where: str | None = None):
         super().__init__(message)
         self.message, self.mistake = message, mistake
+        self.where = where  # the student's file:line to open, when the check knows it
+        self.output: str | None = None  # the spec's output key that differs, set by run_spec
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,9 @@ class Verdict:
     status: str  # pass | fail | todo | error
     message: str
     mistake: str | None = None
+    # Where to look first, "minilm/rope.py:31" (for `minilm status`'s Next): the line your code
+    # raised at, or the definition of the function whose output differs; None: the task's own.
+    where: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -185,11 +194,41 @@ def record(task_id: str) -> Recording:
     return recording
 
 
-def run(task_id: str) -> Verdict:
+def run(task_id: str, known: dict[str, Verdict] | None = None) -> Verdict:
     """Run one task's check and return its verdict (never raises for student errors).
 
     Code that breaks the task's "from scratch" rule (minilm/course/rules/: a forbidden built-in,
-    or a way around the rules) fails at once with the rule's one line, before the check runs."""
+    or a way around the rules) fails at once with the rule's one line, before the check runs.
+    A failing check whose task runs an earlier task's code (Task.uses) that fails its own check
+    says so first: that task's bug may be this one's. `known` holds verdicts already run (status
+    runs every check in course order) and receives the earlier checks run here."""
+    verdict = _verdict(task_id)
+    if verdict.status in (PASS, TODO) or verdict.message.startswith(f"Task {task_id}: "):
+        return verdict  # passing, a stub, or the task's own rule broken: nothing earlier to blame
+    known = {} if known is None else known
+    for earlier in tasks.prerequisites(task_id):
+        if earlier.id not in known:
+            known[earlier.id] = run(earlier.id, known)
+        first = known[earlier.id]
+        if first.status in (FAIL, ERROR):
+            return dataclasses.replace(
+                verdict, where=first.where,
+                message=f"Task {earlier.id} fails; fix it first: {task_id} uses your {earlier.function}. "
+                        f"Meanwhile {task_id}'s check says: {verdict.message}")
+    return verdict
+
+
+def run_many(task_ids) -> list[Verdict]:
+    """The verdicts of several tasks, each check run once though a failing one asks about the tasks it uses."""
+    known: dict[str, Verdict] = {}
+    for task_id in task_ids:
+        if task_id not in known:
+            known[task_id] = run(task_id, known)
+    return [known[t] for t in task_ids]
+
+
+def _verdict(task_id: str) -> Verdict:
+    """One task's own check, blind to the tasks it uses."""
     _load()
     tasks.get(task_id)
     fn = _CHECKS.get(task_id)
@@ -203,14 +242,95 @@ def run(task_id: str) -> Verdict:
             torch.manual_seed(0)
             return Verdict(task_id, PASS, fn())
     except CheckFailed as e:
-        return Verdict(task_id, FAIL, e.message, e.mistake)
+        where = e.where or (_definition_of(_spec_label(task_id, e.output)) if e.output else None)
+        return Verdict(task_id, FAIL, e.message, e.mistake, where)
     except NotImplementedError as e:
         todo = todo_message(e)
         if todo is not None:
             return Verdict(task_id, TODO, todo)
-        return Verdict(task_id, ERROR, f"raised NotImplementedError: {e}")
+        return Verdict(task_id, ERROR, *_raised(e))
     except Exception as e:  # a student's bug: report it in one line, not a traceback
-        return Verdict(task_id, ERROR, f"raised {type(e).__name__}: {e}")
+        return Verdict(task_id, ERROR, *_raised(e))
+
+
+# ---------------------------------------------------------------- where in the student's files
+
+
+def _exercise_files() -> dict[Path, str]:
+    """The exercise modules `minilm` has run (the student's, or the reference's with MINILM_IMPL=solutions),
+    each with the path a message shows, "minilm/rope.py". Read from the imported modules, not guessed
+    from the project root: the reference may sit elsewhere (a student edition checked with it)."""
+    import minilm
+
+    pkg = minilm.implementation()
+    found = {}
+    for m in tasks.EXERCISE_MODULES:
+        file = getattr(sys.modules.get(f"{pkg}.{m}"), "__file__", None)  # a module not imported raised nothing
+        if file:
+            found[Path(file).resolve()] = f"{pkg}/{m}.py"
+    return found
+
+
+def raised_at(exc: BaseException) -> str | None:
+    """file:line of the deepest frame of `exc`'s traceback in an exercise module: the student's own
+    line that raised or called into torch (or into the course's argument checks), not torch's."""
+    files, where = _exercise_files(), None
+    tb = exc.__traceback__
+    while tb is not None:
+        shown = files.get(Path(tb.tb_frame.f_code.co_filename).resolve())
+        if shown is not None:
+            where = f"{shown}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return where
+
+
+def _one_line(exc: BaseException, limit: int = 200) -> str:
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return text if len(text) <= limit else text[:limit - 2].rstrip() + " …"
+
+
+def _raised(exc: BaseException) -> tuple[str, None, str | None]:
+    """(message, mistake, where) for an error your code raised: its one line and your file:line."""
+    where = raised_at(exc)
+    if where is None:  # raised by the check itself on what your code returned
+        return f"raised {_one_line(exc)}", None, None
+    return f"your code raised {_one_line(exc)} ({where})", None, where
+
+
+def _spec_label(task_id: str, key: str) -> str:
+    from minilm.course import spec
+
+    return spec.get(task_id).label(key)
+
+
+def _definition_of(label: str) -> str | None:
+    """file:line of the definition an output's label names ("rope_angles", "dequantize_int8(q, scale)",
+    "minilm/attention.py, MultiHeadSelfAttention.forward …"): the function to fix first. None when
+    the label names none (the task's main function is then the place, as for any failure)."""
+    named = re.search(r"\b(" + "|".join(sorted(tasks.EXPORTS, key=len, reverse=True)) + r")\b(?:\.(\w+))?", label)
+    if named is None:
+        return None
+    name, method = named.groups()
+    for path, shown in _exercise_files().items():
+        if shown.endswith(f"/{tasks.EXPORTS[name]}.py") and path.is_file():
+            line = definition_line(path.read_text(encoding="utf-8"), name, method)
+            return f"{shown}:{line}" if line else None
+    return None
+
+
+def definition_line(text: str, name: str, method: str | None = None) -> int | None:
+    """The line of top-level `name`'s def or class (of its `method`, when given and found) in a module's text."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name:
+            for inner in node.body if method else ():
+                if isinstance(inner, ast.FunctionDef) and inner.name == method:
+                    return inner.lineno
+            return node.lineno
+    return None
 
 
 def check(*task_ids: str) -> None:
@@ -312,8 +432,9 @@ def run_spec(s) -> str:
             if named is None:
                 raise
             mistake, advice = named
-            error = " ".join(f"{type(e).__name__}: {e}".split())
-            raise CheckFailed(f"on {case['what']}: raised {error}. {advice}", mistake) from None
+            where = raised_at(e)
+            error = " ".join(f"{type(e).__name__}: {e}".split()) + (f" ({where})" if where else "")
+            raise CheckFailed(f"on {case['what']}: raised {error}. {advice}", mistake, where) from None
         if _RUN.recording is None and s.invariant is not None:
             problem = s.invariant(got, case)
             if problem is not None:
@@ -321,26 +442,31 @@ def run_spec(s) -> str:
         for key, value in got.items():
             if key in s.free:
                 continue
-            items = _tensors(f"{s.label(key)} on {case['what']}", value)
-            if _RUN.recording is None:
-                # the reference gave a tensor (or more of them) where yours gives something else
-                wanted = _stored(_RUN.task).get("want", {})
-                name = f"{s.label(key)} on {case['what']}"
-                listed = name.replace(" on ", f" [{len(items)}] on ", 1)
-                if not items and name in wanted:
-                    raise CheckFailed(f"{name}: expected a tensor of {describe(wanted[name])}, got {describe(value)}")
-                if listed in wanted:
-                    raise CheckFailed(f"{s.label(key)} on {case['what']}: expected more than {len(items)} tensors")
-            for name, item in items:
-                stored = _key(name)
-                want = _reference_at(stored, item, tuple(s.mistakes))
-                if _RUN.recording is not None:
-                    continue
-                if item.dtype != want.dtype and item.shape == want.shape:
-                    raise CheckFailed(f"{name}: expected {describe(want)}, got {describe(item)}")
-                atol, rtol = tolerance(want.dtype, s.atol, s.rtol)
-                explain = (lambda g, w, key=key: s.explain(key, g, w)) if s.explain is not None else None
-                _judge(item, want, name, stored, s.mistakes, atol, rtol, explain)
+            try:
+                items = _tensors(f"{s.label(key)} on {case['what']}", value)
+                if _RUN.recording is None:
+                    # the reference gave a tensor (or more of them) where yours gives something else
+                    wanted = _stored(_RUN.task).get("want", {})
+                    name = f"{s.label(key)} on {case['what']}"
+                    listed = name.replace(" on ", f" [{len(items)}] on ", 1)
+                    if not items and name in wanted:
+                        raise CheckFailed(f"{name}: expected a tensor of {describe(wanted[name])}, "
+                                          f"got {describe(value)}")
+                    if listed in wanted:
+                        raise CheckFailed(f"{s.label(key)} on {case['what']}: expected more than {len(items)} tensors")
+                for name, item in items:
+                    stored = _key(name)
+                    want = _reference_at(stored, item, tuple(s.mistakes))
+                    if _RUN.recording is not None:
+                        continue
+                    if item.dtype != want.dtype and item.shape == want.shape:
+                        raise CheckFailed(f"{name}: expected {describe(want)}, got {describe(item)}")
+                    atol, rtol = tolerance(want.dtype, s.atol, s.rtol)
+                    explain = (lambda g, w, key=key: s.explain(key, g, w)) if s.explain is not None else None
+                    _judge(item, want, name, stored, s.mistakes, atol, rtol, explain)
+            except CheckFailed as e:  # which output differs tells status which function to open
+                e.output = key
+                raise
     return s.passed
 
 

@@ -32,6 +32,10 @@ class Task:
     allowed: tuple[str, ...] = ()
     # Further top-level functions the task writes besides `function` (rope's rope_angles and rotate_pairs).
     also: tuple[str, ...] = ()
+    # The earlier tasks whose code this task's code (or its check) calls: when this task's check
+    # fails while one of them fails its own, the check says to fix that one first. Direct uses
+    # only; `prerequisites` follows them through (8.1 uses 7.1, which uses 6.3, … 5.1).
+    uses: tuple[str, ...] = ()
 
     @property
     def module(self) -> str:
@@ -52,9 +56,9 @@ class Task:
         return f"Task {self.id} is not implemented yet: write {where or self.function} in {self.file}"
 
 
-def _t(id, title, function, module, notebook, points, *forbidden, allowed=(), also=()):
+def _t(id, title, function, module, notebook, points, *forbidden, allowed=(), also=(), uses=()):
     return Task(id, title, function, f"minilm/{module}.py", f"notebooks/{notebook}.ipynb", points,
-                tuple(forbidden), tuple(allowed), tuple(also))
+                tuple(forbidden), tuple(allowed), tuple(also), tuple(uses))
 
 
 # The "from scratch" rule of each task: a pair (family in FAMILIES, what to use instead). A task
@@ -69,36 +73,39 @@ TASKS: tuple[Task, ...] = (
     _t("1.1", "linear: y = x Wᵀ", "linear", "linear", "01_linear", 2,
        ("linear", "multiply by the transposed weight, x @ weight.T")),
     _t("1.2", "Linear module and its initialization", "Linear", "linear", "01_linear", 3,
-       ("linear", "hold the weight in an nn.Parameter and call your linear (Task 1.1)")),
+       ("linear", "hold the weight in an nn.Parameter and call your linear (Task 1.1)"), uses=("1.1",)),
     _t("2.1", "embedding lookup", "embedding", "embedding", "02_embedding", 2,
        ("embedding", "index the weight's rows, weight[token_ids]")),
     _t("2.2", "Embedding module and its initialization", "Embedding", "embedding", "02_embedding", 3,
-       ("embedding", "hold the weight in an nn.Parameter and call your embedding (Task 2.1)")),
+       ("embedding", "hold the weight in an nn.Parameter and call your embedding (Task 2.1)"), uses=("2.1",)),
     _t("3.1", "rms_norm", "rms_norm", "rmsnorm", "03_rmsnorm", 2,
        ("norm", "compute x / sqrt(mean(x²) + eps) · weight with pow, mean and rsqrt")),
     _t("3.2", "RMSNorm module", "RMSNorm", "rmsnorm", "03_rmsnorm", 2,
-       ("norm", "call your rms_norm (Task 3.1)")),
+       ("norm", "call your rms_norm (Task 3.1)"), uses=("3.1",)),
     _t("4.1", "SiLU", "silu", "swiglu", "04_swiglu", 1,
        ("activation", "multiply x by torch.sigmoid(x)")),
     _t("4.2", "swiglu", "swiglu", "swiglu", "04_swiglu", 2,
-       _SILU, ("linear", "use your linear (Task 1.1)")),
+       _SILU, ("linear", "use your linear (Task 1.1)"), uses=("1.1", "4.1")),
     _t("4.3", "SwiGLU module", "SwiGLU", "swiglu", "04_swiglu", 2,
-       _SILU, _LINEAR),
+       _SILU, _LINEAR, uses=("1.2", "4.1")),
     _t("5.1", "RoPE: rope_angles, rotate_pairs and rope", "rope", "rope", "05_rope", 3, also=("rope_angles", "rotate_pairs")),
-    _t("5.2", "RotaryPositionalEmbedding with cached cos/sin", "RotaryPositionalEmbedding", "rope", "05_rope", 3),
+    _t("5.2", "RotaryPositionalEmbedding with cached cos/sin", "RotaryPositionalEmbedding", "rope", "05_rope", 3,
+       uses=("5.1",)),
     _t("6.1", "stable softmax", "softmax", "attention", "06_attention", 2,
        ("softmax", "build it from exp and sum")),
     _t("6.2", "scaled dot-product attention", "scaled_dot_product_attention", "attention", "06_attention", 3,
-       ("attention", "compute softmax(q kᵀ / √d_k) v yourself"), _SOFTMAX_OWN),
+       ("attention", "compute softmax(q kᵀ / √d_k) v yourself"), _SOFTMAX_OWN, uses=("6.1",)),
     _t("6.3", "causal multi-head self-attention", "MultiHeadSelfAttention", "attention", "06_attention", 5,
-       ("attention", "use your scaled_dot_product_attention (Task 6.2)"), _SOFTMAX_OWN, _LINEAR),
+       ("attention", "use your scaled_dot_product_attention (Task 6.2)"), _SOFTMAX_OWN, _LINEAR,
+       uses=("1.2", "5.1", "5.2", "6.2")),
     _t("7.1", "pre-norm Transformer block", "TransformerBlock", "block", "07_block", 4,
        ("attention", "use your MultiHeadSelfAttention (Task 6.3)"), ("softmax", "use your MultiHeadSelfAttention (Task 6.3)"),
-       ("norm", "use your RMSNorm (Task 3.2)"), ("activation", "use your SwiGLU (Task 4.3)"), _LINEAR),
+       ("norm", "use your RMSNorm (Task 3.2)"), ("activation", "use your SwiGLU (Task 4.3)"), _LINEAR,
+       uses=("3.2", "4.3", "6.3")),
     _t("8.1", "Transformer language model", "TransformerLM", "model", "08_model", 5,
        ("embedding", "use your Embedding (Task 2.2)"), ("attention", "use your TransformerBlock (Task 7.1)"),
        ("softmax", "use your TransformerBlock (Task 7.1)"), ("norm", "use your RMSNorm (Task 3.2)"),
-       ("activation", "use your TransformerBlock (Task 7.1)"), _LINEAR),
+       ("activation", "use your TransformerBlock (Task 7.1)"), _LINEAR, uses=("1.2", "2.2", "3.2", "7.1")),
     _t("9.1", "get_batch", "get_batch", "data", "09_data", 3),
     _t("9.2", "train a byte-level BPE", "train_bpe", "bpe", "09_data", 4),
     _t("10.1", "cross-entropy", "cross_entropy", "training", "10_training", 3,
@@ -112,19 +119,20 @@ TASKS: tuple[Task, ...] = (
     _t("10.5", "checkpoints", "save_checkpoint", "training", "10_training", 2,
        allowed=("torch.save", "torch.load"), also=("load_checkpoint",)),
     _t("11.1", "sampling: greedy, temperature, top-k, top-p", "next_token_probs", "generation",
-       "11_generation", 3),
-    _t("11.2", "the generation loop", "generate", "generation", "11_generation", 3),
+       "11_generation", 3, uses=("6.1",)),
+    _t("11.2", "the generation loop", "generate", "generation", "11_generation", 3, uses=("11.1",)),
     _t("11.3", "KV cache and its path through the model", "KVCache", "generation",
-       "11_generation", 4),
+       "11_generation", 4, uses=("6.3", "8.1", "11.2")),
     _t("12.1", "int8 quantization per channel or per tensor", "quantize_int8", "quantization",
        "12_quantization", 3, ("quantize", "divide by absmax / 127, round with torch.round and clamp to ±127"),
        also=("dequantize_int8",)),
     _t("12.2", "int8 weights and float scales in a layer", "Int8Linear", "quantization", "12_quantization", 3,
        ("quantize", "use your quantize_int8 and dequantize_int8 (Task 12.1)"),
-       ("linear", "call your linear (Task 1.1) on the dequantized weight")),
+       ("linear", "call your linear (Task 1.1) on the dequantized weight"), uses=("1.1", "1.2", "12.1")),
     _t("12.3", "quantize every Linear of a model", "quantize_model", "quantization", "12_quantization", 2,
        ("quantize", "use your Int8Linear (Task 12.2)"),
-       ("linear", "find your Linear (Task 1.2) modules and use your Int8Linear (Task 12.2)")),
+       ("linear", "find your Linear (Task 1.2) modules and use your Int8Linear (Task 12.2)"),
+       uses=("1.2", "8.1", "12.2")),
 ) + (
     # Notebook 13: the 2017 decoder beside today's, built from the pieces above.
     _t("13.1", "LayerNorm, with a bias", "layer_norm", "classic", "13_classic_vs_modern", 2,
@@ -134,15 +142,17 @@ TASKS: tuple[Task, ...] = (
     _t("13.3", "GELU, exact (erf) form", "gelu", "classic", "13_classic_vs_modern", 1,
        ("activation", "write 0.5 · x · (1 + erf(x / √2)) with torch.erf")),
     _t("13.4", "GELU feed-forward network", "GeluFFN", "classic", "13_classic_vs_modern", 2,
-       ("activation", "use your gelu (Task 13.3)"), _LINEAR),
+       ("activation", "use your gelu (Task 13.3)"), _LINEAR, uses=("1.2", "13.3")),
     _t("13.5", "configurable pre-/post-norm block", "ClassicBlock", "classic", "13_classic_vs_modern", 4,
        ("attention", "use your MultiHeadSelfAttention (Task 6.3)"), ("softmax", "use your MultiHeadSelfAttention (Task 6.3)"),
        ("norm", "use your RMSNorm (Task 3.2) or LayerNorm (Task 13.1)"),
-       ("activation", "use your SwiGLU (Task 4.3) or GeluFFN (Task 13.4)"), _LINEAR),
+       ("activation", "use your SwiGLU (Task 4.3) or GeluFFN (Task 13.4)"), _LINEAR,
+       uses=("3.2", "4.3", "5.1", "6.3", "13.1", "13.4")),
     _t("13.6", "configurable language model", "ClassicLM", "classic", "13_classic_vs_modern", 4,
        ("embedding", "use your Embedding (Task 2.2)"), ("attention", "use your ClassicBlock (Task 13.5)"),
        ("softmax", "use your ClassicBlock (Task 13.5)"), ("norm", "use your RMSNorm (Task 3.2) or LayerNorm (Task 13.1)"),
-       ("activation", "use your ClassicBlock (Task 13.5)"), _LINEAR),
+       ("activation", "use your ClassicBlock (Task 13.5)"), _LINEAR,
+       uses=("1.2", "2.2", "3.2", "13.1", "13.2", "13.5")),
 )
 
 BY_ID: dict[str, Task] = {t.id: t for t in TASKS}
@@ -163,6 +173,18 @@ def get(task_id: str) -> Task:
     except KeyError:
         known = ", ".join(BY_ID)
         raise ValueError(f"unknown task id {task_id!r}; the tasks are: {known}") from None
+
+
+def prerequisites(task_id: str) -> tuple[Task, ...]:
+    """The earlier tasks whose code `task_id`'s code runs, directly or through others, in course order."""
+    seen: set[str] = set()
+    todo = list(get(task_id).uses)
+    while todo:
+        t = todo.pop()
+        if t not in seen:
+            seen.add(t)
+            todo += BY_ID[t].uses
+    return tuple(t for t in TASKS if t.id in seen)
 
 
 def for_notebook(notebook: str) -> tuple[Task, ...]:

@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None, prog: str = "minilm check") -> int:
     from minilm.course import checks
 
     for_small_checks()
-    verdicts = [checks.run(t) for t in ids]
+    verdicts = checks.run_many(ids)
     as_json = json.dumps([dataclasses.asdict(v) | {"line": v.line} for v in verdicts], ensure_ascii=False, indent=1)
     for path, text in ((args.json_out, as_json + "\n"), (args.markdown, markdown(verdicts) if args.markdown else "")):
         if path is not None:

@@ -39,7 +39,7 @@ def status(out=None) -> int:
     impl = minilm.implementation()
     who = "the reference (MINILM_IMPL=solutions)" if impl == "solutions" else "your code in minilm/"
     print(f"minilm status: {who}", file=out)
-    verdicts = [checks.run(t.id) for t in tasks.TASKS]
+    verdicts = checks.run_many([t.id for t in tasks.TASKS])
     width = max(len(t.title) for t in tasks.TASKS)
     for task, v in zip(tasks.TASKS, verdicts):
         state = "done" if v.ok else ("not yet" if v.status == checks.TODO else "failing")
@@ -50,9 +50,13 @@ def status(out=None) -> int:
     print(f"{done}/{len(tasks.TASKS)} tasks done, {points}/{total} points", file=out)
     for task, v in zip(tasks.TASKS, verdicts):
         if not v.ok:
-            path, line = source_location(task)
-            rel = path.relative_to(tasks.ROOT).as_posix()
-            print(f"Next: Task {task.id} ({task.title}): open {rel}:{line}, taught in {task.notebook}", file=out)
+            # A stub: its stub line. Failing: where the check traced it (the line your code raised at, the
+            # function whose output differs), else the task's definition.
+            where = v.where if v.status != checks.TODO else None
+            if where is None:
+                path, line = source_location(task)
+                where = f"{path.relative_to(tasks.ROOT).as_posix()}:{line}"
+            print(f"Next: Task {task.id} ({task.title}): open {where}, taught in {task.notebook}", file=out)
             if v.status != checks.TODO:
                 print(f"  {v.message}", file=out)
             break

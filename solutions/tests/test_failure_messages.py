@@ -1,0 +1,146 @@
+"""What a student sees when a check fails (issue 26): an error names the student's own file:line,
+a task whose earlier task's code fails says to fix that one first, and `minilm status`'s Next
+opens the function to fix. Wrong submissions are copies of the reference with one function broken,
+run as a student runs them (their minilm/ on the path, no MINILM_IMPL)."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from minilm.course import checks, spec, tasks
+from solutions import make_stubs, mistakes
+from solutions.tests.test_release import student_env
+
+ROOT = tasks.ROOT
+
+
+# ---------------------------------------------------------------- the registry's `uses` edges
+
+
+def _calls(task: tasks.Task) -> set[str]:
+    """The tasks whose names the reference's code of `task` and its spec's collect refer to."""
+    owner = {name: t.id for t in tasks.TASKS for name in t.names}
+    tree = ast.parse((ROOT / "solutions" / f"{task.module}.py").read_text(encoding="utf-8"))
+    names = {n.id if isinstance(n, ast.Name) else n.attr
+             for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in task.names
+             for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute))}
+    names |= set(re.findall(r"\bm\.(\w+)", inspect.getsource(spec.get(task.id).collect)))
+    return {owner[n] for n in names if n in owner} - {task.id}
+
+
+@pytest.mark.parametrize("task", tasks.TASKS, ids=lambda t: t.id)
+def test_uses_names_every_earlier_task_the_reference_calls(task):
+    order = [t.id for t in tasks.TASKS]
+    earlier = {t for t in _calls(task) if order.index(t) < order.index(task.id)}  # 6.3's KVCache path is 11.3's
+    assert earlier <= set(task.uses), f"Task {task.id} calls {sorted(earlier - set(task.uses))}: add them to its uses"
+    assert all(order.index(t) < order.index(task.id) for t in task.uses), task.uses
+
+
+def test_prerequisites_follow_uses_through():
+    assert [t.id for t in tasks.prerequisites("8.1")] == ["1.1", "1.2", "2.1", "2.2", "3.1", "3.2", "4.1", "4.3", "5.1",
+                                                          "5.2", "6.1", "6.2", "6.3", "7.1"]
+    assert tasks.prerequisites("1.1") == ()
+
+
+# ---------------------------------------------------------------- in-process, on the reference's known mistakes
+
+
+@pytest.fixture
+def reference(monkeypatch):
+    monkeypatch.setenv("MINILM_IMPL", "solutions")
+
+
+def test_a_task_whose_earlier_task_fails_says_so_first_and_keeps_its_own_diagnosis(reference):
+    mutant = mistakes.get("rope_split_halves")  # rotate_pairs of Task 5.1, which 6.3 runs through RoPE
+    with mistakes.applied({**mutant, "task": "6.3"}):
+        verdict = checks.run("6.3")
+    assert verdict.status == checks.FAIL and verdict.mistake == "rope_split_halves", verdict.line
+    assert verdict.line.startswith("✗ Task 6.3 MultiHeadSelfAttention: Task 5.1 fails; fix it first: 6.3 uses your "
+                                   "rope. Meanwhile 6.3's check says: the output on "), verdict.line
+    assert mutant["diagnosis"] in verdict.message
+
+
+def test_a_task_failing_on_its_own_names_no_earlier_task(reference):
+    with mistakes.applied(mistakes.get("missing_final_norm")):
+        verdict = checks.run("8.1")
+    assert verdict.status == checks.FAIL and verdict.message.startswith("the logits on "), verdict.line
+    assert verdict.where is None  # "the logits" name no function: status opens the task's own definition
+
+
+# ---------------------------------------------------------------- a student's copy with one function broken
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> Path:
+    """minilm/ as a student has it after the last task: the stubs with the reference's bodies."""
+    out = tmp_path_factory.mktemp("submission")
+    shutil.copytree(ROOT / "minilm", out / "minilm", ignore=shutil.ignore_patterns("__pycache__"))
+    for module, text in make_stubs.solved_modules().items():
+        (out / "minilm" / f"{module}.py").write_text(text, encoding="utf-8")
+    return out
+
+
+def broken(finished: Path, tmp_path: Path, module: str, old: str, new: str) -> tuple[Path, str]:
+    """A copy of `finished` with `old` replaced by `new` in minilm/<module>.py, and that file's text."""
+    repo = tmp_path / "repo"
+    shutil.copytree(finished, repo)
+    path = repo / "minilm" / f"{module}.py"
+    text = path.read_text(encoding="utf-8")
+    assert text.count(old) == 1, old
+    text = text.replace(old, new)
+    path.write_text(text, encoding="utf-8")
+    return repo, text
+
+
+def minilm(repo: Path, *args: str) -> str:
+    r = subprocess.run([sys.executable, "-m", "minilm", *args], cwd=repo, env=student_env(repo), capture_output=True,
+                       text=True, timeout=600, check=False)
+    assert not r.stderr.strip(), r.stderr[-2000:]
+    return r.stdout
+
+
+def line_of(text: str, needle: str) -> int:
+    (line,) = [i for i, s in enumerate(text.splitlines(), 1) if needle in s]
+    return line
+
+
+@pytest.mark.slow  # the student's commands in subprocesses
+def test_an_error_names_the_students_line_not_torchs(finished, tmp_path):
+    """A RoPE table one position short: indexing it at the last position raises a bare IndexError
+    inside torch; the check names it and the student's line that indexed, and status opens that line."""
+    repo, text = broken(finished, tmp_path, "rope", "rope_angles(torch.arange(max_seq_len, device=device)",
+                        "rope_angles(torch.arange(max_seq_len - 1, device=device)")
+    at = f"minilm/rope.py:{line_of(text, 'return rotate_pairs(x, self.cos[token_positions]')}"
+    assert minilm(repo, "check", "5.2").splitlines() == [(
+        "✗ Task 5.2 RotaryPositionalEmbedding: your code raised IndexError: index 63 is out of bounds for dimension 0 "
+        f"with size 63 ({at})")]
+    status = minilm(repo, "status")
+    assert (f"Next: Task 5.2 (RotaryPositionalEmbedding with cached cos/sin): open {at}, taught in "
+            "notebooks/05_rope.ipynb") in status, status
+    assert "Traceback" not in status and "torch/" not in status
+
+
+@pytest.mark.slow  # the student's commands in subprocesses
+def test_a_wrong_helper_blames_the_earlier_task_and_status_opens_the_helper(finished, tmp_path):
+    """rope_angles with doubled frequencies: 5.1's check names the mistake, 8.1's (which runs RoPE in
+    every block) says to fix 5.1 first, and status opens rope_angles, not rope."""
+    repo, text = broken(finished, tmp_path, "rope", "dtype=torch.float64) / d_k)", "dtype=torch.float64) * 2 / d_k)")
+    five, eight = minilm(repo, "check", "5.1", "8.1").splitlines()
+    assert five.startswith("✗ Task 5.1 rope: rope_angles on positions 0…5, d_k=8: the frequencies are off"), five
+    assert eight.startswith("✗ Task 8.1 TransformerLM: Task 5.1 fails; fix it first: 8.1 uses your rope. "
+                            "Meanwhile 8.1's check says: the logits on "), eight
+    # Alone, 8.1's check runs the earlier checks it needs to say so.
+    assert minilm(repo, "check", "8.1").splitlines() == [eight]
+    status = minilm(repo, "status")
+    angles = line_of(text, "def rope_angles(")
+    assert angles < line_of(text, "def rope(")
+    assert (f"Next: Task 5.1 (RoPE: rope_angles, rotate_pairs and rope): open minilm/rope.py:{angles}, "
+            "taught in notebooks/05_rope.ipynb") in status, status
