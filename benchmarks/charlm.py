@@ -100,10 +100,7 @@ def evaluate_bytes(model: CharGPT, ids: np.ndarray, batch_size: int = 32) -> tup
     return total, n_targets
 
 
-def main(argv: list[str] | None = None) -> int:
-    from minilm.course.train.plan import SAFETY, parse_duration, process_age_s
-
-    clock_start = time.perf_counter() - process_age_s()  # like minilm train: from the start of the process
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.charlm", description=__doc__.splitlines()[0])
     parser.add_argument("--budget", required=True, help="wall-clock time for the run, e.g. 90s, 3m")
     parser.add_argument("--data-dir", type=Path, required=True, help="train.npy and val.npy of `minilm train`")
@@ -112,12 +109,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="… after this many (default: the last --val-bytes bytes)")
     parser.add_argument("--json", type=Path, required=True, help="write the figures here")
     parser.add_argument("--seed", type=int, default=1337)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def load_bytes(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tuple[np.ndarray, np.ndarray]:
+    """The training split's bytes, and the validation bytes to score (one byte of context first)."""
     from minilm.course import corpus
 
-    budget_s = parse_duration(args.budget)
-    if not budget_s or budget_s <= 0:
-        parser.error(f"--budget: expected a positive duration such as 90s or 3m, got {args.budget!r}")
     enc = corpus.tokenizer()
     train_bytes = enc.decode_bytes(np.asarray(corpus.load_tokens(args.data_dir / "train.npy"), dtype=np.int64).tolist())
     val_bytes = enc.decode_bytes(np.asarray(corpus.load_tokens(args.data_dir / "val.npy"), dtype=np.int64).tolist())
@@ -125,8 +123,20 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.val_bytes > 0 and 0 < skip and skip + args.val_bytes <= len(val_bytes)):
         parser.error(f"need --val-bytes > 0 and 0 < --skip-bytes, with both within the {len(val_bytes):,} validation "
                      f"bytes; got {args.val_bytes} and {skip}")
-    train_ids = np.frombuffer(train_bytes, dtype=np.uint8)
-    val_ids = np.frombuffer(val_bytes, dtype=np.uint8)[skip - 1 : skip + args.val_bytes]  # one byte of context first
+    return (np.frombuffer(train_bytes, dtype=np.uint8),
+            np.frombuffer(val_bytes, dtype=np.uint8)[skip - 1 : skip + args.val_bytes])
+
+
+def main(argv: list[str] | None = None) -> int:
+    from minilm.course.train.plan import SAFETY, parse_duration, process_age_s
+
+    clock_start = time.perf_counter() - process_age_s()  # like minilm train: from the start of the process
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    budget_s = parse_duration(args.budget)
+    if not budget_s or budget_s <= 0:
+        parser.error(f"--budget: expected a positive duration such as 90s or 3m, got {args.budget!r}")
+    train_ids, val_ids = load_bytes(args, parser)
 
     torch.manual_seed(args.seed)
     model = CharGPT(256, RECIPE["context_length"], RECIPE["d_model"], RECIPE["num_layers"], RECIPE["num_heads"])

@@ -114,6 +114,19 @@ def test_environment_yml_lists_the_same_dependencies_as_pyproject():
     assert "python>=3.10" in text.replace(" ", "")
 
 
+def test_no_provided_function_is_over_80_lines():
+    # Provided code reads like nanoGPT: a long function is split along its seams (issue: "the house
+    # for readers"). The exercise modules hold stubs; the reference's BPE trainer is in solutions/.
+    long = []
+    provided = [*sorted((ROOT / "minilm").rglob("*.py")), *sorted((ROOT / "benchmarks").rglob("*.py")), ROOT / "conftest.py"]
+    for path in provided:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 80:
+                long.append(f"{path.relative_to(ROOT).as_posix()}:{node.lineno} {node.name}: "
+                            f"{node.end_lineno - node.lineno + 1} lines")
+    assert not long, long
+
+
 def test_ruff_finds_nothing():
     # The lint rules pyproject.toml selects, over the whole course (code and notebooks).
     ruff = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--output-format", "concise", "."],
