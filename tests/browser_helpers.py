@@ -21,7 +21,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -33,9 +32,9 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--no-first-run", "--disable-quic", "--disable-sync"]
-# apt-get installs these for the test: the browser, and a font so that screenshots have readable text.
-APT_PACKAGES = ["chromium", "fonts-dejavu-core"]
 SKIP = "browser test skipped: "
+# What it needs, installed by .ci/run on CI and by hand elsewhere; the test itself installs nothing.
+NEEDS = "apt-get install chromium fonts-dejavu-core; pip install playwright"
 
 
 class Unavailable(Exception):
@@ -43,12 +42,6 @@ class Unavailable(Exception):
 
 
 # ---------------------------------------------------------------- Playwright and Chromium
-
-
-def install_allowed() -> bool:
-    """Installing is for CI machines (CI=true) and whoever asks for it (MINILM_E2E_INSTALL=1)."""
-    return (os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
-            or os.environ.get("MINILM_E2E_INSTALL", "").strip() == "1")
 
 
 def _executable(path: str) -> bool:
@@ -60,88 +53,29 @@ def _have_playwright() -> bool:
     return importlib.util.find_spec("playwright") is not None
 
 
-def _run_install(cmd: list[str], what: str, timeout: float) -> None:
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise Unavailable(f"{SKIP}{what} timed out after {timeout:.0f} s") from None
-    except OSError as e:
-        raise Unavailable(f"{SKIP}{what} could not start: {e}") from None
-    if r.returncode != 0:
-        lines = [line.strip() for line in (r.stderr + "\n" + r.stdout).splitlines() if line.strip()]
-        errors = [line for line in lines if re.match(r"(E:|ERROR|error)", line)]
-        last = (errors or lines or ["no output"])[-1]
-        raise Unavailable(f"{SKIP}{what} failed (exit {r.returncode}): {last[:300]}")
-
-
-@contextlib.contextmanager
-def _install_lock():
-    """One installer at a time on this machine (xdist workers, nested pytest runs): apt and
-    dpkg hold locks of their own, but would fail rather than wait."""
-    try:
-        import fcntl
-    except ImportError:  # Windows: nothing is installed there anyway
-        yield
-        return
-    with open(Path(tempfile.gettempdir()) / "minilm-e2e-install.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
 def chromium_path() -> str:
     return os.environ.get("MINILM_CHROMIUM", "").strip() or DEFAULT_CHROMIUM
 
 
 def skip_reason() -> str | None:
-    """The one line to skip with when the browser test cannot run here and nothing will be
-    installed for it; None when it can run, or when ensure_browser() may install what is missing.
-    Cheap (no installing, no imports): the test module asks at collection."""
-    chromium, custom = chromium_path(), bool(os.environ.get("MINILM_CHROMIUM", "").strip())
-    have_chromium, have_playwright = _executable(chromium), _have_playwright()
-    if have_chromium and have_playwright:
-        return None
-    if custom and not have_chromium:
-        return f"{SKIP}no Chromium or Chrome at {chromium} (from MINILM_CHROMIUM)"
-    if not install_allowed():
-        if not have_chromium:
-            return (f"{SKIP}no Chromium at {chromium} (set MINILM_E2E_INSTALL=1 to install it with apt-get and pip, "
-                    f"or MINILM_CHROMIUM=/path/to/chrome to use another)")
-        return f"{SKIP}the playwright package is not installed (set MINILM_E2E_INSTALL=1 to install it with pip)"
-    if not have_chromium:
-        if not (shutil.which("apt-get") and Path("/etc/debian_version").exists()):
-            return (f"{SKIP}no Chromium at {chromium}, and no apt-get to install it with "
-                    f"(set MINILM_CHROMIUM=/path/to/chrome)")
-        if hasattr(os, "geteuid") and os.geteuid() != 0:
-            return (f"{SKIP}no Chromium at {chromium}, and installing it with apt-get needs root "
-                    f"(set MINILM_CHROMIUM=/path/to/chrome)")
+    """The one line to skip with when the browser test cannot run here, else None. Cheap (no
+    imports): the test module asks at collection."""
+    chromium = chromium_path()
+    if not _executable(chromium):
+        where = " (from MINILM_CHROMIUM)" if os.environ.get("MINILM_CHROMIUM", "").strip() else ""
+        return f"{SKIP}no Chromium or Chrome at {chromium}{where} ({NEEDS}, or set MINILM_CHROMIUM=/path/to/chrome)"
+    if not _have_playwright():
+        return f"{SKIP}the playwright package is not installed ({NEEDS})"
     return None
 
 
 def ensure_browser() -> str:
-    """The Chromium executable to drive, with the playwright package importable: installs what is
-    missing (apt-get, pip) when install_allowed(). Raises Unavailable with one line when the test
-    cannot run, or an install failed."""
+    """The Chromium executable to drive, with the playwright package importable; raises
+    Unavailable with one line when the test cannot run."""
     reason = skip_reason()
     if reason:
         raise Unavailable(reason)
-    chromium = chromium_path()
-    with _install_lock():  # re-checked under the lock: another process may have just installed them
-        if not _executable(chromium):
-            _run_install(["apt-get", "update", "-q"], "apt-get update", timeout=300)
-            _run_install(["apt-get", "install", "-y", "-q", "--no-install-recommends", *APT_PACKAGES],
-                         f"apt-get install {' '.join(APT_PACKAGES)}", timeout=900)
-            if not _executable(chromium):
-                raise Unavailable(f"{SKIP}apt-get installed chromium, but there is still no {chromium}")
-        if not _have_playwright():
-            _run_install([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                          "playwright"], "pip install playwright", timeout=600)
-            if not _have_playwright():
-                raise Unavailable(f"{SKIP}pip installed playwright, but {sys.executable} cannot import it")
-    return chromium
+    return chromium_path()
 
 
 # ---------------------------------------------------------------- a throwaway JupyterLab

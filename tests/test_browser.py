@@ -5,9 +5,8 @@ Lab, run all cells, and check that every plot rendered as an image, that no cell
 and that moving a slider of the explorer widget redraws its picture. Against the stubs in
 minilm/: notebook 05's first check cell shows the task's not-implemented line.
 
-Needs the playwright package and a Chromium (/usr/bin/chromium, or MINILM_CHROMIUM=/path). With
-CI=true or MINILM_E2E_INSTALL=1 the test installs them (pip; apt-get as root on Debian);
-otherwise it skips with one line. Screenshots go to test-output/browser/ (or
+Needs the playwright package and a Chromium (/usr/bin/chromium, or MINILM_CHROMIUM=/path), which
+.ci/run installs on CI; elsewhere, without them, it skips with one line saying what to install. Screenshots go to test-output/browser/ (or
 $MINILM_TEST_OUTPUT/browser/). Deselect with `-m "not browser"`.
 """
 
@@ -25,7 +24,7 @@ from minilm.course import checks, tasks
 
 pytestmark = pytest.mark.browser
 
-if skip_reason():  # nothing to run it with, and nothing will be installed: one line for the whole module
+if skip_reason():  # nothing to run it with: one line for the whole module
     pytest.skip(skip_reason(), allow_module_level=True)
 
 VIEWPORT = {"width": 1400, "height": 1000}
