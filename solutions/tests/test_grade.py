@@ -650,16 +650,6 @@ def test_without_a_sandbox_it_refuses_unless_told(monkeypatch, tmp_path):
     assert r.returncode == 2 and "--no-sandbox" in r.stderr and not (tmp_path / "out").exists(), r.stderr
 
 
-def test_unsandboxed_reports_say_so(tmp_path):
-    sub = submission(tmp_path, "me", linear=reference("linear"))
-    r = run_grade(str(sub), "--tasks", "1.1", "--no-sandbox", "--out", str(tmp_path / "out"), "--cell-timeout", "60")
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    for name in ("grades.csv", "grades.json", "feedback/me.md"):
-        first = (tmp_path / "out" / name).read_text(encoding="utf-8").lstrip("{\n \"warning\":").lstrip("# ")
-        assert first.startswith(reports.UNSANDBOXED[:20]), (name, first[:80])
-    assert json.loads((tmp_path / "out" / "grades.json").read_text())["students"][0]["total"] == POINTS["1.1"]
-
-
 def test_bad_command_lines_get_one_line_and_write_nothing(tmp_path):
     r = run_grade(str(tmp_path), "--tasks", "99.9")
     assert r.returncode == 2 and "unknown task id '99.9'" in r.stderr
@@ -686,10 +676,11 @@ def test_dockerfile_runs_the_grader_as_the_container_mode_expects():
 
 
 @pytest.mark.slow
-def test_the_attacks_are_real_without_a_sandbox(tmp_path):
+def test_without_a_sandbox_the_attacks_are_real_and_every_report_says_so(tmp_path):
     # The same reader and copier, graded with --no-sandbox: they get hold of the reference's and a
     # classmate's linear, whose outputs then match. (The from-scratch rule still refuses their
     # open and exec, so they earn nothing even here; in the sandbox they find nothing at all.)
+    # Every report of such a run starts with UNSANDBOXED.
     victim = submission(tmp_path / "subs", "victim", linear=reference("linear"))
     reader = submission(tmp_path / "subs", "reader", linear=reads_answers_and_exfiltrates()["linear"])
     copier = submission(tmp_path / "subs", "copier", linear=copies_and_sabotages(victim)["linear"])
@@ -701,3 +692,6 @@ def test_the_attacks_are_real_without_a_sandbox(tmp_path):
         assert got[name]["message"].startswith("linear matches the reference"), got[name]
     assert got["victim"]["points"] == P11 and got["reader"]["points"] == got["copier"]["points"] == 0
     assert got["reader"]["rules"] and got["copier"]["rules"], got
+    for name in ("grades.csv", "grades.json", "feedback/victim.md"):
+        first = (tmp_path / "out" / name).read_text(encoding="utf-8").lstrip("{\n \"warning\":").lstrip("# ")
+        assert first.startswith(reports.UNSANDBOXED[:20]), (name, first[:80])
