@@ -33,6 +33,7 @@ from pathlib import Path
 import torch
 
 from minilm.course import rules, tasks
+from minilm.course.difference import how_it_differs
 
 PASS, FAIL, TODO, ERROR = "pass", "fail", "todo", "error"
 SYMBOL = {PASS: "✓", FAIL: "✗", TODO: "…", ERROR: "✗"}
@@ -397,10 +398,7 @@ def _judge(got, want, what: str, key: str | None, mistakes: dict[str, str] | Non
         raise CheckFailed(f"{what}: {why}")
     if got.shape != want.shape:
         raise CheckFailed(f"{what}: expected {describe(want)}, got {describe(got)}")
-    if not torch.isfinite(got).all():
-        raise CheckFailed(f"{what}: your output has NaN or inf where the expected one is finite")
-    diff = (got.detach().double() - want.detach().double()).abs().max().item()
-    raise CheckFailed(f"{what}: values differ from the expected ones (largest difference {diff:.3g})")
+    raise CheckFailed(f"{what}: {how_it_differs(got, want, atol, rtol)}")
 
 
 def _both_nonfinite_alike(got: torch.Tensor, other: torch.Tensor) -> bool:

@@ -14,8 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from minilm.course import checks, spec, tasks
+from minilm.course.difference import how_it_differs
 from solutions import make_stubs, mistakes
 from solutions.tests.test_release import student_env
 
@@ -113,19 +115,31 @@ def line_of(text: str, needle: str) -> int:
 
 
 @pytest.mark.slow  # the student's commands in subprocesses
-def test_an_error_names_the_students_line_not_torchs(finished, tmp_path):
-    """A RoPE table one position short: indexing it at the last position raises a bare IndexError
-    inside torch; the check names it and the student's line that indexed, and status opens that line."""
+def test_a_table_one_position_short_is_named_before_it_raises(finished, tmp_path):
+    """A RoPE table one position short: indexing it at the last position would raise a bare IndexError
+    inside torch; the check names the cause from the tables' shapes first, and status opens the class."""
     repo, text = broken(finished, tmp_path, "rope", "rope_angles(torch.arange(max_seq_len, device=device)",
                         "rope_angles(torch.arange(max_seq_len - 1, device=device)")
-    at = f"minilm/rope.py:{line_of(text, 'return rotate_pairs(x, self.cos[token_positions]')}"
     assert minilm(repo, "check", "5.2").splitlines() == [(
-        "✗ Task 5.2 RotaryPositionalEmbedding: your code raised IndexError: index 63 is out of bounds for dimension 0 "
-        f"with size 63 ({at})")]
+        "✗ Task 5.2 RotaryPositionalEmbedding: the buffers cos and sin have shapes [63, 4] and [63, 4]; "
+        "RotaryPositionalEmbedding(10000, 8, 64) needs (64, 4): one row per position 0 … 63 "
+        "(torch.arange(max_seq_len)), one column per pair")]
     status = minilm(repo, "status")
+    at = f"minilm/rope.py:{line_of(text, 'class RotaryPositionalEmbedding(')}"
     assert (f"Next: Task 5.2 (RotaryPositionalEmbedding with cached cos/sin): open {at}, taught in "
             "notebooks/05_rope.ipynb") in status, status
     assert "Traceback" not in status and "torch/" not in status
+
+
+@pytest.mark.slow  # the student's commands in subprocesses
+def test_an_error_names_the_students_line_not_torchs(finished, tmp_path):
+    """Positions indexed one too far: a bare IndexError inside torch; the check shows the student's line."""
+    repo, text = broken(finished, tmp_path, "rope", "self.cos[token_positions], self.sin[token_positions]",
+                        "self.cos[token_positions + 1], self.sin[token_positions + 1]")
+    at = f"minilm/rope.py:{line_of(text, 'return rotate_pairs(x, self.cos[token_positions + 1]')}"
+    assert minilm(repo, "check", "5.2").splitlines() == [(
+        "✗ Task 5.2 RotaryPositionalEmbedding: your code raised IndexError: index 64 is out of bounds for dimension 0 "
+        f"with size 64 ({at})")]
 
 
 @pytest.mark.slow  # the student's commands in subprocesses
@@ -144,3 +158,67 @@ def test_a_wrong_helper_blames_the_earlier_task_and_status_opens_the_helper(fini
     assert angles < line_of(text, "def rope(")
     assert (f"Next: Task 5.1 (RoPE: rope_angles, rotate_pairs and rope): open minilm/rope.py:{angles}, "
             "taught in notebooks/05_rope.ipynb") in status, status
+
+
+# ---------------------------------------------------------------- held-out slips: how the output differs
+
+
+def _angles_theta_typo(token_positions, d_k, theta=10000.0):
+    inv_freq = (theta / 10) ** (-torch.arange(0, d_k, 2, dtype=torch.float64) / d_k)  # 1000 typed for 10000
+    return (token_positions.to(torch.float64)[..., None] * inv_freq).float()
+
+
+def _clip_returns_squared_norm(parameters, max_norm):
+    grads = [p.grad for p in parameters if p.grad is not None]
+    norm = sum((g.detach().float() ** 2).sum() for g in grads)  # the square root left out
+    if norm > max_norm:
+        for g in grads:
+            g.mul_(max_norm / (norm + 1e-6))
+    return norm
+
+
+def _sinusoid_base_typo(seq_len, d_model):
+    inv_freq = 1000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    angles = torch.arange(seq_len, dtype=torch.float64)[:, None] * inv_freq
+    return torch.stack((angles.sin(), angles.cos()), dim=-1).reshape(seq_len, d_model).float()
+
+
+# Slips that are in no catalogue (the checks store no output for them): the message still says in
+# words how the output differs, never only "values differ".
+SLIPS = [
+    ("5.1", "solutions.rope", "rope_angles", _angles_theta_typo, "position 0 matches and every later one differs"),
+    ("10.2", "solutions.training", "clip_grad_norm", _clip_returns_squared_norm, "squares of the expected ones"),
+    ("13.2", "solutions.classic", "sinusoidal_positions", _sinusoid_base_typo,
+     "position 0 matches and every later one differs"),
+]
+
+
+@pytest.mark.parametrize("task_id, module, name, slip, words", SLIPS, ids=[s[0] for s in SLIPS])
+def test_a_slip_in_no_catalogue_is_still_described(reference, task_id, module, name, slip, words):
+    with mistakes.applied({"patches": [(module, name, slip)]}):
+        verdict = checks.run(task_id)
+    assert verdict.status == checks.FAIL and verdict.mistake is None, verdict.line
+    assert words in verdict.message, verdict.line
+
+
+def test_how_it_differs_names_each_pattern():
+    want = torch.randn(2, 5, 4, generator=torch.Generator().manual_seed(0))
+    drift = want.clone()
+    drift[:, 3:] += 1
+    column = want.clone()
+    column[..., 1] += 1
+    nan = want.clone()
+    nan[1, 2, 3] = float("nan")
+    expect = [(want * 3, "3 times the expected one"), (-want, "wrong sign"), (want + 0.5, "off by the same +0.5"),
+              (want.flip(1), "in the wrong places"), (torch.softmax(want, -1), "sums to 1"),
+              (want.abs() ** 2, None), (drift, "axis 1 (size 5) positions 0–2 match and every later one differs, from position 3 on"),
+              (column, "axis 2 (size 4) positions 0, 2 and 3 match; position 1 differs"),
+              (nan, "NaN or inf at 1 of 40 entries"),
+              (want + torch.randn(2, 5, 4, generator=torch.Generator().manual_seed(1)), "values differ from the expected")]
+    for got, words in expect:
+        message = how_it_differs(got, want)
+        if words is not None:
+            assert words in message, (words, message)
+        assert "largest difference" in message or "NaN" in message, message
+    assert how_it_differs(want.abs() ** 2, want.abs()).startswith("your values are the squares")
+    assert how_it_differs(torch.tensor(4.0), torch.tensor(2.0)).endswith("you give 4, expected 2")
