@@ -26,7 +26,7 @@ import os
 import torch
 from einops import rearrange
 
-from solutions import attention, model, rope
+from solutions import attention, block, model, rope
 
 
 def _rotate_split_halves(x, cos, sin):
@@ -213,6 +213,27 @@ def _sdpa_mask_after_softmax(q, k, v, mask=None):
     return weights @ v
 
 
+_original_block_init = block.TransformerBlock.__init__
+
+
+def _block_init_shared_norm(self, *args, **kwargs):
+    _original_block_init(self, *args, **kwargs)
+    self.ln2 = self.ln1  # one RMSNorm, one gain, for both sublayers
+
+
+def _block_ln1_for_both(self, x, token_positions=None, kv_cache=None):
+    x = x + self.attn(self.ln1(x), token_positions, kv_cache)
+    return x + self.ffn(self.ln1(x))  # ln1 again where ln2 belongs
+
+
+def _rope_init_table_one_short(self, theta, d_k, max_seq_len, device=None, dtype=None):
+    torch.nn.Module.__init__(self)
+    self.theta, self.d_k, self.max_seq_len = theta, d_k, max_seq_len
+    angles = rope.rope_angles(torch.arange(max_seq_len - 1, device=device), d_k, theta)  # positions 0 … max − 2
+    self.register_buffer("cos", angles.cos(), persistent=False)
+    self.register_buffer("sin", angles.sin(), persistent=False)
+
+
 _original_lm_forward = model.TransformerLM.forward
 
 
@@ -272,6 +293,11 @@ MUTANTS: list[dict] = [
        "after the softmax"),
     _m("logits_are_probabilities", "8.1", [("solutions.model", "TransformerLM.forward", _lm_forward_probabilities)],
        "sums to 1"),
+    _m("shared_norm", "7.1", [("solutions.block", "TransformerBlock.__init__", _block_init_shared_norm)],
+       "its own RMSNorm"),
+    _m("block_ln1_for_both", "7.1", [("solutions.block", "TransformerBlock.forward", _block_ln1_for_both)], "ln2"),
+    _m("rope_table_one_short", "5.2",
+       [("solutions.rope", "RotaryPositionalEmbedding.__init__", _rope_init_table_one_short)], "one row per position"),
 ]
 
 

@@ -23,9 +23,11 @@ def _get_batch_not_shifted(dataset, batch_size, context_length, device="cpu"):
 
 
 def _train_bpe_variant(pretokenize: bool = True, weighted: bool = True, greatest: bool = True,
-                       left_to_right: bool = True):
+                       left_to_right: bool = True, by_string: bool = False):
     """A BPE trainer that recounts every pair at every merge, with one of the usual mistakes switched on."""
     def merge(word, pair, token):
+        if by_string:  # tokens joined with a separator and the pair replaced as a string: "xa|b" → "xab"
+            return b"\0".join(word).replace(pair[0] + b"\0" + pair[1], token).split(b"\0")
         out, j = [], 0
         if left_to_right:
             while j < len(word):
@@ -82,6 +84,25 @@ def _clip_per_parameter(parameters, max_norm):
             g.mul_(max_norm / (norm + 1e-6))
         norms.append(norm)
     return torch.stack(norms).norm()
+
+
+def _clip_under_max_norm(parameters, max_norm):
+    grads = [p.grad for p in parameters if p.grad is not None]
+    if not grads:
+        return torch.tensor(0.0)
+    norm = torch.sqrt(sum((g.detach().float() ** 2).sum() for g in grads))
+    for g in grads:  # no `if norm > max_norm`: small gradients are scaled up to max_norm
+        g.mul_((max_norm / (norm + 1e-6)).to(g.dtype))
+    return norm
+
+
+def _lr_cosine_over_cycle(it, max_lr, min_lr, warmup_iters, cosine_cycle_iters):
+    if it < warmup_iters:
+        return it / warmup_iters * max_lr
+    if it <= cosine_cycle_iters:
+        progress = (it - warmup_iters) / cosine_cycle_iters  # should be over (cycle - warmup): ends above min_lr
+        return min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (max_lr - min_lr)
+    return min_lr
 
 
 def _lr_warmup_off_by_one(it, max_lr, min_lr, warmup_iters, cosine_cycle_iters):
@@ -216,4 +237,11 @@ MUTANTS: list[dict] = [
     _m("cache_keys_before_rope", "11.3",
        [("solutions.attention", "MultiHeadSelfAttention.forward", _mhsa_forward(cache_before_rope=True))],
        "keys must be cached after RoPE, rotated at their own positions"),
+    # issue 26: mistakes that got only "values differ"
+    _m("bpe_merges_across_tokens", "9.2", [("solutions.bpe", "train_bpe", _train_bpe_variant(by_string=True))],
+       "two adjacent tokens"),
+    _m("clips_under_max_norm", "10.2", [("solutions.training", "clip_grad_norm", _clip_under_max_norm)],
+       "only when"),
+    _m("cosine_over_cycle", "10.3", [("solutions.training", "lr_cosine_schedule", _lr_cosine_over_cycle)],
+       "cosine_cycle_iters − warmup_iters"),
 ]

@@ -91,6 +91,14 @@ def test_pairs_are_weighted_by_how_often_their_chunk_occurs():
 
 
 @pytest.mark.task("9.2")
+def test_a_merge_joins_two_adjacent_tokens_only():
+    # After (x, a), " xab" is [ , xa, b]: its "ab" straddles two tokens, so the merge (a, b) leaves it
+    # alone (a string replace over the joined tokens would make it [ , xab]), and (xa, b) is still there to
+    # merge last, the greatest of the pairs that occur once.
+    assert minilm.train_bpe("xaxa abab xab", 4)[1] == [(b"x", b"a"), (b"a", b"b"), (b"xa", b"xa"), (b"xa", b"b")]
+
+
+@pytest.mark.task("9.2")
 def test_merges_stay_inside_chunks():
     # Without pre-tokenization "a a a a" would merge (a, " ") as often as (" ", a).
     vocab, merges = minilm.train_bpe("a a a a", 10)

@@ -22,6 +22,9 @@ spec("7.1", collect=lambda m, c: layer_collect(m.TransformerBlock(c["d"], c["hea
          "post_norm": "your block normalizes after the residual add (post-norm): use h = x + attn(ln1(x)), then h + ffn(ln2(h))",
          "no_residual": "add each sublayer's output to its input (the residual connection)",
          "parallel_block": PARALLEL_BLOCK,
+         "shared_norm": "ln1 and ln2 are one RMSNorm (self.ln2 = self.ln1), so both sublayers share one gain: give "
+                        "each sublayer its own RMSNorm",
+         "block_ln1_for_both": "your FFN's input is ln1(h); it is ln2(h): each sublayer has its own norm",
      },
      passed="pre-norm block: h = x + attn(ln1(x)), then h + ffn(ln2(h))")
 

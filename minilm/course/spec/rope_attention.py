@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from minilm.course.spec import Problem, attention_shapes, gen, keys_problem, load_state, randn, spec, state_keys, weights
+from minilm.course.spec import (Problem, attention_shapes, gen, keys_problem, load_state, randn, shown, spec,
+                                state_keys, weights)
 
 ROPE_HALVES = "your output matches RoPE applied to split halves: rotate adjacent pairs (2i, 2i+1)"
 ROPE_ONE_BASED = "your output matches RoPE with 1-based positions: the first token is at position 0"
@@ -67,7 +68,27 @@ spec("5.1", collect=_rope_collect, cases=_rope_cases, invariant=_float32_angles,
 
 def _RoPE_collect(m, c):
     module = m.RotaryPositionalEmbedding(c["theta"], c["d_k"], c["max_len"])
-    return {"keys": state_keys(module), "y": module(c["x"], c["pos"])}
+    out = {"keys": state_keys(module), "tables": _table_shapes(module)}
+    if out["tables"] == [(c["max_len"], c["d_k"] // 2)] * 2:  # else the invariant says why, before any IndexError
+        out["y"] = module(c["x"], c["pos"])
+    return out
+
+
+def _table_shapes(module) -> list:
+    return [tuple(t.shape) if isinstance(t := getattr(module, name, None), torch.Tensor) else None for name in ("cos", "sin")]
+
+
+def _RoPE_invariant(got, c) -> Problem | None:
+    want, tables = (c["max_len"], c["d_k"] // 2), [tuple(t) if type(t) in (list, tuple) else t for t in got["tables"]]
+    if tables != [want] * 2:
+        return Problem(f"the buffers cos and sin have shapes {shown(got['tables'][0])} and {shown(got['tables'][1])}; "
+                       f"RotaryPositionalEmbedding({c['theta']:g}, {c['d_k']}, {c['max_len']}) needs {want}: one row per "
+                       f"position 0 … {c['max_len'] - 1} (torch.arange(max_seq_len)), one column per pair",
+                       "rope_table_one_short" if tables == [(want[0] - 1, want[1])] * 2 else None)
+    if got["keys"]:
+        return Problem("cos/sin are derived, not learned: register them with persistent=False", "persistent_buffers",
+                       f" (state_dict has {got['keys']})")
+    return None
 
 
 def _RoPE_cases():
@@ -78,10 +99,9 @@ def _RoPE_cases():
                  what="RotaryPositionalEmbedding(10000, 8, 64), x (3, 10, 8), batched positions (3, 10)")]
 
 
-spec("5.2", collect=_RoPE_collect, cases=_RoPE_cases, atol=1e-3, outputs={"y": "the rotation"}, mistakes=ROPE_MISTAKES,
-     invariant=lambda got, c: None if got["keys"] == [] else Problem(
-         "cos/sin are derived, not learned: register them with persistent=False", "persistent_buffers",
-         f" (state_dict has {got['keys']})"),
+spec("5.2", collect=_RoPE_collect, cases=_RoPE_cases, atol=1e-3, free=("tables",), outputs={"y": "the rotation"},
+     mistakes=ROPE_MISTAKES,
+     invariant=_RoPE_invariant,
      on_error=lambda c: None if c["pos"].ndim < 2 else (
          "rope_table_positions_1d", f"{POSITIONS_ANY_SHAPE}: index the tables with the whole tensor, "
                                     "self.cos[token_positions] (index_select takes a 1-D index only)"),

@@ -156,6 +156,9 @@ spec("9.2", collect=_train_bpe_collect, invariant=_train_bpe_invariant, explain=
                                     "per distinct chunk",
          "bpe_merges_right_to_left": "replace a pair's occurrences left to right: with the merge (a, a), \"aaa\" becomes "
                                      "[aa, a], not [a, aa]",
+         "bpe_merges_across_tokens": "your merge also joins tokens that only end with the pair's left part and start "
+                                     "with its right part (a string replace over the joined tokens: [x, ab] + "
+                                     "merge (b, ?) …): merge only two adjacent tokens equal to (left, right)",
      },
      passed=f"the {BPE_MERGES} merges of the check's corpus match, vocab = 256 bytes + one token per merge, "
             "stops when no pair is left")
@@ -213,7 +216,9 @@ spec("10.2", collect=_clip_collect, cases=_clip_cases,
          "a parameter without a gradient must be left alone (its .grad stays None)"),
      outputs={"norm": "the returned norm (before clipping)", "grads": "the gradients after clipping"},
      mistakes={"per_parameter_clipping": "you clipped per parameter, each on its own; compute ONE global norm over all "
-                                         "gradients and scale them all by the same factor"},
+                                         "gradients and scale them all by the same factor",
+               "clips_under_max_norm": "you scaled gradients whose total norm is already below max_norm up to it: "
+                                       "scale only when the norm exceeds max_norm"},
      passed="matches clip_grad_norm_ above and below max_norm, one global norm")
 
 
@@ -229,6 +234,8 @@ spec("10.3", collect=_lr_collect, atol=1e-9, rtol=1e-9, outputs={"lr": "the lear
                               "it / warmup_iters · max_lr to max_lr at it = warmup_iters",
          "cosine_past_cycle": "after cosine_cycle_iters the rate stays at min_lr, but yours follows the cosine back up: "
                               "return min_lr for it > cosine_cycle_iters",
+         "cosine_over_cycle": "the cosine's progress runs from 0 at warmup_iters to 1 at cosine_cycle_iters: divide "
+                              "it − warmup_iters by cosine_cycle_iters − warmup_iters, not by cosine_cycle_iters",
      },
      passed="matches CS336's schedule for 25 iterations: warmup, cosine and the floor")
 
