@@ -35,7 +35,11 @@ def swiglu(
 
 
 class SwiGLU(nn.Module):
-    """Task 4.3: the feed-forward network with submodules w1, w3 (d_model → d_ff) and w2 (d_ff → d_model)."""
+    """Task 4.3: the feed-forward network with submodules w1, w3 (d_model → d_ff) and w2 (d_ff → d_model).
+
+    forward calls the submodules, self.w1(x), and never reads their weights (self.w1.weight):
+    notebook 12 (Task 12.3) swaps every Linear for an Int8Linear, which has no weight.
+    """
 
     def __init__(self, d_model: int, d_ff: int, device=None, dtype=None):
         super().__init__()

@@ -67,11 +67,10 @@ class MultiHeadSelfAttention(nn.Module):
     output_proj (all d_model → d_model). Head h uses rows h·d_k … (h+1)·d_k − 1 of each
     projection, d_k = d_model / num_heads. With theta, RoPE rotates q and k (not v): keep a
     RotaryPositionalEmbedding(theta, d_k, max_seq_len) in self.rope (None without theta).
-    token_positions is (seq,), or (batch, seq) with each batch row's own positions, which all the
-    heads of that row share.
 
-    token_positions (..., seq) gives each token's position for RoPE; when it is None the
-    positions are 0 … seq − 1.
+    token_positions gives each token's position for RoPE: (seq,), or (batch, seq) with each batch
+    row's own positions, which all the heads of that row share. When it is None the positions are
+    0 … seq − 1.
 
     kv_cache (notebook 11, Task 11.3; leave it unused until then): a KVCache holding the keys and
     values of the len(kv_cache) tokens before this call's. When it is given:

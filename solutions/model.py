@@ -25,6 +25,10 @@ class TransformerLM(nn.Module):
     kv_cache (notebook 11, Task 11.3): a list with one KVCache per layer (make_kv_cache()), holding
     the tokens before these. Then the positions continue after them, start … start + seq − 1 where
     start = len(kv_cache[0]) (read before the layers update it), and layer i gets kv_cache[i].
+
+    forward calls the submodules, self.lm_head(x), and never reads their weights
+    (self.lm_head.weight): notebook 12 (Task 12.3) swaps every Linear for an Int8Linear, which has
+    no weight.
     """
 
     def __init__(self, vocab_size: int, context_length: int, d_model: int, num_layers: int, num_heads: int,
