@@ -51,7 +51,8 @@ def scaled_dot_product_attention(
             f"got k {tuple(k.shape)} and v {tuple(v.shape)}"
         )
     check_mask(mask, (*q.shape[:-1], k.shape[-2]), "scaled_dot_product_attention")
-    raise NotImplementedError("Task 6.2 is not implemented yet: write scaled_dot_product_attention in minilm/attention.py")
+    raise NotImplementedError("Task 6.2 is not implemented yet: "
+                              "write scaled_dot_product_attention in minilm/attention.py")
 
 
 class MultiHeadSelfAttention(nn.Module):
@@ -83,7 +84,8 @@ class MultiHeadSelfAttention(nn.Module):
         if theta is not None and max_seq_len is None:
             raise ValueError("MultiHeadSelfAttention: RoPE (theta given) needs max_seq_len, got max_seq_len=None")
         self.d_model, self.num_heads, self.d_k = d_model, num_heads, d_model // num_heads
-        raise NotImplementedError("Task 6.3 is not implemented yet: write MultiHeadSelfAttention.__init__ in minilm/attention.py")
+        raise NotImplementedError("Task 6.3 is not implemented yet: "
+                                  "write MultiHeadSelfAttention.__init__ in minilm/attention.py")
 
     def forward(
         self,
@@ -92,4 +94,5 @@ class MultiHeadSelfAttention(nn.Module):
         kv_cache: KVCache | None = None,
     ) -> Float[Tensor, "... seq d_model"]:
         check_last_dim(x, self.d_model, "MultiHeadSelfAttention", "d_model")
-        raise NotImplementedError("Task 6.3 is not implemented yet: write MultiHeadSelfAttention.forward in minilm/attention.py")
+        raise NotImplementedError("Task 6.3 is not implemented yet: "
+                                  "write MultiHeadSelfAttention.forward in minilm/attention.py")

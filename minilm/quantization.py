@@ -55,7 +55,8 @@ class Int8Linear(nn.Module):
         check_positive_int(in_features, "in_features", "Int8Linear")
         check_positive_int(out_features, "out_features", "Int8Linear")
         self.in_features, self.out_features, self.per_channel = in_features, out_features, per_channel
-        raise NotImplementedError("Task 12.2 is not implemented yet: write Int8Linear.__init__ in minilm/quantization.py")
+        raise NotImplementedError("Task 12.2 is not implemented yet: "
+                                  "write Int8Linear.__init__ in minilm/quantization.py")
 
     @classmethod
     def from_linear(cls, layer: Linear, per_channel: bool = True) -> Int8Linear:
@@ -63,11 +64,13 @@ class Int8Linear(nn.Module):
         in_features)), on the weight's device: weight_int8 and scale from quantize_int8."""
         check_has_weight_matrix(layer, "Int8Linear.from_linear")
         out_features, in_features = layer.weight.shape
-        raise NotImplementedError("Task 12.2 is not implemented yet: write Int8Linear.from_linear in minilm/quantization.py")
+        raise NotImplementedError("Task 12.2 is not implemented yet: "
+                                  "write Int8Linear.from_linear in minilm/quantization.py")
 
     def forward(self, x: Float[Tensor, "... in_features"]) -> Float[Tensor, "... out_features"]:
         check_last_dim(x, self.in_features, "Int8Linear")
-        raise NotImplementedError("Task 12.2 is not implemented yet: write Int8Linear.forward in minilm/quantization.py")
+        raise NotImplementedError("Task 12.2 is not implemented yet: "
+                                  "write Int8Linear.forward in minilm/quantization.py")
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "

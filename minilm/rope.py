@@ -76,7 +76,8 @@ class RotaryPositionalEmbedding(nn.Module):
         check_even(d_k, "RotaryPositionalEmbedding")
         check_positive_int(max_seq_len, "max_seq_len", "RotaryPositionalEmbedding")
         self.theta, self.d_k, self.max_seq_len = theta, d_k, max_seq_len
-        raise NotImplementedError("Task 5.2 is not implemented yet: write RotaryPositionalEmbedding.__init__ in minilm/rope.py")
+        raise NotImplementedError("Task 5.2 is not implemented yet: "
+                                  "write RotaryPositionalEmbedding.__init__ in minilm/rope.py")
 
     def forward(self, x: Float[Tensor, "... seq d_k"], token_positions: Int[Tensor, "... seq"]) -> Float[Tensor, "... seq d_k"]:
         check_tensor(x, "x", "RotaryPositionalEmbedding")
@@ -84,7 +85,8 @@ class RotaryPositionalEmbedding(nn.Module):
             raise ValueError(f"RotaryPositionalEmbedding: the last dim of x must be d_k={self.d_k}, got shape {tuple(x.shape)}")
         check_positions(token_positions, self.max_seq_len, "RotaryPositionalEmbedding")
         check_broadcast(token_positions, tuple(x.shape[:-1]), "RotaryPositionalEmbedding", "token_positions", "x's leading dims")
-        raise NotImplementedError("Task 5.2 is not implemented yet: write RotaryPositionalEmbedding.forward in minilm/rope.py")
+        raise NotImplementedError("Task 5.2 is not implemented yet: "
+                                  "write RotaryPositionalEmbedding.forward in minilm/rope.py")
 
     def extra_repr(self) -> str:
         return f"theta={self.theta}, d_k={self.d_k}, max_seq_len={self.max_seq_len}"
