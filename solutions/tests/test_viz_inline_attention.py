@@ -25,7 +25,8 @@ if "TIKTOKEN_CACHE_DIR" not in os.environ and _SHARED_TIKTOKEN.is_dir():  # offl
 
 
 @pytest.fixture(autouse=True)
-def _close_figures():
+def _reference_and_no_figures_left(monkeypatch):
+    monkeypatch.setenv("MINILM_IMPL", "solutions")  # the plots around the inline module use the reference's parts
     yield
     plt.close("all")
 
