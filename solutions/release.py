@@ -11,7 +11,9 @@ a README.md of its own (what the course is, the student's two commands and loop)
 registry that runs the visible checks on every push.
 It never holds solutions/ or the grader's hidden inputs: before it returns, every file written is
 searched for the reference's solution lines and the hidden inputs' lines, and any found fails
-the release (non-zero exit, naming the file and the leaked line).
+the release (non-zero exit, naming the file and the leaked line). Nor does it hold provided code
+that computes a task's result: a call of a task's built-in, a copy of an oracle, or (run against
+every task's own check, solutions/leak_probe.py) a function or class that passes a task's check.
 """
 
 from __future__ import annotations
@@ -19,9 +21,12 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import os
 import re
 import shutil
+import subprocess
 import sys
+import tempfile
 import tomllib
 from pathlib import Path
 
@@ -185,12 +190,37 @@ def computes_a_task(release: Path) -> list[str]:
     return problems
 
 
-def leaks(release: Path) -> list[str]:
+PROBE_SECONDS = 1800  # the whole probe: a few minutes on a loaded 2-core machine
+
+
+def runs_a_task(release: Path, files: list[str] | None = None) -> list[str]:
+    """Provided functions and classes of the release (or of `files`, relative to it) that pass a
+    task's own check in place of the reference's code: they compute the task's result, whatever
+    they look like (solutions/leak_probe.py, run in a child process on the release's minilm).
+    Fails closed: a probe that cannot run, or does not say, is a problem."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(release), str(ROOT)]), "MINILM_IMPL": "solutions",
+           "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+    with tempfile.TemporaryDirectory() as scratch:
+        try:
+            r = subprocess.run([sys.executable, "-m", "solutions.leak_probe", str(release), *(files or [])], cwd=scratch,
+                               env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=PROBE_SECONDS)
+        except subprocess.TimeoutExpired:
+            return [f"the leak probe (solutions/leak_probe.py) did not finish within {PROBE_SECONDS} s"]
+    try:
+        found = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else None
+    except (IndexError, ValueError):
+        found = None
+    if not isinstance(found, list):
+        return [f"the leak probe (solutions/leak_probe.py) failed (exit {r.returncode}): {r.stderr.strip()[-500:]}"]
+    return found
+
+
+def leaks(release: Path, probe: bool = True) -> list[str]:
     """Every line of the release that is a solution body line or a hidden-test line, and every
-    piece of code that computes a task's result (computes_a_task). Lines that the public course
-    shares verbatim (the stubs' shared code, say) are not secret."""
+    piece of code that computes a task's result (computes_a_task; with `probe`, runs_a_task too).
+    Lines that the public course shares verbatim (the stubs' shared code, say) are not secret."""
     secret, hidden = solution_lines(), hidden_runs()
-    problems = computes_a_task(release)
+    problems = computes_a_task(release) + (runs_a_task(release) if probe else [])
     for path in sorted(p for p in release.rglob("*") if p.is_file()):
         rel = path.relative_to(release).as_posix()
         if rel.startswith("solutions/") or "hidden_tests" in rel or path.name.startswith("test_hidden"):
@@ -352,7 +382,7 @@ def student_docs() -> dict[str, str]:
     return found
 
 
-def write_release(out: Path, regenerate: bool = False) -> list[Path]:
+def write_release(out: Path, regenerate: bool = False, probe: bool = True) -> list[Path]:
     if regenerate:
         make_stubs.main([])
     stale = make_stubs.drifted()
@@ -387,7 +417,7 @@ def write_release(out: Path, regenerate: bool = False) -> list[Path]:
                                     encoding="utf-8")
     (out / WORKFLOW).parent.mkdir(parents=True)
     (out / WORKFLOW).write_text(grade_workflow(), encoding="utf-8")
-    problems = leaks(out)
+    problems = leaks(out, probe)
     if problems:
         raise ReleaseError("the release leaks solution or hidden-test text, or code that computes a task's "
                            "result:\n  " + "\n  ".join(problems[:50]))

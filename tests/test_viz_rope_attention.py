@@ -37,12 +37,20 @@ def _labelled(fig):
 # ---------------------------------------------------------------- RoPE plots
 
 
-def test_sinusoidal_encoding_matches_the_formula():
-    pe = vr.sinusoidal_encoding(10, 8)
-    p, i = 7, 2
-    assert pe[p, 2 * i] == pytest.approx(math.sin(p / 10000 ** (2 * i / 8)), abs=1e-6)
-    assert pe[p, 2 * i + 1] == pytest.approx(math.cos(p / 10000 ** (2 * i / 8)), abs=1e-6)
-    _labelled(vr.plot_sinusoidal(16, 16))
+def test_sinusoidal_plot_draws_the_clocks_of_the_formula():
+    fig = vr.plot_sinusoidal(16, 16)
+    waves, lengths = fig.axes[0].get_lines(), fig.axes[1].get_lines()[0]
+    for line in waves:  # pair i's wave is sin(p · 10000^(−2i/16)) at every plotted p
+        i = int(line.get_label().split()[1].rstrip(":"))
+        p, y = line.get_xdata(), line.get_ydata()
+        assert y == pytest.approx([math.sin(x / 10000 ** (2 * i / 16)) for x in p], abs=1e-9)
+        assert p[0] == 0 and p[-1] == 15 and len(p) > 16  # continuous positions, not a table of rows
+    assert lengths.get_ydata() == pytest.approx([2 * math.pi * 10000 ** (2 * i / 16) for i in range(8)])
+    _labelled(fig)
+
+
+def test_the_rope_pictures_compute_no_task_of_notebook_13():
+    assert not hasattr(vr, "sinusoidal_encoding"), "Task 13.2's table is the student's to build"
 
 
 def _turn_pair_by_position(x, positions, theta=10000.0):

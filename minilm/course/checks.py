@@ -345,10 +345,17 @@ def registered() -> tuple[str, ...]:
     return tuple(t.id for t in tasks.TASKS if t.id in _CHECKS)
 
 
+class CannotShow(Exception):
+    """Provided code (a plot, an explorer) cannot show what the student's code does, because that
+    code raised or lacks what the task's contract names. Its message is one line that starts
+    "Task N.M: " and says what to fix; `needs` prints it instead of a traceback."""
+
+
 @contextlib.contextmanager
 def needs(*task_ids: str) -> Iterator[None]:
     """Wrap a demo cell that uses the student's code: while a task is still a stub, print its
-    one-line not-implemented message instead of a traceback, and carry on.
+    one-line not-implemented message instead of a traceback, and carry on; when a plot cannot
+    show the student's code (CannotShow), print its one line instead of a traceback.
 
         with needs("3.1"):
             plot_rmsnorm_vs_layernorm(minilm.rms_norm)
@@ -360,6 +367,8 @@ def needs(*task_ids: str) -> Iterator[None]:
         if todo is None:
             raise
         print(f"{SYMBOL[TODO]} {todo} (this cell runs once it is)")
+    except CannotShow as e:
+        print(f"{SYMBOL[FAIL]} {e} (this cell runs once it is fixed)")
 
 
 # ---------------------------------------------------------------- comparing outputs

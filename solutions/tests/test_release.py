@@ -23,7 +23,7 @@ from solutions import release as rel
 @pytest.fixture(scope="module")
 def release(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("release") / "minilm-course"
-    rel.write_release(out)
+    rel.write_release(out, probe=False)  # the probe runs every check with every provided function: see its own tests
     return out
 
 
@@ -46,7 +46,7 @@ def test_release_has_the_student_files_and_nothing_secret(release):
         assert 'raise NotImplementedError("Task ' in (release / "minilm" / f"{module}.py").read_text(encoding="utf-8")
     assert not (release / "solutions").exists()
     assert not [p for p in release.rglob("*") if "hidden" in p.name or p.name == "__pycache__"]
-    assert rel.leaks(release) == []
+    assert rel.leaks(release, probe=False) == []
     # The hidden tests and every solution line really are absent (not just filtered out as public).
     everything = "\n".join("\n".join(rel.text_lines(p)) for p in release.rglob("*") if p.is_file())
     for name in re.findall(r"^def (_\w+_cases)", rel.HIDDEN.read_text(encoding="utf-8"), flags=re.M):
@@ -67,7 +67,7 @@ def test_leak_check_names_the_file_and_the_line(release, tmp_path):
     hidden = rel.HIDDEN
     try:
         victim.write_text(f"# notes\n    {secret}\n" + hidden.read_text(encoding="utf-8"), encoding="utf-8")
-        problems = rel.leaks(release)
+        problems = rel.leaks(release, probe=False)
     finally:
         victim.unlink()
     assert any(p.startswith("notebooks/leak.py:2: leaks ") and secret[:40] in p for p in problems), problems
@@ -274,7 +274,7 @@ def test_leak_check_names_provided_code_that_computes_a_task(release):
                       "def shown(x):\n    return torch.softmax(x, -1)  # release: not a task (a picture)\n\n\n"
                       + copy + "\n", encoding="utf-8")
     try:
-        problems = rel.leaks(release)
+        problems = rel.leaks(release, probe=False)
     finally:
         victim.unlink()
     assert any(p.startswith("minilm/course/viz/helper.py:6: calls torch.nn.functional.scaled_dot_product_attention")
@@ -283,7 +283,7 @@ def test_leak_check_names_provided_code_that_computes_a_task(release):
     assert not any(p.startswith("minilm/course/viz/helper.py:14") for p in problems), problems
     assert any(p.startswith("minilm/course/viz/helper.py:") and "pretty_rotation is a copy of solutions/oracles.py" in p
                for p in problems), problems
-    assert rel.leaks(release) == []
+    assert rel.leaks(release, probe=False) == []
 
 
 def test_the_release_checks_name_every_catalogued_mistake(release):
@@ -314,3 +314,63 @@ def test_the_release_checks_name_every_catalogued_mistake(release):
     for m in mistakes.all_mutants():
         status, named, message = got[m["name"]]
         assert (status, named) == ("fail", m["name"]) and m["diagnosis"] in message, (m["name"], got[m["name"]])
+
+
+# The sinusoidal_encoding that minilm/course/viz/rope.py shipped until issue 26: a complete answer to
+# Task 13.2, written from the paper's formula (no built-in of a task, no copy of an oracle).
+OLD_SINUSOIDAL_ENCODING = '''import torch
+
+
+def sinusoidal_encoding(num_positions: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """The original Transformer's absolute positions (Vaswani et al. 2017), (num_positions, d_model):
+    PE[p, 2i] = sin(p / base^(2i/d)), PE[p, 2i+1] = cos(p / base^(2i/d))."""
+    p = torch.arange(num_positions, dtype=torch.float64)[:, None]
+    inv_freq = base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    pe = torch.empty(num_positions, d_model, dtype=torch.float64)
+    pe[:, 0::2], pe[:, 1::2] = torch.sin(p * inv_freq), torch.cos(p * inv_freq)
+    return pe.float()
+
+
+def plot_sinusoidal(num_positions: int = 64, d_model: int = 64):
+    return sinusoidal_encoding(num_positions, d_model)
+'''
+
+
+def test_leak_probe_names_provided_code_that_passes_a_tasks_check(release):
+    """The old viz.rope.sinusoidal_encoding forbids no built-in and copies no oracle, so only running
+    it catches it: in Task 13.2's place its check passes, and the release names it with file:line.
+    Its plot, which returns the same table under other parameter names, too; the provided module
+    beside it (the sandbox worker, which ends its process when called) takes only itself out."""
+    victim = release / "minilm" / "course" / "viz" / "old_rope.py"
+    victim.write_text(OLD_SINUSOIDAL_ENCODING, encoding="utf-8")
+    try:
+        problems = rel.runs_a_task(release, ["minilm/course/viz/old_rope.py", "minilm/course/sandboxed/worker.py"])
+    finally:
+        victim.unlink()
+    assert sorted(problems) == [  # sorted as text: ":14" before ":4"
+        "minilm/course/viz/old_rope.py:14 plot_sinusoidal computes Task 13.2's result: its check passes with it "
+        "in place of sinusoidal_positions (provided code must not)",
+        "minilm/course/viz/old_rope.py:4 sinusoidal_encoding computes Task 13.2's result: its check passes with it "
+        "in place of sinusoidal_positions (provided code must not)"], problems
+
+
+def test_leak_probe_fails_closed(release, tmp_path, monkeypatch):
+    """A provided module the probe cannot import, or a probe that cannot run at all, is a problem,
+    never a silent pass."""
+    victim = release / "minilm" / "course" / "viz" / "broken.py"
+    victim.write_text("import no_such_module_anywhere\n", encoding="utf-8")
+    try:
+        problems = rel.runs_a_task(release, ["minilm/course/viz/broken.py"])
+    finally:
+        victim.unlink()
+    assert len(problems) == 1 and problems[0].startswith("minilm/course/viz/broken.py: cannot import"), problems
+    problems = rel.runs_a_task(tmp_path, ["minilm/course/viz/rope.py"])  # no minilm there: not the release's
+    assert len(problems) == 1 and problems[0].startswith("leak probe: must run the release's minilm"), problems
+    monkeypatch.setattr(rel, "PROBE_SECONDS", 0.01)
+    assert rel.runs_a_task(release, ["minilm/course/viz/rope.py"]) == [
+        "the leak probe (solutions/leak_probe.py) did not finish within 0.01 s"]
+
+
+@pytest.mark.slow  # every task's check with every provided function and class in place: minutes
+def test_no_provided_code_passes_a_tasks_check(release):
+    assert rel.runs_a_task(release) == []

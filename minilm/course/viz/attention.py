@@ -2,9 +2,9 @@
 (provided: not an exercise).
 
 MultiHeadSelfAttention returns its output, not its attention weights, so `attention_weights`
-runs the module and asks your scaled_dot_product_attention, as your module calls it, for its
-weights (attention over an identity matrix of values is the weights themselves). Nothing here
-computes attention itself.
+recomputes each head's queries and keys from your module's own q_proj, k_proj and rope and asks
+your scaled_dot_product_attention for the weights (attention over an identity matrix of values
+is the weights themselves). Nothing here computes attention itself.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 from torch import nn
 
 import minilm
+from minilm.course.checks import CannotShow
 
 # ---------------------------------------------------------------- why 1/sqrt(d_k)
 
@@ -60,30 +61,49 @@ def causal_mask(seq: int) -> torch.Tensor:
     return torch.ones(seq, seq, dtype=torch.bool).tril()
 
 
+def _shown(task: str, what: str, e: Exception) -> CannotShow:
+    text = " ".join(f"{type(e).__name__}: {e}".split())
+    return CannotShow(f"Task {task}: {what} raised {text[:160]}; check(\"{task}\") says what to fix")
+
+
 def attention_weights(attn: nn.Module, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
-    """The causal attention weights of every head of your MultiHeadSelfAttention on x (seq, d_model):
-    (heads, seq, seq). Runs attn(x) and, each time it calls your scaled_dot_product_attention
-    (Task 6.2) with its q, k and mask, also calls it with the identity as values: softmax(…) @ I
-    is the weights. Your module must call scaled_dot_product_attention from minilm/attention.py."""
-    module = minilm.exercise_module("attention")
-    sdpa = module.scaled_dot_product_attention
-    seen = []
+    """The causal attention weights of every head of your MultiHeadSelfAttention on x (..., seq, d_model):
+    (..., heads, seq, seq), recomputed from the parts Task 6.3's contract names, as its forward
+    uses them: q = attn.q_proj(x) and k = attn.k_proj(x), head h from rows h·d_k … (h+1)·d_k − 1,
+    rotated by attn.rope (when it is not None) at `positions` (default 0 … seq − 1), then your
+    scaled_dot_product_attention (Task 6.2) with the causal mask and the identity as values:
+    softmax(…) @ I is the weights. Your forward itself is not run, so a module that computes
+    attention inline is shown as well as one that calls scaled_dot_product_attention.
 
-    def spy(q, k, v, mask=None):
-        eye = torch.eye(k.shape[-2], dtype=v.dtype, device=v.device).expand(*k.shape[:-1], k.shape[-2])
-        seen.append(sdpa(q, k, eye, mask))
-        return sdpa(q, k, v, mask)
-
-    module.scaled_dot_product_attention = spy
+    A stub raises its NotImplementedError (`needs` prints its line); anything else that stops the
+    recomputation raises CannotShow, one line naming the task to fix."""
+    sdpa = minilm.exercise_module("attention").scaled_dot_product_attention
+    seq = x.shape[-2]
+    if positions is None:
+        positions = torch.arange(seq, device=x.device)
+    try:
+        heads, d_k = int(attn.num_heads), int(attn.d_k)
+        with torch.no_grad():
+            q, k = (proj(x).unflatten(-1, (heads, d_k)).transpose(-3, -2) for proj in (attn.q_proj, attn.k_proj))
+            if attn.rope is not None:  # the positions of every head of a row, as Task 6.3 passes them
+                q, k = attn.rope(q, positions.unsqueeze(-2)), attn.rope(k, positions.unsqueeze(-2))
+    except NotImplementedError:
+        raise
+    except Exception as e:  # noqa: BLE001 - whatever the student's module raised, in one line
+        raise _shown("6.3", "your MultiHeadSelfAttention's q_proj, k_proj or rope", e) from None
+    eye = torch.eye(seq, dtype=q.dtype, device=q.device).expand(*k.shape[:-1], seq)  # values: the identity
     try:
         with torch.no_grad():
-            attn(x, positions)
-    finally:
-        module.scaled_dot_product_attention = sdpa
-    if not seen:
-        raise RuntimeError("attention_weights: your MultiHeadSelfAttention never called scaled_dot_product_attention "
-                           "(Task 6.2), so its weights cannot be shown: call it from forward")
-    return seen[-1]
+            weights = sdpa(q, k, eye, causal_mask(seq).to(q.device))
+    except NotImplementedError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise _shown("6.2", "your scaled_dot_product_attention", e) from None
+    if not isinstance(weights, torch.Tensor) or weights.shape != (*k.shape[:-1], seq):
+        got = tuple(weights.shape) if isinstance(weights, torch.Tensor) else type(weights).__name__
+        raise CannotShow(f"Task 6.2: your scaled_dot_product_attention returned {got} for values "
+                         f"{tuple(eye.shape)}, expected {(*k.shape[:-1], seq)}; check(\"6.2\") says what to fix")
+    return weights
 
 
 def _show_map(ax, weights: torch.Tensor, tokens: list[str] | None = None, title: str = ""):
@@ -201,6 +221,9 @@ def hand_wire(attn: nn.Module, theta: float = 10000.0) -> nn.Module:
     d_k = attn.d_k
     assert d_k == 16 and attn.num_heads >= 4, "hand_wire expects d_k=16 and at least 4 heads"
     sd = {k: v.clone() for k, v in attn.state_dict().items()}
+    if {"q_proj.weight", "k_proj.weight"} - set(sd):
+        raise CannotShow("Task 6.3: your MultiHeadSelfAttention's state_dict has no q_proj.weight or k_proj.weight "
+                         "to wire; check(\"6.3\") says what to fix")
     wq, wk = sd["q_proj.weight"], sd["k_proj.weight"]  # (d_model, d_model): rows h·d_k … are head h
     wq[: 3 * d_k], wk[: 3 * d_k] = 0.0, 0.0
 
@@ -216,7 +239,10 @@ def hand_wire(attn: nn.Module, theta: float = 10000.0) -> nn.Module:
         wq[d_k + 8 + j, 1 + j] = wk[d_k + 8 + j, 1 + j] = s
     u, s = pairs(2, 3), 6.0
     wq[2 * d_k: 3 * d_k, 0], wk[2 * d_k: 3 * d_k, 0] = s * u, s * u  # head 2
-    attn.load_state_dict(sd)
+    try:
+        attn.load_state_dict(sd)
+    except Exception as e:  # noqa: BLE001 - the student's module, in one line
+        raise _shown("6.3", "loading the hand-wired state_dict into your MultiHeadSelfAttention", e) from None
     return attn
 
 
@@ -260,12 +286,18 @@ class AttentionStack(nn.Module):
 def layer_attention(model: nn.Module, ids: torch.Tensor, layer: int) -> torch.Tensor:
     """Attention weights (heads, seq, seq) of model.layers[layer] on token ids (seq,): run the layers
     before it, then recompute its weights from its input (after its ln1, if it has one)."""
-    x = model.token_embeddings(ids)
     positions = torch.arange(len(ids))
-    for block in model.layers[:layer]:
-        x = block(x, positions)
-    block = model.layers[layer]
-    h = block.ln1(x) if hasattr(block, "ln1") else x
+    task = "6.3" if isinstance(model, AttentionStack) else "8.1"  # an AttentionStack runs only your attention
+    try:
+        x = model.token_embeddings(ids)
+        for block in model.layers[:layer]:
+            x = block(x, positions)
+        block = model.layers[layer]
+        h = block.ln1(x) if hasattr(block, "ln1") else x
+    except NotImplementedError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the student's model, in one line
+        raise _shown(task, f"running the layers before layer {layer}", e) from None
     return attention_weights(block.attn, h, positions)
 
 

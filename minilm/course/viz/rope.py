@@ -33,29 +33,23 @@ def unit_pairs(d_k: int) -> torch.Tensor:
     return x
 
 
-def sinusoidal_encoding(num_positions: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
-    """The original Transformer's absolute positions (Vaswani et al. 2017), (num_positions, d_model):
-    PE[p, 2i] = sin(p / base^(2i/d)), PE[p, 2i+1] = cos(p / base^(2i/d))."""
-    p = torch.arange(num_positions, dtype=torch.float64)[:, None]
-    inv_freq = base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
-    pe = torch.empty(num_positions, d_model, dtype=torch.float64)
-    pe[:, 0::2], pe[:, 1::2] = torch.sin(p * inv_freq), torch.cos(p * inv_freq)
-    return pe.float()
-
-
-def plot_sinusoidal(num_positions: int = 64, d_model: int = 64) -> Figure:
-    """Heatmap of the sinusoidal encoding, and a few of its dimensions against position."""
-    pe = sinusoidal_encoding(num_positions, d_model)
+def plot_sinusoidal(num_positions: int = 64, d_model: int = 64, base: float = 10000.0) -> Figure:
+    """The clocks of the original Transformer's positions (Vaswani et al. 2017), without its table
+    (building PE, one row per position, is Task 13.2): left, sin(p·ω_i) of a few pairs i as waves
+    of a continuous position p, ω_i = base^(−2i/d_model); right, every pair's wavelength 2π/ω_i."""
+    p = torch.linspace(0, num_positions - 1, 400, dtype=torch.float64)
+    pairs = torch.arange(d_model // 2, dtype=torch.float64)
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 3.8))
-    im = ax0.imshow(pe.T.numpy(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, origin="lower")
-    ax0.set(title="Sinusoidal positional encoding (added to x)", xlabel="position p", ylabel="dimension")
-    ax0.grid(False)
-    fig.colorbar(im, ax=ax0, fraction=0.05)
-    for dim in (0, d_model // 16, d_model // 4, 3 * d_model // 8):
-        ax1.plot(pe[:, dim].numpy(), label=f"dim {dim}")
-    ax1.set(title="Low dims oscillate fast, high dims slowly", xlabel="position p", ylabel="PE[p, dim]")
-    # Outside the axes: the fast dims sweep the whole of [−1, 1], so no corner inside is free.
-    ax1.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+    for i in (0, d_model // 32, d_model // 8, 3 * d_model // 16):
+        omega = base ** (-2 * i / d_model)
+        ax0.plot(p.numpy(), torch.sin(p * omega).numpy(), label=f"pair {i}: sin(p·{omega:.2g})")
+    ax0.set(title="Each pair is a clock: low pairs fast, high pairs slow", xlabel="position p",
+            ylabel="sin(p·ω_i), dim 2i")
+    # Outside the axes: the fast waves sweep the whole of [−1, 1], so no corner inside is free.
+    ax0.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0, fontsize=8)
+    ax1.plot(pairs.numpy(), (2 * math.pi * base ** (2 * pairs / d_model)).numpy(), "o-", ms=3)
+    ax1.set(yscale="log", title=f"Wavelength of each pair (d_model={d_model})", xlabel="pair index i",
+            ylabel="2π / ω_i (positions per turn)")
     fig.tight_layout()
     return fig
 
