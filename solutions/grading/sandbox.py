@@ -325,7 +325,10 @@ def run(box: Sandbox, argv: list[str], ws: Path, out: Path, env: dict[str, str],
                 pass
             proc.kill()
             proc.wait()
-            if box.kind == "docker":  # killing `docker run` leaves its container running: kill that too
+            # Killing `docker run` (at the time limit, or if it died) leaves its container running:
+            # remove that too. A client that exited by itself saw its container's init, and so all
+            # of the container, exit.
+            if box.kind == "docker" and (rc is None or rc < 0):
                 try:
                     subprocess.run(["docker", "rm", "-f", cmd[cmd.index("--name") + 1]], stdin=subprocess.DEVNULL,
                                    capture_output=True, timeout=60)

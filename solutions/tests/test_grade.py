@@ -368,19 +368,26 @@ class Listener:
         self.sock.close()
 
 
+@pytest.fixture(scope="module")
+def docker_image(tmp_path_factory):
+    """The grader's image, built once for this module (seconds when Docker's cache has its layers)."""
+    if not sandbox.docker_available():
+        if os.environ.get("MINILM_DOCKER_BASE"):  # set by .ci/run once it set Docker up
+            pytest.fail("MINILM_DOCKER_BASE is set, but no Docker daemon answers (`docker info` failed)")
+        pytest.skip("no Docker daemon answers here (`docker info` failed); CI starts one (.ci/run)")
+    build_grader_image(tmp_path_factory.mktemp("docker"))
+    return sandbox.IMAGE
+
+
 @pytest.fixture(scope="module", params=["bwrap", "docker"])
 def batch(request, tmp_path_factory):
     """The batch graded in one sandbox (bwrap, then docker): every test on it runs for both."""
     kind = request.param
-    tmp = tmp_path_factory.mktemp(f"grade-{kind}")
     if kind == "bwrap" and sandbox.bwrap_path() is None:
         pytest.skip("bubblewrap (bwrap) is missing or cannot create namespaces here")
     if kind == "docker":
-        if not sandbox.docker_available():
-            if os.environ.get("MINILM_DOCKER_BASE"):  # set by .ci/run once it set Docker up
-                pytest.fail("MINILM_DOCKER_BASE is set, but no Docker daemon answers (`docker info` failed)")
-            pytest.skip("no Docker daemon answers here (`docker info` failed); CI starts one (.ci/run)")
-        build_grader_image(tmp)
+        request.getfixturevalue("docker_image")
+    tmp = tmp_path_factory.mktemp(f"grade-{kind}")
     out = tmp / "out"
     listener = Listener()
     subs = build_batch(tmp, out, listener.port)
@@ -664,6 +671,23 @@ def test_bad_command_lines_get_one_line_and_write_nothing(tmp_path):
     sub = submission(tmp_path, "me")
     r = run_grade(str(sub), "--tasks", "1.1", "--out", str(blocker / "out"), "--no-sandbox")
     assert r.returncode == 2 and "cannot write there" in r.stderr, r.stderr
+
+
+@pytest.mark.slow
+def test_docker_removes_the_container_at_the_time_limit(docker_image, tmp_path):
+    # Killing `docker run` at the time limit leaves its container running: the grader removes it,
+    # with what it started (here a process in a session of its own).
+    box = sandbox.Sandbox("docker")
+    ws, out = tmp_path / "ws", tmp_path / "out"
+    ws.mkdir()
+    out.mkdir()
+    box.prepare(ws, out, 0)
+    code = "import os, time\nif os.fork() == 0:\n    os.setsid()\ntime.sleep(600)"
+    run = sandbox.run(box, ["-c", code], ws, out, box.env({}, ws, out), 0, timeout=5, log=tmp_path / "log")
+    assert run.returncode is None
+    left = subprocess.run(["docker", "ps", "-a", "-q", "--filter", f"name=minilm-grade-{os.getpid()}-"],
+                          capture_output=True, text=True, timeout=60)
+    assert left.returncode == 0 and left.stdout.strip() == "", left
 
 
 def test_dockerfile_runs_the_grader_as_the_container_mode_expects():
