@@ -7,8 +7,13 @@
   unprivileged uid of its own (setpriv, no capabilities, no_new_privs); as another user, as
   that user in a user namespace. Killing bwrap kills its PID namespace: every process the
   submission started, daemons included.
-- **docker**: the same run in a container built from the course's Dockerfile, networking off,
-  the workspace mounted, as an unprivileged user.
+- **docker**: the same run in a container of the image built from solutions/grading/Dockerfile
+  (the Python runtime only): new PID, network (none), IPC and UTS namespaces; the workspace and
+  the data files mounted read-only and the results folder, nothing else of the host; a
+  read-only root and a size-capped /tmp; Docker's cgroup limits (memory, no swap, pids, CPU)
+  and the same per-process address-space and file-size limits; the submission's own uid as
+  root (the grader's uid otherwise), no capabilities, no_new_privs. The container is removed
+  after each run (at its time limit too, not only its `docker run` client): everything in it dies.
 - **none**: only when asked for (`--no-sandbox`); every report then says UNSANDBOXED.
 """
 
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -31,6 +37,7 @@ from minilm.course import tasks
 WS, OUT, DATA = "/ws", "/out", "/data"  # where the workspace, the results and read-only data appear inside
 UID_BASE = 61000  # the sandbox's uids (as root): one per submission, none of them a real account
 IMAGE = "minilm-grader"
+DOCKER_VENV = "/opt/venv"  # the image's Python environment (see the Dockerfile)
 DOCKERFILE = Path(__file__).with_name("Dockerfile")
 TRUSTED_PACKAGES = ("solutions",)  # the reference, hidden inputs and mistakes: never visible inside
 
@@ -76,6 +83,11 @@ def choose(kind: str) -> str:
     if kind == "docker" and not docker_available():
         raise SandboxUnavailable("--sandbox docker: no Docker daemon answers (`docker info` failed)")
     return kind
+
+
+def container_name(slot: int) -> str:
+    """A name per docker run, so that the grader can kill the container, not only its client."""
+    return f"minilm-grade-{os.getpid()}-{slot}-{secrets.token_hex(4)}"
 
 
 def python() -> str:
@@ -155,15 +167,23 @@ class Sandbox:
         if self.kind == "none":
             return [self.python, *argv]
         if self.kind == "docker":
-            cmd = ["docker", "run", "--rm", "--network", "none", "--read-only", "--tmpfs", f"/tmp:size={self.tmp_mb}m,mode=1777",
-                   "--user", f"{UID_BASE + slot}:{UID_BASE + slot}", "--memory", f"{self.memory_mb}m",
-                   "--pids-limit", str(PIDS_MAX), "--cpus", f"{self.cpus:g}", "-v", f"{ws}:{WS}:ro", "-v", f"{out}:{OUT}",
-                   "-w", WS]
+            # As root, the submission's own uid (prepare chowns its folders to it); else the grader's own.
+            user = f"{UID_BASE + slot}:{UID_BASE + slot}" if os.geteuid() == 0 else f"{os.getuid()}:{os.getgid()}"
+            cmd = ["docker", "run", "--rm", "--name", container_name(slot), "--network", "none", "--read-only",
+                   "--tmpfs", f"/tmp:size={self.tmp_mb}m,mode=1777", "--user", user, "--cap-drop", "ALL",
+                   "--security-opt", "no-new-privileges", "--memory", f"{self.memory_mb}m",
+                   "--memory-swap", f"{self.memory_mb}m", "--pids-limit", str(PIDS_MAX), "--cpus", f"{self.cpus:g}",
+                   "-v", f"{ws}:{WS}:ro", "-v", f"{out}:{OUT}", "-w", WS]
             for var, host in self.data.items():
                 cmd += ["-v", f"{os.path.realpath(host)}:{DATA}/{var}:ro"]
+            # The image's venv first on PATH: the Python that has torch (a base image's own has not).
+            env = {**env, "PATH": f"{DOCKER_VENV}/bin:{env.get('PATH', '/usr/bin:/bin')}"}
             for k, v in env.items():
                 cmd += ["-e", f"{k}={v}"]
-            return [*cmd, IMAGE, "python", *argv]
+            # Per process, as _limit sets them outside (docker's --ulimit has no address space): an
+            # allocation over the limit fails in Python rather than waking the container's OOM killer.
+            return [*cmd, IMAGE, "prlimit", f"--as={self.memory_mb * 2**20}", f"--fsize={FSIZE_MAX}", "--",
+                    f"{DOCKER_VENV}/bin/python", *argv]
         cmd = [bwrap_path(), "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
                "--die-with-parent", "--new-session", "--clearenv"]
         if os.geteuid() != 0:
@@ -219,6 +239,7 @@ class Sandbox:
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PIDS_MAX = 512
+FSIZE_MAX = 512 * 2**20  # the largest file one sandboxed process may write
 
 
 class Limits:
@@ -269,7 +290,7 @@ def _limit(memory_mb: int, limits: Limits | None):
             import resource
 
             resource.setrlimit(resource.RLIMIT_AS, (memory_mb * 2**20, memory_mb * 2**20))
-            resource.setrlimit(resource.RLIMIT_FSIZE, (512 * 2**20, 512 * 2**20))
+            resource.setrlimit(resource.RLIMIT_FSIZE, (FSIZE_MAX, FSIZE_MAX))
         except (ImportError, ValueError, OSError):
             pass
     return limit
@@ -292,16 +313,27 @@ def run(box: Sandbox, argv: list[str], ws: Path, out: Path, env: dict[str, str],
         kw = dict(env=env, cwd=ws) if box.kind == "none" else dict(env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT,
                                 preexec_fn=_limit(box.memory_mb, limits) if os.name == "posix" else None, **kw)
+        rc = None
         try:
             rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            rc = None
-        try:  # the whole session: with bwrap, its PID namespace goes with it
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
             pass
-        proc.kill()
-        proc.wait()
+        finally:
+            try:  # the whole session: with bwrap, its PID namespace goes with it
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            proc.kill()
+            proc.wait()
+            # Killing `docker run` (at the time limit, or if it died) leaves its container running:
+            # remove that too. A client that exited by itself saw its container's init, and so all
+            # of the container, exit.
+            if box.kind == "docker" and (rc is None or rc < 0):
+                try:
+                    subprocess.run(["docker", "rm", "-f", cmd[cmd.index("--name") + 1]], stdin=subprocess.DEVNULL,
+                                   capture_output=True, timeout=60)
+                except (OSError, subprocess.SubprocessError):
+                    pass
     if box.kind == "none":
         _kill_strays(ws)
     if limits is not None:
