@@ -243,8 +243,9 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--cell-timeout", type=float, default=300, help="seconds per notebook cell or task")
     p.add_argument("--timeout", type=float, default=3600, help="seconds per submission, all in all")
     p.add_argument("--memory-mb", type=int, default=4096, help="address-space limit per sandboxed process")
-    p.add_argument("--sandbox", choices=("auto", "bwrap", "docker"), default="auto",
-                   help="how to isolate each submission (default: bwrap where it works, else docker)")
+    p.add_argument("--sandbox", choices=("auto", "bwrap", "docker", "setpriv"), default="auto",
+                   help="how to isolate each submission (default: bwrap where it works, else docker, else, as root, "
+                        "setpriv: an unprivileged uid without namespaces)")
     p.add_argument("--no-sandbox", action="store_true",
                    help="run submissions without a sandbox (only for code you trust; every report says UNSANDBOXED)")
     p.add_argument("--no-hidden", action="store_true", help="only the notebook's inputs, no hidden ones")
