@@ -230,6 +230,11 @@ class Sandbox:
     def unsandboxed(self) -> bool:
         return self.kind == "none"
 
+    @property
+    def same_paths(self) -> bool:
+        """Whether the code inside sees the workspace and results at their own paths (no mounts)."""
+        return self.kind in ("none", "setpriv")
+
     def env(self, extra: dict[str, str], ws: Path, out: Path) -> dict[str, str]:
         """The whole environment inside: nothing of the grader's own is passed on."""
         inside_ws, inside_out = (str(ws), str(out)) if self.kind in ("none", "setpriv") else (WS, OUT)
