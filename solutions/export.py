@@ -79,7 +79,7 @@ mkdir -p "$SOURCE/data/tiktoken"
 cd "$SOURCE/{COURSE_DIR}"
 TIKTOKEN_CACHE_DIR="$SOURCE/data/tiktoken" "$VENV/bin/python" -c \\
   "from minilm.course import corpus; corpus.tokenizer(); corpus.download_tinyshakespeare('$SOURCE/data')"
-chmod -R a+rX "$SOURCE/data" "$VENV"
+chmod -R a+rX "$SOURCE/data"  # the notebooks read it, as the sandbox's uid
 chmod 700 "$SOURCE/{COURSE_DIR}"
 bwrap --version
 setpriv --version
