@@ -26,7 +26,6 @@ import shutil
 import subprocess
 import sys
 import time
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -92,6 +91,7 @@ def torch_wheel() -> Path | None:
 
 def requirements() -> str:
     """The course's dependencies and its dev extra (the venv layer below the bundle's)."""
+    tomllib = pytest.importorskip("tomllib", reason="reading pyproject.toml needs Python 3.11's tomllib")
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     return "\n".join([*project["dependencies"], *project["optional-dependencies"]["dev"]]) + "\n"
 
