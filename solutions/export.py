@@ -4,7 +4,7 @@
     minilm export verify minilm-autograder.zip       # check a bundle before uploading it
     minilm export classroom50 autograders/minilm     # Classroom 50's autograder.py
 
-- **gradescope**: a zip with `setup.sh` (CPU PyTorch, bubblewrap, the course installed),
+- **gradescope**: a zip with `setup.sh` (CPU PyTorch, bubblewrap, setpriv, the course installed),
   `run_autograder`, `autograder.py`, `MANIFEST.json` and `course/`: the course with the
   reference and the grader's hidden inputs (solutions/). The grader runs as it does here,
   with its own sandbox for the student's code inside Gradescope's container, and its result
@@ -55,7 +55,9 @@ class ExportError(Exception):
 
 SETUP_SH = f"""#!/usr/bin/env bash
 # minilm's Gradescope autograder: setup.sh, run once as root when Gradescope builds the image.
-# Installs bubblewrap (the grader sandboxes each submission inside Gradescope's container),
+# Installs bubblewrap (the grader sandboxes each submission inside Gradescope's container) and
+# setpriv (util-linux: where the container forbids namespaces, it drops the submission's code to
+# an unprivileged uid instead, and the course folder, readable by root only, is closed to it),
 # CPU-only PyTorch ({TORCH}, from PyTorch's CPU index: no multi-GB CUDA build), the course
 # with its test dependencies (editable, so the grader finds its notebooks and solutions/),
 # and the offline copies of the GPT-2 tokenizer and Tiny Shakespeare that notebooks read
@@ -66,7 +68,7 @@ VENV="${{MINILM_VENV:-/autograder/venv}}"
 
 export DEBIAN_FRONTEND=noninteractive
 apt-get update
-apt-get install -y --no-install-recommends bubblewrap python3 python3-venv python3-pip ca-certificates
+apt-get install -y --no-install-recommends bubblewrap util-linux python3 python3-venv python3-pip ca-certificates
 
 python3 -m venv "$VENV"
 "$VENV/bin/python" -m pip install --upgrade pip
@@ -77,7 +79,10 @@ mkdir -p "$SOURCE/data/tiktoken"
 cd "$SOURCE/{COURSE_DIR}"
 TIKTOKEN_CACHE_DIR="$SOURCE/data/tiktoken" "$VENV/bin/python" -c \\
   "from minilm.course import corpus; corpus.tokenizer(); corpus.download_tinyshakespeare('$SOURCE/data')"
+chmod -R a+rX "$SOURCE/data"  # the notebooks read it, as the sandbox's uid
+chmod 700 "$SOURCE/{COURSE_DIR}"
 bwrap --version
+setpriv --version
 """
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
@@ -138,6 +143,8 @@ def main():
         os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(data / "tiktoken"))
     if (data / "tinyshakespeare.txt").is_file():
         os.environ.setdefault("MINILM_TINYSHAKESPEARE", str(data / "tinyshakespeare.txt"))
+    if os.name == "posix" and os.geteuid() == 0:
+        os.chmod(COURSE, 0o700)  # the reference and the hidden inputs: root's alone (the setpriv sandbox's uid)
     os.environ["PYTHONPATH"] = str(COURSE)
     os.environ.pop("MINILM_IMPL", None)
     os.chdir(COURSE)

@@ -162,10 +162,10 @@ def grade_one(plan: Plan, sub: Submission, slot: int) -> StudentGrade:
     box.prepare(ws, out, slot)
     box.prepare(ws, nb_out, slot)
     extra = {"MINILM_IMPL": "minilm", "TQDM_DISABLE": "1", "PYTHONWARNINGS": "ignore::DeprecationWarning"}
-    inside_ws = str(ws) if box.unsandboxed else sandbox.WS
+    inside_ws = str(ws) if box.same_paths else sandbox.WS
     problems = []
     per_task = plan.cell_timeout
-    inside_out = str(out) if box.unsandboxed else sandbox.OUT
+    inside_out = str(out) if box.same_paths else sandbox.OUT
     worker = sandbox.run(box, ("-m", "minilm.course.sandboxed.worker", f"{inside_ws}/cases.pt", inside_out, f"{per_task:g}",
                                *([] if box.unsandboxed else ["--sandboxed"])),
                          ws, out, box.env(extra, ws, out), slot,
@@ -174,7 +174,7 @@ def grade_one(plan: Plan, sub: Submission, slot: int) -> StudentGrade:
         problems.append("your code ran over the time limit while the grader's inputs were run")
     stems = list(plan.notebooks)
     xdist = ["-n", str(plan.workers), "--dist", "loadscope"] if plan.workers > 1 else ["-p", "no:xdist"]
-    inside_nb_out = str(nb_out) if box.unsandboxed else sandbox.OUT
+    inside_nb_out = str(nb_out) if box.same_paths else sandbox.OUT
     nbval = sandbox.run(box, ("-m", "pytest", "-p", "no:cacheprovider", "-p", "minilm.course.sandboxed.nbval_plugin", "-q",
                               "--color=no", *[f"notebooks/{s}.ipynb" for s in stems],
                               f"--nbval-cell-timeout={plan.cell_timeout:g}", f"--junitxml={inside_nb_out}/nbval.xml",
@@ -243,8 +243,9 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--cell-timeout", type=float, default=300, help="seconds per notebook cell or task")
     p.add_argument("--timeout", type=float, default=3600, help="seconds per submission, all in all")
     p.add_argument("--memory-mb", type=int, default=4096, help="address-space limit per sandboxed process")
-    p.add_argument("--sandbox", choices=("auto", "bwrap", "docker"), default="auto",
-                   help="how to isolate each submission (default: bwrap where it works, else docker)")
+    p.add_argument("--sandbox", choices=("auto", "bwrap", "docker", "setpriv"), default="auto",
+                   help="how to isolate each submission (default: bwrap where it works, else docker, else, as root, "
+                        "setpriv: an unprivileged uid without namespaces)")
     p.add_argument("--no-sandbox", action="store_true",
                    help="run submissions without a sandbox (only for code you trust; every report says UNSANDBOXED)")
     p.add_argument("--no-hidden", action="store_true", help="only the notebook's inputs, no hidden ones")
@@ -340,6 +341,9 @@ def _grade_all(args, box: sandbox.Sandbox, scratch: Path) -> int:
     concurrent_subs = max(1, min(len(subs), jobs))
     plan.workers = args.workers or max(1, jobs // concurrent_subs)
     box.cpus = float(plan.workers)  # each submission's share of the cores: a CPU hog costs only its own time
+    if box.kind == "setpriv":
+        print("grade: setpriv: each submission runs as an unprivileged uid of its own, without namespaces: "
+              "no network isolation", flush=True)
     if box.unsandboxed:
         print("grade: UNSANDBOXED: submissions run with your own rights (--no-sandbox)", flush=True)
     for note in notes:

@@ -8,7 +8,9 @@ The autograder bundle (`minilm export gradescope OUT.zip`) runs this through its
 1. The submission (`<root>/submission`) is copied into a fresh workspace of its own; a folder
    with nothing in it is refused with one line.
 2. The grader (`minilm grade`) grades that copy, with its own sandbox for the
-   student's code (bubblewrap inside Gradescope's container: the container is the outer wall).
+   student's code inside Gradescope's container (the container is the outer wall): bubblewrap
+   where the container allows namespaces, else `setpriv`, an unprivileged uid of its own, to
+   which the course folder (root's alone) is closed; the report says which.
 3. Its grades.json becomes `<root>/results/results.json`, written whole or not at all.
 
 Visibility. Each task is two tests, so nothing decided on a hidden input shows before grades
@@ -81,7 +83,7 @@ def results_json(grades: dict, seconds: float | None = None) -> dict:
         raise AutograderError(f"the grader reported {len(students)} submissions where one was graded")
     r = StudentGrade.from_json(students[0])
     tests = [t for task_id, tr in r.tasks.items() for t in tests_for(task_id, tr)]
-    lines = [reports.UNSANDBOXED] if r.unsandboxed else []
+    lines = reports.caveat(r)
     lines.append(f"minilm: {len(r.tasks)} task(s) graded, {r.max} points in all. Each task's "
                  "first test is what you can check yourself; its points, which count hidden inputs "
                  "as well, appear when grades are published.")

@@ -15,7 +15,17 @@ from minilm.course import tasks
 from solutions.grading.results import StudentGrade, TaskGrade
 
 UNSANDBOXED = "UNSANDBOXED: graded without a sandbox (--no-sandbox); these points are not certified."
+SETPRIV = ("SANDBOX setpriv: your code ran as an unprivileged user of its own, without namespaces (this machine "
+           "forbids them, so no bubblewrap): the reference, the hidden inputs' source and classmates' files were "
+           "closed to it, but it was not cut off from the network.")
+ISOLATION = {"bwrap": "bubblewrap: own PID and network namespaces, an unprivileged uid", "setpriv": SETPRIV,
+             "docker": "Docker: networking off, read-only root, an unprivileged user", "none": UNSANDBOXED}
 MAX_FEEDBACK_CHARS = 20_000
+
+
+def caveat(result: StudentGrade) -> list[str]:
+    """The line every report of a weaker isolation starts with: none (UNSANDBOXED) or setpriv."""
+    return [UNSANDBOXED] if result.unsandboxed else [SETPRIV] if result.sandbox == "setpriv" else []
 
 
 def task_lines(r: TaskGrade, hidden: bool = True) -> list[str]:
@@ -47,7 +57,7 @@ def visible_ok(r: TaskGrade) -> bool:
 
 
 def feedback(result: StudentGrade) -> str:
-    lines = [UNSANDBOXED, ""] if result.unsandboxed else []
+    lines = [*caveat(result), ""] if caveat(result) else []
     lines += [f"# minilm grade: {result.student}", "", f"**{result.total} / {result.max} points**", ""]
     lines += ["| task | title | points |", "|---|---|---|"]
     for task_id, r in result.tasks.items():
@@ -81,7 +91,8 @@ def write(out: Path, plan, results: list[StudentGrade]) -> None:
         for r in results:
             w.writerow([r.student, r.source, *(r.tasks[t].points for t in plan.task_ids), r.total, r.max])
     summary = {"max": plan.max_points, "tasks": {t: tasks.get(t).points for t in plan.task_ids},
-               "notebooks": list(plan.notebooks), "sandbox": plan.box.kind, "hidden_inputs": plan.hidden,
+               "notebooks": list(plan.notebooks), "sandbox": plan.box.kind,
+               "isolation": ISOLATION.get(plan.box.kind, plan.box.kind), "hidden_inputs": plan.hidden,
                "students": [r.to_json() for r in results]}
     if unsandboxed:
         summary = {"warning": UNSANDBOXED, **summary}

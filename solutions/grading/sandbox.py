@@ -14,6 +14,14 @@
   and the same per-process address-space and file-size limits; the submission's own uid as
   root (the grader's uid otherwise), no capabilities, no_new_privs. The container is removed
   after each run (at its time limit too, not only its `docker run` client): everything in it dies.
+- **setpriv** (Linux, as root, where namespaces are forbidden: Docker's default seccomp
+  profile, so Gradescope's container): no namespaces, so no network isolation and the
+  machine's files are seen with an ordinary user's rights; the code runs as an unprivileged uid
+  of its own per submission (setpriv: no groups, no capabilities, no_new_privs) with rlimits
+  (address space, processes, CPU time, file size). The workspace is root's and read-only to it,
+  its results folder its own only while it runs, HOME and TMPDIR fresh per process, classmates'
+  folders closed to it; afterwards every process of that uid is killed. It is refused where that
+  uid could read the reference or write the course or the Python it runs (`setpriv_exposure`).
 - **none**: only when asked for (`--no-sandbox`); every report then says UNSANDBOXED.
 """
 
@@ -36,6 +44,9 @@ from minilm.course import tasks
 
 WS, OUT, DATA = "/ws", "/out", "/data"  # where the workspace, the results and read-only data appear inside
 UID_BASE = 61000  # the sandbox's uids (as root): one per submission, none of them a real account
+# setpriv: no PID namespace sets a grader's uids apart from another grader's, so each grader
+# process takes a block of its own (from its pid), one uid per submission, none a real account.
+SETPRIV_UID_BASE, SETPRIV_BLOCK = 1_000_000, 10_000
 IMAGE = "minilm-grader"
 DOCKER_VENV = "/opt/venv"  # the image's Python environment (see the Dockerfile)
 DOCKERFILE = Path(__file__).with_name("Dockerfile")
@@ -59,6 +70,68 @@ def bwrap_path() -> str | None:
     return path if ok else None
 
 
+def _drop(uid: int) -> list[str]:
+    """setpriv's arguments: to `uid` (and its own gid), no groups, no capabilities, no_new_privs."""
+    return [f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs", "--bounding-set=-all",
+            "--inh-caps=-all", "--"]
+
+
+@functools.lru_cache(maxsize=1)
+def setpriv_path() -> str | None:
+    """setpriv, where this process (root, on Linux) can drop to an unprivileged uid with it."""
+    path = shutil.which("setpriv")
+    if not path or not sys.platform.startswith("linux") or os.geteuid() != 0:
+        return None
+    try:
+        ok = subprocess.run([path, *_drop(setpriv_uid(0)), "/bin/sh", "-c", "test \"$(id -u)\" != 0"],
+                            capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        ok = False
+    return path if ok else None
+
+
+def setpriv_uid(slot: int) -> int:
+    return SETPRIV_UID_BASE + (os.getpid() % 400_000) * SETPRIV_BLOCK + slot % SETPRIV_BLOCK
+
+
+def _editable_paths(name: str) -> list[str]:
+    """Where an editable install's finder (setuptools' MAPPING) would import `name` from."""
+    found = []
+    for module in list(sys.modules.values()):
+        mapping = getattr(module, "MAPPING", None)
+        if isinstance(mapping, dict) and isinstance(mapping.get(name), str):
+            found.append(mapping[name])
+    return found
+
+
+def setpriv_exposure(trusted: list[str] | None = None, guarded: list[str] | None = None) -> list[str]:
+    """What an unprivileged uid could reach that it must not, probed as such a uid (the kernel's
+    own answer): any file of `trusted` it could read (default: the solutions package the grader
+    runs, and any other copy on its import paths: the reference, the hidden inputs, the grader),
+    and any folder of `guarded` it could write (default: the course and the Python it runs)."""
+    if trusted is None:
+        trusted = [str(Path(__file__).resolve().parents[1]), *trusted_paths(), *_editable_paths("solutions")]
+    if guarded is None:
+        guarded = [str(tasks.ROOT), str(tasks.PACKAGE_DIR), *_runtime_paths(), os.path.dirname(python())]
+    readable = []
+    for folder in sorted(set(trusted)):
+        readable.append(folder)
+        for base, dirs, files in os.walk(folder):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            readable += [os.path.join(base, f) for f in files]
+    script = ('for p in "$@"; do case "$p" in r:*) [ -r "${p#r:}" ] && echo "$p";; w:*) [ -w "${p#w:}" ] && echo "$p";; '
+              'esac; done; true')
+    try:
+        r = subprocess.run([setpriv_path() or "setpriv", *_drop(setpriv_uid(0)), "/bin/sh", "-c", script, "sh",
+                            *[f"r:{p}" for p in readable], *[f"w:{p}" for p in sorted(set(guarded))]],
+                           capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as e:
+        return [f"(the probe as an unprivileged uid failed: {type(e).__name__})"]
+    if r.returncode != 0:
+        return [f"(the probe as an unprivileged uid failed: {r.stderr.strip()[:200]})"]
+    return [("readable: " if line.startswith("r:") else "writable: ") + line[2:] for line in r.stdout.splitlines()]
+
+
 def docker_available() -> bool:
     if not shutil.which("docker"):
         return False
@@ -69,15 +142,25 @@ def docker_available() -> bool:
 
 
 def choose(kind: str) -> str:
-    """The sandbox to use: "auto" picks bwrap, then docker; "none" must be asked for."""
+    """The sandbox to use: "auto" picks bwrap, then docker, then (as root) setpriv; "none" must be
+    asked for."""
     if kind == "auto":
         if bwrap_path():
             return "bwrap"
         if docker_available():
             return "docker"
+        if setpriv_path():
+            _check_setpriv("bwrap cannot create namespaces here and no Docker daemon answers, so the grader "
+                           "would drop each submission to an unprivileged uid (setpriv), but")
+            return "setpriv"
         raise SandboxUnavailable(
             "no sandbox is available: install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) or run a "
             "Docker daemon, or pass --no-sandbox to grade without one (every report then says UNSANDBOXED)")
+    if kind == "setpriv":
+        if not setpriv_path():
+            raise SandboxUnavailable("--sandbox setpriv: it needs Linux, root and setpriv (util-linux), and a uid "
+                                     "it can drop to")
+        _check_setpriv("--sandbox setpriv:")
     if kind == "bwrap" and not bwrap_path():
         raise SandboxUnavailable("--sandbox bwrap: bwrap is missing or cannot create namespaces here")
     if kind == "docker" and not docker_available():
@@ -88,6 +171,16 @@ def choose(kind: str) -> str:
 def container_name(slot: int) -> str:
     """A name per docker run, so that the grader can kill the container, not only its client."""
     return f"minilm-grade-{os.getpid()}-{slot}-{secrets.token_hex(4)}"
+
+
+def _check_setpriv(why: str) -> None:
+    exposed = setpriv_exposure()
+    if exposed:
+        raise SandboxUnavailable(
+            f"{why} an unprivileged uid could reach what it must not ({'; '.join(exposed[:3])}"
+            f"{f'; {len(exposed) - 3} more' if len(exposed) > 3 else ''}): make the course readable by root only "
+            f"(chmod 700 {tasks.ROOT}) and the Python it runs writable by root only, or pass --no-sandbox to "
+            "grade without a sandbox (every report then says UNSANDBOXED)")
 
 
 def python() -> str:
@@ -138,34 +231,45 @@ def _parents(path: str) -> list[str]:
 
 @dataclass
 class Sandbox:
-    kind: str  # bwrap | docker | none
+    kind: str  # bwrap | docker | setpriv | none
     data: dict[str, str] = field(default_factory=dict)  # env var → host file or folder, bound read-only under /data
     memory_mb: int = 4096
     tmp_mb: int = 512  # the size of /tmp inside (bwrap), where the notebooks' temporary files go
     cpus: float = 1.0  # CPU time per submission, in cores (a cgroup's quota under bwrap, --cpus with docker)
-    python: str = field(default_factory=python)  # the interpreter run inside (bwrap, none)
+    python: str = field(default_factory=python)  # the interpreter run inside (bwrap, setpriv, none)
 
     @property
     def unsandboxed(self) -> bool:
         return self.kind == "none"
 
+    @property
+    def same_paths(self) -> bool:
+        """Whether the code inside sees the workspace and results at their own paths (no mounts)."""
+        return self.kind in ("none", "setpriv")
+
     def env(self, extra: dict[str, str], ws: Path, out: Path) -> dict[str, str]:
         """The whole environment inside: nothing of the grader's own is passed on."""
-        inside_ws, inside_out = (str(ws), str(out)) if self.kind == "none" else (WS, OUT)
+        inside_ws, inside_out = (str(ws), str(out)) if self.kind in ("none", "setpriv") else (WS, OUT)
         home = f"{inside_ws}/.home" if self.kind == "none" else "/tmp/home"
+        if self.kind == "setpriv":  # no private /tmp: a home of its own, made afresh for every process
+            home = str(_home(ws))
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8", "PYTHONPATH": inside_ws,
                "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1", "MPLBACKEND": "Agg",
                "MPLCONFIGDIR": f"{home}/mpl", "JUPYTER_RUNTIME_DIR": f"{home}/jupyter",
                "JUPYTER_PLATFORM_DIRS": "1", "IPYTHONDIR": f"{home}/ipython", "MINILM_DATA_DIR": f"{home}/minilm-data",
                "MINILM_RESULTS": inside_out, "COLUMNS": "200"}
+        if self.kind == "setpriv":
+            env["TMPDIR"] = f"{home}/tmp"
         for var, host in self.data.items():
-            env[var] = host if self.kind == "none" else f"{DATA}/{var}"
+            env[var] = host if self.kind == "none" else os.path.realpath(host) if self.kind == "setpriv" else f"{DATA}/{var}"
         return env | extra
 
     def command(self, argv: list[str], ws: Path, out: Path, env: dict[str, str], slot: int) -> list[str]:
         """The command that runs `argv` (a python command line) on workspace `ws` and results `out`."""
         if self.kind == "none":
             return [self.python, *argv]
+        if self.kind == "setpriv":
+            return [setpriv_path(), *_drop(setpriv_uid(slot)), self.python, *argv]
         if self.kind == "docker":
             # As root, the submission's own uid (prepare chowns its folders to it); else the grader's own.
             user = f"{UID_BASE + slot}:{UID_BASE + slot}" if os.geteuid() == 0 else f"{os.getuid()}:{os.getgid()}"
@@ -228,6 +332,9 @@ class Sandbox:
 
     def prepare(self, ws: Path, out: Path, slot: int) -> None:
         """Hand the fresh workspace and the empty results folder to the sandbox's uid."""
+        if self.kind == "setpriv":
+            _prepare_setpriv(ws, out, setpriv_uid(slot))
+            return
         if self.kind == "none" or os.geteuid() != 0:
             return
         uid = UID_BASE + slot
@@ -235,6 +342,80 @@ class Sandbox:
             os.chown(root, uid, uid)
             for p in root.rglob("*"):
                 os.lchown(p, uid, uid)
+
+
+def _home(ws: Path) -> Path:
+    return ws.parent / "home"
+
+
+def _prepare_setpriv(ws: Path, out: Path, uid: int) -> None:
+    """The submission's folder (ws's parent) reachable by its uid alone, and listed by nobody; the
+    workspace root's and read-only; the results folder root's until its run hands it over."""
+    os.chown(ws.parent, 0, uid)
+    os.chmod(ws.parent, 0o710)  # its uid's group may pass through it, to ws, out and home; nobody else
+    for base, dirs, files in os.walk(ws):
+        os.chown(base, 0, 0)
+        os.chmod(base, 0o755)
+        for name in dirs + files:
+            path = os.path.join(base, name)
+            os.lchown(path, 0, 0)
+            if not os.path.islink(path) and name in files:
+                os.chmod(path, (os.stat(path).st_mode & 0o777 | 0o444) & ~0o022)
+    _reclaim(out)
+
+
+def _reclaim(folder: Path) -> None:
+    """Everything in `folder` root's again, nothing of it writable by the sandbox's uid."""
+    os.chown(folder, 0, 0)
+    os.chmod(folder, 0o700)
+    for base, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            os.lchown(os.path.join(base, name), 0, 0)
+
+
+def _hand_over(out: Path, ws: Path, uid: int) -> None:
+    """Before a setpriv run: the results folder its uid's, and a fresh home with a private TMPDIR."""
+    os.chown(out, uid, uid)
+    os.chmod(out, 0o700)
+    home = _home(ws)
+    shutil.rmtree(home, ignore_errors=True)
+    (home / "tmp").mkdir(parents=True)
+    for p in (home, home / "tmp"):
+        os.chown(p, uid, uid)
+        os.chmod(p, 0o700)
+
+
+WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+def _end_uid(uid: int) -> None:
+    """After a setpriv run: kill every process of its uid, daemons that left the session included
+    (kill(-1) as that uid reaches exactly them), and remove what it left in the world-writable folders."""
+    if uid < SETPRIV_UID_BASE or not setpriv_path():  # never kill(-1) as anyone else: as root it kills everything
+        return
+    for _ in range(3):
+        try:
+            r = subprocess.run([setpriv_path(), *_drop(uid), "/bin/sh", "-c", f'test "$(id -u)" = {uid} && kill -KILL -1'],
+                               capture_output=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            break
+        if r.returncode != 0:  # nothing left to kill
+            break
+    for folder in WORLD_WRITABLE:
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    os.unlink(entry.path)
+            except OSError:
+                pass
 
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -278,7 +459,7 @@ class Limits:
                     time.sleep(0.1)
 
 
-def _limit(memory_mb: int, limits: Limits | None):
+def _limit(memory_mb: int, limits: Limits | None, nproc: int | None = None, cpu_seconds: int | None = None):
     def limit():
         os.setsid()
         if limits is not None:
@@ -291,6 +472,10 @@ def _limit(memory_mb: int, limits: Limits | None):
 
             resource.setrlimit(resource.RLIMIT_AS, (memory_mb * 2**20, memory_mb * 2**20))
             resource.setrlimit(resource.RLIMIT_FSIZE, (FSIZE_MAX, FSIZE_MAX))
+            if nproc is not None:  # counted per uid: the sandbox's uid is this submission's alone
+                resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+            if cpu_seconds is not None:
+                resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
         except (ImportError, ValueError, OSError):
             pass
     return limit
@@ -307,12 +492,17 @@ def run(box: Sandbox, argv: list[str], ws: Path, out: Path, env: dict[str, str],
         log: Path) -> Run:
     """Run one sandboxed command to completion or its time limit, then kill all it started."""
     cmd = box.command(argv, ws, out, env, slot)
-    limits = Limits(f"minilm-grade-{os.getpid()}-{slot}", box.memory_mb, box.cpus) if box.kind == "bwrap" else None
+    limits = (Limits(f"minilm-grade-{os.getpid()}-{slot}", box.memory_mb, box.cpus) if box.kind in ("bwrap", "setpriv")
+              else None)
+    setpriv = box.kind == "setpriv"
+    if setpriv:
+        _hand_over(out, ws, setpriv_uid(slot))
     t0 = time.monotonic()
     with open(log, "wb") as handle:
-        kw = dict(env=env, cwd=ws) if box.kind == "none" else dict(env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+        kw = dict(env=env, cwd=ws) if box.kind in ("none", "setpriv") else dict(env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+        rlimits = dict(nproc=PIDS_MAX, cpu_seconds=int(timeout * max(1.0, box.cpus)) + 10) if setpriv else {}
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT,
-                                preexec_fn=_limit(box.memory_mb, limits) if os.name == "posix" else None, **kw)
+                                preexec_fn=_limit(box.memory_mb, limits, **rlimits) if os.name == "posix" else None, **kw)
         rc = None
         try:
             rc = proc.wait(timeout=timeout)
@@ -336,6 +526,10 @@ def run(box: Sandbox, argv: list[str], ws: Path, out: Path, env: dict[str, str],
                     pass
     if box.kind == "none":
         _kill_strays(ws)
+    if setpriv:  # every process of its uid dead; then its results folder root's again, its home gone
+        _end_uid(setpriv_uid(slot))
+        _reclaim(out)
+        shutil.rmtree(_home(ws), ignore_errors=True)
     if limits is not None:
         limits.remove()
     return Run(rc, time.monotonic() - t0, limits.missing if limits is not None else [])

@@ -264,3 +264,137 @@ def test_a_task_cannot_write_another_tasks_results(tmp_path):
     rows = judge.load_results(out / "1.1.pt", len(cases["1.1"]))
     assert rows is not None and all(r == {"ok": False, "error": judge.STUB} for r in rows), rows[:1]
     assert sorted(p.name for p in out.iterdir()) == ["1.1.pt", "3.1.pt"]
+
+
+# ---------------------------------------------------------------- setpriv: root without namespaces (Gradescope's container)
+
+
+needs_setpriv = pytest.mark.skipif(sandbox.setpriv_path() is None,
+                                   reason="setpriv needs Linux, root and util-linux's setpriv")
+SYSTEM_PYTHON = "/usr/bin/python3"  # any uid may run it (the grader's venv may sit in a folder only root enters)
+
+
+def _uid_processes(uid: int) -> list[int]:
+    """The live (not zombie) processes of `uid`."""
+    found = []
+    for p in Path("/proc").iterdir():
+        try:
+            status = (p / "status").read_text() if p.name.isdigit() else ""
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if fields and int(fields["Uid"].split()[0]) == uid and not fields["State"].strip().startswith("Z"):
+            found.append(int(p.name))
+    return found
+
+
+SETPRIV_PROBE = r"""
+import json, os, resource, sys, time
+secret, other_ws, other_out, scratch, out = sys.argv[1:6]
+def attempt(f):
+    try:
+        f()
+        return "yes"
+    except OSError as e:
+        return type(e).__name__
+home, tmp = os.environ["HOME"], os.environ["TMPDIR"]
+got = {
+    "uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups(),
+    "caps": [line.split()[1] for line in open("/proc/self/status") if line.startswith(("CapEff", "CapBnd", "CapInh"))],
+    "nproc": resource.getrlimit(resource.RLIMIT_NPROC)[0], "as": resource.getrlimit(resource.RLIMIT_AS)[0],
+    "cpu": resource.getrlimit(resource.RLIMIT_CPU)[0],
+    "secret": attempt(lambda: open(secret).read()),
+    "other-ws": attempt(lambda: open(other_ws + "/minilm/linear.py").read()),
+    "other-out": attempt(lambda: open(other_out + "/1.1.pt", "w").write("x")),
+    "list-scratch": attempt(lambda: os.listdir(scratch)),
+    "ws-write": attempt(lambda: open("minilm/linear.py", "a").write("x")),
+    "ws-new": attempt(lambda: open("minilm/new.py", "w").write("x")),
+    "ws-rename": attempt(lambda: os.rename(os.getcwd(), os.getcwd() + "-old")),
+    "ws-chmod": attempt(lambda: os.chmod("minilm/linear.py", 0o666)),
+    "out-write": attempt(lambda: open(out + "/1.1.pt", "w").write("mine")),
+    "home": attempt(lambda: open(home + "/x", "w").write("x")) + oct(os.stat(home).st_mode & 0o777),
+    "tmpdir": attempt(lambda: open(tmp + "/x", "w").write("x")),
+    "world-tmp": attempt(lambda: open("/tmp/minilm-setpriv-probe-left", "w").write("x")),
+}
+if os.fork() == 0:  # a daemon: its own session, then sleeps far past the run
+    os.setsid()
+    if os.fork() == 0:
+        time.sleep(300)
+    os._exit(0)
+print(json.dumps(got), flush=True)
+if sys.argv[6] == "hang":
+    time.sleep(300)
+"""
+
+
+@needs_setpriv
+@pytest.mark.skipif(not os.access(SYSTEM_PYTHON, os.X_OK), reason=f"no {SYSTEM_PYTHON}")
+@pytest.mark.parametrize("ending", ["exits", "hang"])
+def test_setpriv_closes_the_reference_classmates_and_the_workspace_and_leaves_nothing_running(ending):
+    # As cli.py lays them out: a scratch folder root's (0711), a folder per submission (slot).
+    import shutil
+    import tempfile
+
+    scratch = Path(tempfile.mkdtemp(prefix="minilm-grade-"))
+    os.chmod(scratch, 0o711)
+    secret = Path(tempfile.mkdtemp(prefix="minilm-reference-")) / "hidden_cases.py"  # root's alone, as in the bundle
+    secret.write_text("ANSWER = 42\n")
+    box = sandbox.Sandbox("setpriv", python=SYSTEM_PYTHON)
+    try:
+        for slot in (0, 1):
+            ws, out = scratch / f"s{slot}" / "ws", scratch / f"s{slot}" / "out"
+            (ws / "minilm").mkdir(parents=True)
+            (ws / "minilm" / "linear.py").write_text("# provided\n")
+            (ws / "probe.py").write_text(SETPRIV_PROBE)
+            out.mkdir()
+            box.prepare(ws, out, slot)
+        ws, out, log = scratch / "s0" / "ws", scratch / "s0" / "out", scratch / "s0" / "log"
+        argv = ["probe.py", str(secret), str(scratch / "s1" / "ws"), str(scratch / "s1" / "out"), str(scratch), str(out),
+                ending]
+        run = sandbox.run(box, argv, ws, out, box.env({}, ws, out), 0, timeout=5 if ending == "hang" else 60, log=log)
+        uid = sandbox.setpriv_uid(0)
+        got = json.loads(log.read_text().splitlines()[0])
+        assert (run.returncode is None) == (ending == "hang"), log.read_text()
+        assert got["uid"] == got["gid"] == uid and got["groups"] == [] and set(got["caps"]) == {"0000000000000000"}, got
+        assert got["nproc"] == sandbox.PIDS_MAX and got["as"] == box.memory_mb * 2**20 and got["cpu"] > 0, got
+        for what in ("secret", "other-ws", "other-out", "list-scratch", "ws-write", "ws-new", "ws-rename", "ws-chmod"):
+            assert got[what] == "PermissionError", (what, got)
+        assert got["out-write"] == got["tmpdir"] == got["world-tmp"] == "yes" and got["home"] == "yes0o700", got
+        # Afterwards: nothing of its uid runs (the daemon neither), its results are root's, its home
+        # and what it left in /tmp are gone, and the workspace is as it was.
+        assert _uid_processes(uid) == [], _uid_processes(uid)
+        assert (out / "1.1.pt").read_text() == "mine" and (out / "1.1.pt").stat().st_uid == 0 and out.stat().st_uid == 0
+        assert not (ws.parent / "home").exists() and not Path("/tmp/minilm-setpriv-probe-left").exists()
+        assert (ws / "minilm" / "linear.py").read_text() == "# provided\n"
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(secret.parent, ignore_errors=True)
+
+
+@needs_setpriv
+def test_setpriv_is_refused_where_its_uid_could_read_the_reference_or_write_the_runtime(tmp_path):
+    import shutil
+    import tempfile
+
+    # tmp_path is root's alone (pytest makes it 0700): a reference there is closed to the uid.
+    closed = tmp_path / "course" / "solutions"
+    closed.mkdir(parents=True)
+    (closed / "hidden_cases.py").write_text("ANSWER = 42\n")
+    assert sandbox.setpriv_exposure([str(closed)], [str(tmp_path / "course")]) == []
+    # A course checked out where anyone may read it, in a venv anyone may write to: refused, by name.
+    open_ = Path(tempfile.mkdtemp(prefix="minilm-open-course-"))
+    try:
+        os.chmod(open_, 0o755)
+        (open_ / "solutions").mkdir(mode=0o755)
+        (open_ / "solutions" / "hidden_cases.py").write_text("ANSWER = 42\n")
+        (open_ / "venv").mkdir()
+        os.chmod(open_ / "venv", 0o777)
+        got = sandbox.setpriv_exposure([str(open_ / "solutions")], [str(open_), str(open_ / "venv")])
+        assert got == [f"readable: {open_}/solutions", f"readable: {open_}/solutions/hidden_cases.py",
+                       f"writable: {open_}/venv"], got
+    finally:
+        shutil.rmtree(open_, ignore_errors=True)
+    # This checkout, if anyone may read it, is refused with the fix.
+    if sandbox.setpriv_exposure():
+        with pytest.raises(sandbox.SandboxUnavailable, match=r"readable: .*solutions.*chmod 700"):
+            sandbox.choose("setpriv")
