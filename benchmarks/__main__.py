@@ -48,7 +48,6 @@ import minilm
 from minilm.course import tasks
 from minilm.course.nbenv import kernel_env
 from minilm.course.train.run import compile_or_eager
-
 from solutions.bench_grade import reference_submission, sandbox_args, timed
 
 from .builtins_model import BuiltinsLM
@@ -93,7 +92,8 @@ def matmuls_only(cfg: dict, tokens: int) -> Callable[[], None]:
     of every weight the step multiplies by, at the model's own shapes. Its MFU is the ceiling a
     step could reach if everything else were free."""
     d, ff = cfg["d_model"], cfg["d_ff"]
-    shapes = [(d, d)] * 4 * cfg["num_layers"] + [(d, ff), (d, ff), (ff, d)] * cfg["num_layers"] + [(d, cfg["vocab_size"])]
+    shapes = [(d, d)] * 4 * cfg["num_layers"] + [(d, ff), (d, ff),
+                                                 (ff, d)] * cfg["num_layers"] + [(d, cfg["vocab_size"])]
     acts = {n: torch.randn(tokens, n) for n in {d, ff, cfg["vocab_size"]}}
     weights = {shape: torch.randn(*shape) for shape in set(shapes)}
 
@@ -152,14 +152,16 @@ def bench_training(sizes, batch: int, seq: int, rounds: int, modes: list[str], c
                 continue
             # Fresh optimizers per mode; a few steps of lr 1e-4 barely move the weights.
             ref_step, ref_compile, ref_why = train_step(
-                reference, minilm.cross_entropy, minilm.AdamW(reference.parameters(), lr=1e-4), x, y, mode == "compiled")
+                reference, minilm.cross_entropy, minilm.AdamW(reference.parameters(), lr=1e-4), x, y,
+                                                        mode == "compiled")
             bi_step, bi_compile, bi_why = train_step(
                 builtins, F.cross_entropy, torch.optim.AdamW(builtins.parameters(), lr=1e-4), x, y, mode == "compiled")
             if ref_why or bi_why:
                 rows.append(dict(size=size, mode=mode, skipped=f"torch.compile unavailable: {ref_why or bi_why}"))
                 continue
             tokens = batch * seq
-            fns = {"reference": ref_step, "builtins": bi_step, "matmul": matmul(), "matmuls_only": matmuls_only(cfg, tokens)}
+            fns = {"reference": ref_step, "builtins": bi_step, "matmul": matmul(),
+                   "matmuls_only": matmuls_only(cfg, tokens)}
             interleaved(fns, 1)  # warm-up
             t = interleaved(fns, rounds)
             rate = 2 * 2048**3 / t["matmul"]
@@ -249,7 +251,8 @@ def bench_tooling(quick: bool, cores: int) -> dict:
         notebooks = notebooks[1:2]
     xdist = ["-n", str(cores), "--dist", "loadscope"] if cores > 1 else []
     out: dict = {"notebooks": [p.stem for p in notebooks]}
-    out["nbval_s"] = wall([sys.executable, "-m", "pytest", *map(str, notebooks), *xdist, "-q", "-p", "no:cacheprovider"],
+    out["nbval_s"] = wall([sys.executable, "-m", "pytest", *map(str, notebooks), *xdist, "-q", "-p",
+                           "no:cacheprovider"],
                           ref_env)
     print(f"  nbval of {len(notebooks)} notebooks: {out['nbval_s']:.1f} s", flush=True)
     with tempfile.TemporaryDirectory(prefix="minilm-bench-") as tmp:
@@ -364,7 +367,8 @@ def report(results: dict) -> str:
             if "skipped" in r:
                 rows.append([r["size"], r["mode"], "-", "-", "-", "-", r["skipped"]])
                 continue
-            rows.append([r["size"], r["mode"], f"{r['reference_tokens_per_s']:,.0f}", f"{r['builtins_tokens_per_s']:,.0f}",
+            rows.append([r["size"], r["mode"], f"{r['reference_tokens_per_s']:,.0f}",
+                         f"{r['builtins_tokens_per_s']:,.0f}",
                          f"{r['ratio']:.2f}×", f"{r['mfu_reference']:.0%} / {r['mfu_builtins']:.0%} / "
                          f"{r['mfu_matmuls_only']:.0%}",
                          f"{r['matmul_gflops']:.0f} GFLOP/s matmul; batch {r['batch']}×{r['seq']}"])
@@ -407,7 +411,8 @@ def report(results: dict) -> str:
                 f"{r['nats_per_byte']:.3f} nats/byte"
             rows.append([name, size, f"{r['parameters'] / 1e6:.2f}M", f"{r['steps']:,}", f"{r['threads']}",
                          f"{r['wall_s']:.0f} s / {r['process_s']:.0f} s", per_token, f"{r['bits_per_byte']:.3f}"])
-        parts += ["", f"Time to quality: the same wall-clock budget ({q['budget']}), one after the other, scored on the "
+        parts += ["",
+                  f"Time to quality: the same wall-clock budget ({q['budget']}), one after the other, scored on the "
                       f"same {q['course']['val_bytes']:,} validation bytes",
                   table(["run", "model", "params", "steps", "threads", "time (run / process)", "validation",
                          "bits per byte"], rows),

@@ -92,7 +92,8 @@ class MultiHeadSelfAttention(nn.Module):
             raise ValueError("MultiHeadSelfAttention: RoPE (theta given) needs max_seq_len, got max_seq_len=None")
         self.d_model, self.num_heads, self.d_k = d_model, num_heads, d_model // num_heads
         # BEGIN SOLUTION 6.3
-        self.rope = RotaryPositionalEmbedding(theta, self.d_k, max_seq_len, device=device) if theta is not None else None
+        self.rope = RotaryPositionalEmbedding(theta, self.d_k, max_seq_len,
+                                              device=device) if theta is not None else None
         self.q_proj = Linear(d_model, d_model, device=device, dtype=dtype)
         self.k_proj = Linear(d_model, d_model, device=device, dtype=dtype)
         self.v_proj = Linear(d_model, d_model, device=device, dtype=dtype)

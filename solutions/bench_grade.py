@@ -85,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-grade-") as tmp:
         tmp = Path(tmp)
         sub = reference_submission(tmp)
-        grade = [sys.executable, "-m", "solutions.grading", str(sub), "--jobs", str(args.cores), "--out", str(tmp / "out"),
+        grade = [sys.executable, "-m", "solutions.grading", str(sub), "--jobs", str(args.cores), "--out",
+                 str(tmp / "out"),
                  "--notebooks", *sorted(stems), *sandbox_args()]
         plains, grades = [], []
         for i in range(args.repeat):

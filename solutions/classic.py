@@ -17,8 +17,15 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from minilm.course.validate import (check_choice, check_last_dim, check_pairs, check_positive, check_positive_int,
-                             check_seq_len, check_token_ids)
+from minilm.course.validate import (
+    check_choice,
+    check_last_dim,
+    check_pairs,
+    check_positive,
+    check_positive_int,
+    check_seq_len,
+    check_token_ids,
+)
 
 from .attention import MultiHeadSelfAttention
 from .embedding import Embedding

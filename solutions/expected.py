@@ -158,18 +158,22 @@ VARIANTS: list[dict] = [
     _v("relu", "4.1", [("solutions.swiglu", "silu", torch.relu)]),
     _v("no_gate", "4.2", [("solutions.swiglu", "swiglu", _swiglu_no_gate)]),
     _v("no_gate", "4.3", [("solutions.swiglu", "SwiGLU.forward", _SwiGLU_no_gate)]),
-    *[_v("rope_wrong_direction", t, [("solutions.rope", "rope_angles", _rope_angles(sign=-1.0))]) for t in ("5.1", "5.2")],
-    *[_v(f"softmax_wrong_dim ({d})", "6.1", [("solutions.attention", "softmax", _softmax_over(d))]) for d in (-1, 0, 1)],
+    *[_v("rope_wrong_direction", t, [("solutions.rope", "rope_angles", _rope_angles(sign=-1.0))])
+      for t in ("5.1", "5.2")],
+    *[_v(f"softmax_wrong_dim ({d})", "6.1", [("solutions.attention", "softmax", _softmax_over(d))])
+      for d in (-1, 0, 1)],
     _v("softmax_over_queries", "6.2", [("solutions.attention", "scaled_dot_product_attention", _sdpa_over_queries)]),
     _v("not_causal", "6.3", [("solutions.attention", "MultiHeadSelfAttention.forward", _mhsa_variant(causal=False))]),
     _v("no_rope", "6.3", [("solutions.attention", "MultiHeadSelfAttention.forward", _mhsa_variant(no_rope=True))]),
-    _v("heads_interleaved", "6.3", [("solutions.attention", "MultiHeadSelfAttention.forward", _mhsa_heads_interleaved)]),
+    _v("heads_interleaved", "6.3",
+       [("solutions.attention", "MultiHeadSelfAttention.forward", _mhsa_heads_interleaved)]),
     _v("no_residual", "7.1", [("solutions.block", "TransformerBlock.forward", _block_no_residual)]),
     _v("sum_not_mean", "10.1", [("solutions.training", "cross_entropy", _cross_entropy_sum)]),
 ]
 VARIANTS += [  # notebook 13
     _v("ignores_eps", "13.1", [("solutions.classic", "LayerNorm.forward",
-                                lambda self, x: torch.nn.functional.layer_norm(x, (x.shape[-1],), self.weight, self.bias))]),
+                                lambda self,
+                                x: torch.nn.functional.layer_norm(x, (x.shape[-1],), self.weight, self.bias))]),
 ]
 
 
@@ -278,7 +282,8 @@ def differences(fresh: dict, stored: dict) -> list[str]:
         for what, x, y in pairs:
             for key in sorted(set(x) | set(y)):
                 if key not in x or key not in y:
-                    problems.append(f"Task {task_id} {what} {key!r}: only in the {'fresh' if key in x else 'stored'} outputs")
+                    problems.append(f"Task {task_id} {what} {key!r}: only in the {'fresh' if key in x else 'stored'} "
+                                    "outputs")
                 elif not _same_up_to_float32_drift(x[key], y[key]):
                     problems.append(f"Task {task_id} {what} {key!r}: differs")
     return problems

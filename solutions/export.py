@@ -243,7 +243,8 @@ def verify(path: Path) -> dict:
     except ExportError:
         raise
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, ValueError, KeyError, TypeError) as e:
-        raise ExportError(f"{path.name} is not a readable autograder bundle ({type(e).__name__}: {str(e)[:100]})") from None
+        raise ExportError(f"{path.name} is not a readable autograder bundle "
+                          f"({type(e).__name__}: {str(e)[:100]})") from None
     return manifest
 
 
@@ -350,7 +351,8 @@ def main():
         "datetime": now(), "score": score, "max-score": max_score, "tests": tests,
     }
     Path("result.json").write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\\n", encoding="utf-8")
-    rows = [f"| {t['test-name']} | {t['score']}/{t['max-score']} | {'PASS' if t['passed'] else 'FAIL'} |" for t in tests]
+    rows = [f"| {t['test-name']} | {t['score']}/{t['max-score']} | {'PASS' if t['passed'] else 'FAIL'} |"
+            for t in tests]
     body = [f"### minilm visible checks: {score}/{max_score}", "",
             "These are the checks in your repository; your grade is decided by your instructor's grader, "
             "on hidden inputs as well.", "", "| task | points | result |", "|---|---|---|", *rows]
@@ -425,7 +427,8 @@ def main(argv: list[str] | None = None, prog: str = "minilm export") -> int:
                   f"{len(manifest['tasks'])} tasks)")
         else:
             path = write_classroom50(args.out)
-            print(f"export: wrote {path} (the visible checks only; put the folder at CLASSROOM/autograders/ASSIGNMENT/)")
+            print(f"export: wrote {path} (the visible checks only; "
+                  "put the folder at CLASSROOM/autograders/ASSIGNMENT/)")
     except ExportError as e:
         print(f"export: {e}", file=sys.stderr)
         return 1

@@ -12,9 +12,9 @@ from collections.abc import Callable
 
 import torch
 
+from minilm.course.spec import attention_shapes, block_shapes, lm_shapes, weights
 from minilm.course.spec import randint as _int
 from minilm.course.spec import randn as _randn
-from minilm.course.spec import attention_shapes, block_shapes, lm_shapes, weights
 
 HIDDEN: dict[str, Callable[[torch.Generator], list[dict]]] = {}
 
@@ -38,7 +38,8 @@ def _linear(g):
     d_in, d_out = _int(g, 1, 17), _int(g, 1, 17)
     return [dict(x=_randn(g, 2, 3, 8), w=_randn(g, 5, 8), what="x (2, 3, 8), W (5, 8)"),
             dict(x=_randn(g, 4, 6), w=_randn(g, 6, 6), what="a square W (6, 6)"),
-            dict(x=_randn(g, 2, 1, 3, d_in), w=_randn(g, d_out, d_in), what=f"x (2, 1, 3, {d_in}), W ({d_out}, {d_in})"),
+            dict(x=_randn(g, 2, 1, 3, d_in), w=_randn(g, d_out, d_in),
+                 what=f"x (2, 1, 3, {d_in}), W ({d_out}, {d_in})"),
             dict(x=_randn(g, 5, 4, dtype=torch.float64), w=_randn(g, 3, 4, dtype=torch.float64), what="float64 inputs"),
             dict(x=_randn(g, 4, 5).T, w=_randn(g, 2, 4), what="a non-contiguous x (a transpose)")]
 
@@ -55,7 +56,8 @@ def _embedding(g):
     v, d = _int(g, 2, 50), _int(g, 1, 9)
     w = _randn(g, 11, 6)
     return [dict(ids=torch.tensor([[0, 3, 10], [3, 3, 1]]), w=w, what="ids (2, 3), W (11, 6)"),
-            dict(ids=torch.randint(0, v, (2, 3, 4), generator=g), w=_randn(g, v, d), what=f"ids (2, 3, 4), W ({v}, {d})")]
+            dict(ids=torch.randint(0, v, (2, 3, 4), generator=g), w=_randn(g, v, d),
+                 what=f"ids (2, 3, 4), W ({v}, {d})")]
 
 
 @hidden("2.2")
@@ -69,7 +71,8 @@ def _Embedding(g):
 def _rms_norm(g):
     d = _int(g, 1, 33)
     cases = [dict(x=_randn(g, *shape, scale=scale) + 0.5 * scale, w=_randn(g, shape[-1]),
-                  what=f"x {shape} with values around {scale:g}") for shape, scale in (((2, 5, 16), 1.0), ((16,), 50.0))]
+                  what=f"x {shape} with values around {scale:g}") for shape,
+             scale in (((2, 5, 16), 1.0), ((16,), 50.0))]
     return cases + [
         dict(x=_randn(g, 4, 16, scale=3).to(torch.bfloat16), w=torch.ones(16, dtype=torch.bfloat16), what="bfloat16 x"),
         dict(x=_randn(g, 3, d, scale=1e-3), w=_randn(g, d), eps=1e-2, what=f"x (3, {d}) and eps=1e-2"),
@@ -113,7 +116,8 @@ def _rope(g):
     pos = torch.tensor([[7, 0, 3, 100, 2], [1, 1, 1, 1, 1]])
     return [dict(pos=pos, d_k=16, theta=500.0, what="batched positions (2, 5), d_k=16, theta=500"),
             dict(x=_randn(g, 2, 6, 8), pos=torch.arange(6), what="x (2, 6, 8), positions 0…5"),
-            dict(x=_randn(g, 2, 3, 5, 16), pos=pos.unsqueeze(1), theta=500.0, what="batched positions (2, 1, 5), theta=500"),
+            dict(x=_randn(g, 2, 3, 5, 16), pos=pos.unsqueeze(1), theta=500.0,
+                 what="batched positions (2, 1, 5), theta=500"),
             dict(pos=torch.randint(0, 4096, (2, 3, 5), generator=g), d_k=d, theta=float(_int(g, 10, 10**5)),
                  what=f"positions (2, 3, 5), d_k={d}"),
             dict(pos=torch.tensor(_int(g, 0, 100)), d_k=d, what=f"one position (a 0-d tensor), d_k={d}"),
@@ -128,9 +132,11 @@ def _RoPE(g):
     return [dict(theta=10000.0, d_k=8, max_len=64, x=x, pos=torch.randint(0, 64, (3, 10), generator=g),
                  what="RotaryPositionalEmbedding(10000, 8, 64) with batched positions (3, 10)"),
             dict(theta=float(_int(g, 100, 10**5)), d_k=d, max_len=2048, x=_randn(g, 2, 3, 9, d),
-                 pos=torch.randint(0, 2048, (2, 1, 9), generator=g), what=f"d_k={d}, max_seq_len=2048, batched positions (2, 1, 9)"),
+                 pos=torch.randint(0, 2048, (2, 1, 9), generator=g),
+                 what=f"d_k={d}, max_seq_len=2048, batched positions (2, 1, 9)"),
             dict(theta=float(_int(g, 100, 10**5)), d_k=d, max_len=512, x=_randn(g, 4, 6, d),
-                 pos=torch.randint(0, 512, (4, 6), generator=g), what=f"d_k={d}, max_seq_len=512, batched positions (4, 6)")]
+                 pos=torch.randint(0, 512, (4, 6), generator=g),
+                 what=f"d_k={d}, max_seq_len=512, batched positions (4, 6)")]
 
 
 @hidden("6.1")
@@ -152,7 +158,8 @@ def _sdpa(g):
     nq, nk, d, dv = _int(g, 1, 7), _int(g, 1, 9), _int(g, 1, 16), _int(g, 1, 8)
     m2 = torch.rand(2, 1, nq, nk, generator=g) > 0.3
     m2[..., 0] = True
-    return [dict(q=q, k=k, v=v, what="4 queries, 6 keys, no mask"), dict(q=q, k=k, v=v, mask=mask, what="a boolean mask"),
+    return [dict(q=q, k=k, v=v, what="4 queries, 6 keys, no mask"),
+            dict(q=q, k=k, v=v, mask=mask, what="a boolean mask"),
             dict(q=_randn(g, 2, 3, nq, d), k=_randn(g, 2, 3, nk, d), v=_randn(g, 2, 3, nk, dv), mask=m2,
                  what=f"a mask (2, 1, {nq}, {nk}) broadcast over heads, d_v={dv}")]
 
@@ -310,7 +317,8 @@ def _next_token_probs(g):
             dict(logits=rows, kw=dict(top_k=_int(g, 2, 9)), what=f"rows (3, 2, {vocab}), top_k"),
             dict(logits=rows, kw=dict(temperature=0.0), what=f"rows (3, 2, {vocab}), greedy"),
             dict(logits=peaked, kw=dict(top_p=0.9), what="top_p 0.9 where one token holds most of the mass"),
-            dict(logits=rows, kw=dict(temperature=0.9, top_k=vocab + 3, top_p=0.5), what="top_k above the vocabulary size"),
+            dict(logits=rows, kw=dict(temperature=0.9, top_k=vocab + 3, top_p=0.5),
+                 what="top_k above the vocabulary size"),
             dict(logits=rows.to(torch.bfloat16), kw=dict(top_p=0.8), what="bfloat16 logits, top_p 0.8")]
 
 
@@ -335,12 +343,14 @@ def _generate(g):
 def _kv_cache(g):
     cfg = [53, 12, 16, 2, 2, 24, 10000.0]
     toy = dict(toy_table=_randn(g, 23, 23, scale=2.0), toy_ctx=12, toy_prompt=[3, 14, 15, 9, 2])
-    cases = [dict(k1=_randn(g, 1, 2, 3, 4), v1=_randn(g, 1, 2, 3, 4), k2=_randn(g, 1, 2, 1, 4), v2=_randn(g, 1, 2, 1, 4),
+    cases = [dict(k1=_randn(g, 1, 2, 3, 4), v1=_randn(g, 1, 2, 3, 4), k2=_randn(g, 1, 2, 1, 4),
+                  v2=_randn(g, 1, 2, 1, 4),
                   attn_config=(16, 2, 64), attn_state=weights(g, attention_shapes(16)), x=_randn(g, 2, 10, 16),
                   chunks=[5, 3, 1, 1], config=cfg, state=weights(g, lm_shapes(53, 16, 2, 24)),
                   ids=torch.randint(0, 53, (1, 10), generator=g), prefill=6, n=15, **toy,
                   what="a 6-token prompt, then 4 single tokens through the cache"),
-             dict(k1=_randn(g, 2, 1, 2, 6), v1=_randn(g, 2, 1, 2, 6), k2=_randn(g, 2, 1, 3, 6), v2=_randn(g, 2, 1, 3, 6),
+             dict(k1=_randn(g, 2, 1, 2, 6), v1=_randn(g, 2, 1, 2, 6), k2=_randn(g, 2, 1, 3, 6),
+                  v2=_randn(g, 2, 1, 3, 6),
                   attn_config=(24, 3, 64), attn_state=weights(g, attention_shapes(24)), x=_randn(g, 3, 12, 24),
                   chunks=[1, 4, 2, 1, 4], config=cfg, state=weights(g, lm_shapes(53, 16, 2, 24)),
                   ids=torch.randint(0, 53, (2, 12), generator=g), prefill=1, n=25, **toy,
@@ -368,7 +378,8 @@ def _quantize(g):
     tiny[1] = 1e-44  # max |w| / 127 underflows to 0
     cases = [dict(w=w, per_channel=True, what="a (6, 10) weight with a zero row and an outlier, per channel"),
              dict(w=w, per_channel=False, what="the same weight per tensor"),
-             dict(w=_randn(g, d_out, d_in, scale=50.0), per_channel=True, what=f"a ({d_out}, {d_in}) weight of size ~50"),
+             dict(w=_randn(g, d_out, d_in, scale=50.0), per_channel=True,
+                  what=f"a ({d_out}, {d_in}) weight of size ~50"),
              dict(w=_randn(g, 4, 7, dtype=torch.float64), per_channel=True, what="a float64 weight"),
              dict(w=_randn(g, 5, 9).to(torch.bfloat16), per_channel=False, what="a bfloat16 weight per tensor"),
              dict(w=tiny, per_channel=True, what="a row of 1e-44"),
@@ -425,7 +436,8 @@ def _layer_norm(g):
 def _sinusoid(g):
     seq, d = _int(g, 100, 3000), 2 * _int(g, 1, 40)
     return [dict(seq=64, d=32, rows=torch.arange(64), what="sinusoidal_positions(64, 32)"),
-            dict(seq=seq, d=d, rows=torch.randint(0, seq, (20,), generator=g), what=f"sinusoidal_positions({seq}, {d})"),
+            dict(seq=seq, d=d, rows=torch.randint(0, seq, (20,), generator=g),
+                 what=f"sinusoidal_positions({seq}, {d})"),
             dict(seq=1, d=2, rows=torch.arange(1), what="sinusoidal_positions(1, 2)")]
 
 
@@ -480,5 +492,6 @@ def _classic_lm(g):
                       what="a tied head with learned positions over the full context"))
     cfg = BASE | CLASSIC | dict(d_ff=_int(g, 8, 80), num_layers=3)
     cases.append(dict(config=cfg, name="classic, 3 layers", state=classic_lm_state(g, cfg),
-                      ids=torch.randint(0, 97, (1, 32), generator=g), what="the classic model, 3 layers, over the full context"))
+                      ids=torch.randint(0, 97, (1, 32), generator=g),
+                      what="the classic model, 3 layers, over the full context"))
     return cases

@@ -242,8 +242,9 @@ def _run_children(task_id: str, name: str, found: list[tuple[str, object]]) -> d
 
 
 def probe(release: Path, files: list[str] | None = None) -> list[str]:
-    import minilm
     import torch
+
+    import minilm
     from minilm.course import checks, tasks
 
     torch.set_num_threads(1)  # the children are forked: no thread pool in this process, and little CPU

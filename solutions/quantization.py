@@ -6,8 +6,14 @@ import torch
 from jaxtyping import Float, Int8
 from torch import Tensor, nn
 
-from minilm.course.validate import (check_has_weight_matrix, check_int8_and_scale, check_last_dim, check_module,
-                             check_positive_int, check_weight_matrix)
+from minilm.course.validate import (
+    check_has_weight_matrix,
+    check_int8_and_scale,
+    check_last_dim,
+    check_module,
+    check_positive_int,
+    check_weight_matrix,
+)
 
 from .linear import Linear, linear
 

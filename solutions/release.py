@@ -27,8 +27,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 from minilm.course import rules, tasks
 from solutions import make_stubs
@@ -182,7 +183,8 @@ def computes_a_task(release: Path) -> list[str]:
             line = lines[f.line - 1] if 0 < f.line <= len(lines) else ""
             if families and NOT_A_TASK not in line:
                 problems.append(f"{where}:{f.line}: {f.verb} {f.what}, a built-in of the {families[0]!r} family that "
-                                f"a task builds (mark a different job with {NOT_A_TASK!r} and why): {line.strip()[:100]}")
+                                f"a task builds (mark a different job with {NOT_A_TASK!r} and why): "
+                                f"{line.strip()[:100]}")
         for fn in _functions(tree):
             copy = oracles.get(_canonical(fn)) if len(fn.body) > 1 else None
             if copy:
@@ -202,7 +204,8 @@ def runs_a_task(release: Path, files: list[str] | None = None) -> list[str]:
            "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
     with tempfile.TemporaryDirectory() as scratch:
         try:
-            r = subprocess.run([sys.executable, "-m", "solutions.leak_probe", str(release), *(files or [])], cwd=scratch,
+            r = subprocess.run([sys.executable, "-m", "solutions.leak_probe", str(release), *(files or [])],
+                               cwd=scratch,
                                env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=PROBE_SECONDS)
         except subprocess.TimeoutExpired:
             return [f"the leak probe (solutions/leak_probe.py) did not finish within {PROBE_SECONDS} s"]
@@ -293,7 +296,8 @@ def grade_workflow() -> str:
         {"name": "Where you stand", "run": "minilm status"},
         {"name": "Visible checks, every task", "id": "checks", "run": check_command()},
         {"name": "Per-task table", "if": "always()",
-         "run": f'if [ -f {FEEDBACK}/visible-checks.md ]; then cat {FEEDBACK}/visible-checks.md >> "$GITHUB_STEP_SUMMARY"; fi'},
+         "run": f'if [ -f {FEEDBACK}/visible-checks.md ]; then cat {FEEDBACK}/visible-checks.md >> '
+                '"$GITHUB_STEP_SUMMARY"; fi'},
         {"name": "Upload the feedback", "if": "always()", "uses": "actions/upload-artifact@v4",
          "with": {"name": "minilm-feedback", "path": f"{FEEDBACK}/", "if-no-files-found": "warn"}},
     ]
@@ -427,7 +431,8 @@ def write_release(out: Path, regenerate: bool = False, probe: bool = True) -> li
 def main(argv: list[str] | None = None, prog: str = "minilm release") -> int:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path, help="the directory to write (must not exist, or be empty)")
-    parser.add_argument("--regenerate-stubs", action="store_true", help="rewrite minilm/ stubs from the reference first")
+    parser.add_argument("--regenerate-stubs", action="store_true",
+                        help="rewrite minilm/ stubs from the reference first")
     args = parser.parse_args(argv)
     try:
         files = write_release(args.out, args.regenerate_stubs)

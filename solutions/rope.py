@@ -7,7 +7,14 @@ from einops import rearrange
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from minilm.course.validate import check_broadcast, check_even, check_positions, check_positive, check_positive_int, check_tensor
+from minilm.course.validate import (
+    check_broadcast,
+    check_even,
+    check_positions,
+    check_positive,
+    check_positive_int,
+    check_tensor,
+)
 
 
 def rope_angles(
@@ -89,12 +96,15 @@ class RotaryPositionalEmbedding(nn.Module):
         self.register_buffer("sin", angles.sin(), persistent=False)
         # END SOLUTION
 
-    def forward(self, x: Float[Tensor, "... seq d_k"], token_positions: Int[Tensor, "... seq"]) -> Float[Tensor, "... seq d_k"]:
+    def forward(self, x: Float[Tensor, "... seq d_k"],
+                token_positions: Int[Tensor, "... seq"]) -> Float[Tensor, "... seq d_k"]:
         check_tensor(x, "x", "RotaryPositionalEmbedding")
         if x.shape[-1] != self.d_k:
-            raise ValueError(f"RotaryPositionalEmbedding: the last dim of x must be d_k={self.d_k}, got shape {tuple(x.shape)}")
+            raise ValueError(f"RotaryPositionalEmbedding: the last dim of x must be d_k={self.d_k}, got shape "
+                             f"{tuple(x.shape)}")
         check_positions(token_positions, self.max_seq_len, "RotaryPositionalEmbedding")
-        check_broadcast(token_positions, tuple(x.shape[:-1]), "RotaryPositionalEmbedding", "token_positions", "x's leading dims")
+        check_broadcast(token_positions, tuple(x.shape[:-1]), "RotaryPositionalEmbedding", "token_positions",
+                        "x's leading dims")
         # BEGIN SOLUTION 5.2
         return rotate_pairs(x, self.cos[token_positions], self.sin[token_positions])
         # END SOLUTION

@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, Phase, settings
 matplotlib.use("Agg")
 
 # Deterministic, deadline-free property tests: torch's first call of an op can be slow.
-_common = dict(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.differing_executors])
+_common = dict(deadline=None, database=None,
+               suppress_health_check=[HealthCheck.too_slow, HealthCheck.differing_executors])
 settings.register_profile("course", max_examples=25, derandomize=True, **_common)
 settings.register_profile("thorough", max_examples=300, **_common)
 # Used when proving that known mistakes fail the suite: stop at the first counterexample.

@@ -11,7 +11,8 @@ leading_shapes = st.lists(st.integers(1, 4), min_size=0, max_size=3).map(tuple)
 
 
 def randn(shape, seed: int, scale: float = 1.0, dtype=torch.float32) -> torch.Tensor:
-    return (torch.randn(tuple(shape), generator=torch.Generator().manual_seed(seed), dtype=torch.float64) * scale).to(dtype)
+    return (torch.randn(tuple(shape), generator=torch.Generator().manual_seed(seed),
+                        dtype=torch.float64) * scale).to(dtype)
 
 
 def assert_check_passes(task_id: str) -> None:

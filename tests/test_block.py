@@ -1,10 +1,10 @@
 import pytest
 import torch
+from helpers import assert_check_passes, assert_close, randn, seeds
 from hypothesis import given
 from hypothesis import strategies as st
 
 import minilm
-from helpers import assert_check_passes, assert_close, randn, seeds
 from minilm.course.spec import lm_state_dict_keys
 
 

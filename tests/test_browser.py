@@ -6,7 +6,8 @@ and that moving a slider of the explorer widget redraws its picture. Against the
 minilm/: notebook 05's first check cell shows the task's not-implemented line.
 
 Needs the playwright package and a Chromium (/usr/bin/chromium, or MINILM_CHROMIUM=/path), which
-.ci/run installs on CI; elsewhere, without them, it skips with one line saying what to install. Screenshots go to test-output/browser/ (or
+.ci/run installs on CI; elsewhere, without them, it skips with one line saying what to install. Screenshots go to
+test-output/browser/ (or
 $MINILM_TEST_OUTPUT/browser/). Deselect with `-m "not browser"`.
 """
 
@@ -16,10 +17,22 @@ import contextlib
 import os
 
 import pytest
+from browser_helpers import (
+    CHROMIUM_ARGS,
+    ROOT,
+    LabNotebook,
+    LabServer,
+    Unavailable,
+    cell_index,
+    committed_notebook,
+    ensure_browser,
+    image_digest,
+    output_dir,
+    output_text,
+    skip_reason,
+    stored_image_count,
+)
 
-from browser_helpers import (CHROMIUM_ARGS, ROOT, LabNotebook, LabServer, Unavailable, cell_index,
-                             committed_notebook, ensure_browser, image_digest, output_dir, output_text, skip_reason,
-                             stored_image_count)
 from minilm.course import checks, tasks
 
 pytestmark = pytest.mark.browser

@@ -7,13 +7,13 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import assert_check_passes, assert_close, leading_shapes, randn, seeds
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import minilm
-from helpers import assert_check_passes, assert_close, leading_shapes, randn, seeds
-from minilm.course.spec.classic import classic_lm_keys, classic_parameter_count
 from minilm.course.spec import lm_state_dict_keys
+from minilm.course.spec.classic import classic_lm_keys, classic_parameter_count
 
 SMALL = dict(vocab_size=61, context_length=16, d_model=16, num_layers=2, num_heads=2)
 

@@ -23,8 +23,10 @@ def test_every_valid_start_is_drawn_uniformly():
     torch.manual_seed(0)
     starts = minilm.get_batch(data, 4000, 8, "cpu")[0][:, 0]
     counts = torch.bincount(starts, minlength=4)
-    assert counts.shape[0] == 4, f"starts beyond the last valid one (3 = len(dataset) − context_length − 1): {starts.max()}"
-    assert counts[3] > 0, (f"the last valid start, 3 = len(dataset) − context_length − 1, was never drawn in 4000 batches "
+    assert counts.shape[0] == 4, \
+        f"starts beyond the last valid one (3 = len(dataset) − context_length − 1): {starts.max()}"
+    assert counts[3] > 0, ("the last valid start, 3 = len(dataset) − context_length − 1, was never drawn in 4000 "
+                           "batches "
                            f"(counts of starts 0…3: {counts.tolist()}): torch.randint's high is exclusive, so "
                            "torch.randint(0, len(dataset) − context_length, …) already includes it")
     assert (counts > 850).all() and (counts < 1150).all(), f"starts are not uniform over 0…3: {counts.tolist()}"

@@ -1,11 +1,11 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import assert_close, leading_shapes, randn, seeds
 from hypothesis import given
 from hypothesis import strategies as st
 
 import minilm
-from helpers import assert_close, leading_shapes, randn, seeds
 
 
 @pytest.mark.task("2.1")

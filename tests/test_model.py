@@ -3,11 +3,11 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import assert_check_passes, assert_close, seeds
 from hypothesis import given
 from hypothesis import strategies as st
 
 import minilm
-from helpers import assert_check_passes, assert_close, seeds
 from minilm.course.spec import lm_parameter_count, lm_state_dict_keys
 
 SEED_CONFIG = dict(vocab_size=1000, context_length=512, d_model=256, num_layers=4, num_heads=8, d_ff=1024)

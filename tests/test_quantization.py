@@ -8,15 +8,16 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import assert_check_passes, assert_close, randn, seeds
 from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
 import minilm
-from helpers import assert_close, assert_check_passes, randn, seeds
 
 # PyTorch's quantized tensors are deprecated (PyTorch 2.13 warns so) and may go: their tests then skip.
-_torch_quantizes = pytest.mark.skipif(not hasattr(torch, "quantize_per_channel"), reason="torch has no quantized tensors")
+_torch_quantizes = pytest.mark.skipif(not hasattr(torch, "quantize_per_channel"),
+                                      reason="torch has no quantized tensors")
 _deprecated = pytest.mark.filterwarnings("ignore:.*quantized tensor creation functions.*:UserWarning")
 _shapes = st.tuples(st.integers(1, 8), st.integers(1, 12))
 _scales = st.sampled_from([1e-3, 1.0, 50.0])

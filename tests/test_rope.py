@@ -1,10 +1,10 @@
 import pytest
 import torch
+from helpers import assert_check_passes, assert_close, randn, seeds
 from hypothesis import given
 from hypothesis import strategies as st
 
 import minilm
-from helpers import assert_check_passes, assert_close, randn, seeds
 
 even_dims = st.integers(1, 8).map(lambda h: 2 * h)
 
@@ -29,7 +29,8 @@ def test_rope_angles_by_hand():
     """d_k = 4, θ = 100: pair 0 turns by 1 rad per position, pair 1 by 100^(−2/4) = 0.1 rad."""
     angles = minilm.rope_angles(torch.tensor([0, 1, 3]), 4, 100.0)
     assert isinstance(angles, torch.Tensor) and angles.dtype == torch.float32, "rope_angles must return float32 angles"
-    assert_close(angles, torch.tensor([[0.0, 0.0], [1.0, 0.1], [3.0, 0.3]]), what="rope_angles([0, 1, 3], d_k=4, θ=100)")
+    assert_close(angles, torch.tensor([[0.0, 0.0], [1.0, 0.1], [3.0, 0.3]]),
+                 what="rope_angles([0, 1, 3], d_k=4, θ=100)")
 
 
 @pytest.mark.task("5.1")

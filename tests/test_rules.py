@@ -799,7 +799,8 @@ def test_a_task_is_judged_by_the_provided_code_it_uses_from_another_module():
             return ClassicConfig(4).d_model
     """)
     found = rules.scan_package({"classic": classic, "training": training})
-    # ClassicBlock and ClassicLM (13.5, 13.6) forbid softmax-like code, cross_entropy included, and use ClassicConfig too
+    # ClassicBlock and ClassicLM (13.5, 13.6) forbid softmax-like code, cross_entropy included, and use
+    # ClassicConfig too
     assert {(v.task, v.file, v.line) for vs in found.values() for v in vs} == {
         ("10.1", "minilm/classic.py", 8), ("13.5", "minilm/classic.py", 8), ("13.6", "minilm/classic.py", 8)}, found
     assert "through your ClassicConfig" in found["10.1"][0].message
@@ -830,14 +831,16 @@ def test_a_task_is_judged_by_the_code_that_defines_the_attributes_it_uses():
     [alone] = rules.scan(attention, "minilm/attention.py")["6.3"]
     assert (alone.line, alone.what.split(",")[0]) == (7, "kv_cache.f"), alone
     found = rules.scan_package({"generation": generation, "attention": attention})
-    assert {(v.task, v.file, v.line) for vs in found.values() for v in vs} == {("6.3", "minilm/generation.py", 6)}, found
+    assert {(v.task, v.file, v.line) for vs in found.values()
+            for v in vs} == {("6.3", "minilm/generation.py", 6)}, found
     assert "through your KVCache (Task 11.3)" in found["6.3"][0].message
     # the same through self: KVCache sets the attention's own attribute, which its forward calls
     generation = generation.replace("self.f = torch.softmax", "self.owner = None").replace(
         "return k, v", "self.owner.g = torch.softmax\n        return k, v")
     attention = attention.replace("kv_cache.f(", "self.g(")
     found = rules.scan_package({"generation": generation, "attention": attention})
-    assert {(v.task, v.file, v.line) for vs in found.values() for v in vs} == {("6.3", "minilm/generation.py", 9)}, found
+    assert {(v.task, v.file, v.line) for vs in found.values()
+            for v in vs} == {("6.3", "minilm/generation.py", 9)}, found
     # and a tensor's own methods are not replaced on an object it was handed
     [v] = rules.scan("def update(k):\n    k.transpose = lambda *a: k\n", "minilm/generation.py")["11.3"]
     assert (v.line, v.verb) == (2, "assigns to"), v

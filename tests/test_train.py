@@ -43,7 +43,8 @@ def _run(args, tmp_path, launcher=(sys.executable, "-m", "minilm.course.train"),
 
 
 def _losses(stdout):
-    first, last = map(float, re.search(r"first training loss: ([\d.]+) \| last training loss: ([\d.]+)", stdout).groups())
+    first, last = map(float,
+                      re.search(r"first training loss: ([\d.]+) \| last training loss: ([\d.]+)", stdout).groups())
     val = float(re.search(r"final validation loss: ([\d.]+)", stdout).group(1))
     return first, last, val
 
@@ -332,8 +333,8 @@ def test_plan_follows_its_rule():
 
 
 def test_size_params_counts_the_model():
-    from minilm.course.train import plan as planner
     from minilm.course.spec import lm_parameter_count
+    from minilm.course.train import plan as planner
 
     for size in planner.LADDER:
         total, non_embedding = planner.size_params(size, 5000)
@@ -369,7 +370,8 @@ def test_budget_run_reports_bits_per_byte_consistently(tmp_path, story_file):
     val_text = enc.decode(np.asarray(np.load(out / "data" / "val.npy"), dtype=np.int64).tolist())
     vocab = Vocabulary(np.load(out / "vocab.npy"), enc)
     first = int(vocab.encode(val_text)[0])
-    assert result["val_bytes"] == len(val_text.encode()) - len(enc.decode_single_token_bytes(int(vocab.gpt2_ids[first]))), \
+    first_bytes = len(enc.decode_single_token_bytes(int(vocab.gpt2_ids[first])))
+    assert result["val_bytes"] == len(val_text.encode()) - first_bytes, \
         "every validation byte is scored but those of the first token, which has no context"
     assert f"{result['bits_per_byte']:.3f} bits per byte" in proc.stdout
 

@@ -4,11 +4,11 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import assert_close, leading_shapes, randn, seeds
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 import minilm
-from helpers import assert_close, leading_shapes, randn, seeds
 
 # ---------------------------------------------------------------- 10.1 cross_entropy
 
@@ -105,7 +105,8 @@ def test_schedule_matches_cs336_reference_values():
                 0.14456400944391146, 0.11128243951817937, 0.1, 0.1, 0.1, 0.1]
     got = [minilm.lr_cosine_schedule(it, 1.0, 0.1, 7, 21) for it in range(25)]
     wrong = [it for it, (a, b) in enumerate(zip(got, expected)) if a != pytest.approx(b, abs=1e-12)]
-    assert not wrong, (f"lr_cosine_schedule(it, max_lr=1, min_lr=0.1, warmup_iters=7, cosine_cycle_iters=21) differs from "
+    assert not wrong, ("lr_cosine_schedule(it, max_lr=1, min_lr=0.1, warmup_iters=7, cosine_cycle_iters=21) "
+                       "differs from "
                        f"CS336's values at it = {wrong}: got {[round(got[i], 4) for i in wrong]}, "
                        f"expected {[round(expected[i], 4) for i in wrong]}")
 
@@ -135,7 +136,8 @@ def test_schedule_property(warmup, extra, it):
             f"after the cycle (it = {it}) the rate must stay at min_lr, got {got:.3g} {where}"
     if it >= warmup:
         assert 3e-4 - 1e-15 <= got and lr(it + 1) <= got + 1e-15, \
-            f"after the warmup the rate must not fall below min_lr nor rise: {got:.3g} at it = {it}, {lr(it + 1):.3g} next {where}"
+            f"after the warmup the rate must not fall below min_lr nor rise: {got:.3g} at it = {it}, " \
+            f"{lr(it + 1):.3g} next {where}"
 
 
 @pytest.mark.task("10.3")
@@ -165,8 +167,10 @@ def _run_optimizer(opt_class, steps, seed, **kwargs):
        betas=st.sampled_from([(0.9, 0.999), (0.9, 0.95), (0.5, 0.9)]))
 def test_adamw_matches_torch(seed, lr, wd, betas):
     kwargs = dict(lr=lr, weight_decay=wd, betas=betas, eps=1e-8)
-    for got, want in zip(_run_optimizer(minilm.AdamW, 5, seed, **kwargs), _run_optimizer(torch.optim.AdamW, 5, seed, **kwargs)):
-        assert_close(got, want, atol=1e-6, rtol=1e-5, what=f"parameters after 5 AdamW steps vs torch.optim.AdamW ({kwargs})")
+    for got, want in zip(_run_optimizer(minilm.AdamW, 5, seed, **kwargs),
+                         _run_optimizer(torch.optim.AdamW, 5, seed, **kwargs)):
+        assert_close(got, want, atol=1e-6, rtol=1e-5,
+                     what=f"parameters after 5 AdamW steps vs torch.optim.AdamW ({kwargs})")
 
 
 @pytest.mark.task("10.4")

@@ -51,7 +51,8 @@ def test_ablation_runs_are_configured_one_change_at_a_time():
     for run in vc.RUNS:
         if run.name not in ("modern", "classic"):
             assert len(run.changes) == 1, run.name
-    assert setup.config(next(r for r in vc.RUNS if r.name == "classic")) == minilm.ClassicConfig.classic(1024, 64, 64, 2, 4)
+    assert setup.config(next(r for r in vc.RUNS if r.name == "classic")) == minilm.ClassicConfig.classic(1024, 64, 64,
+                                                                                                         2, 4)
     for run in vc.HIGH_LR_RUNS:
         assert setup.train_config(run).max_lr == 4 * setup.train.max_lr
 
@@ -69,7 +70,8 @@ def test_train_run_learns_caches_and_tabulates(tmp_path, monkeypatch):
     for r in results.values():
         assert r["history"]["val_step"] == [10, 20, 30] and not r["diverged"]
         assert r["history"]["train"][-1] < r["history"]["train"][0] - 0.5
-    assert results["modern"]["parameters"] == sum(p.numel() for p in minilm.ClassicLM(setup.config(runs[0])).parameters())
+    assert results["modern"]["parameters"] == sum(p.numel()
+                                                  for p in minilm.ClassicLM(setup.config(runs[0])).parameters())
     assert len(list((tmp_path / "models").glob("ablation-*.pt"))) == 2
     assert vc.train_runs(setup, runs, data) == results  # loaded from the cache
     table = vc.ablation_rows(results).splitlines()

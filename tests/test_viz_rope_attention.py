@@ -103,7 +103,8 @@ def test_legends_cover_no_curve():
 @pytest.mark.task("5.1")
 def test_measured_frequencies_follow_the_formula():
     omega = vr.measured_frequencies(d_k=16, theta=10000.0)
-    torch.testing.assert_close(omega, 10000.0 ** (-torch.arange(0, 16, 2, dtype=torch.float64) / 16), rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(omega, 10000.0 ** (-torch.arange(0, 16, 2, dtype=torch.float64) / 16), rtol=1e-4,
+                               atol=1e-6)
     _labelled(vr.plot_frequencies(d_k=16))
 
 
@@ -192,7 +193,8 @@ def test_head_grid_and_map_are_labelled_with_tokens():
     fig = va.plot_head_grid(w, tokens, va.HAND_WIRED)
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == tokens
-    assert min(t.get_fontsize() for t in ax.get_xticklabels() + ax.get_yticklabels()) >= 10, "token labels too small to read"
+    assert min(t.get_fontsize()
+               for t in ax.get_xticklabels() + ax.get_yticklabels()) >= 10, "token labels too small to read"
     assert ax.get_title() == va.HAND_WIRED[0]
     torch.testing.assert_close(torch.tensor(ax.images[0].get_array().filled(0.0), dtype=torch.float32), w[0],
                                atol=1e-6, rtol=0)
@@ -210,7 +212,8 @@ def test_attention_explorer_follows_text_layer_and_head():
         return torch.tensor(e.im.get_array().filled(0.0), dtype=torch.float32)
 
     png = e.image.value
-    for text, layer, head in (("a b c a b c", 0, 1), ("The cat sat on the mat", 0, 0), ("The cat sat on the mat", 1, 3)):
+    for text, layer, head in (("a b c a b c", 0, 1), ("The cat sat on the mat", 0, 0),
+                              ("The cat sat on the mat", 1, 3)):
         before = shown()
         e.text.value, e.layer.value, e.head.value = text, layer, head
         ids, tokens = va.gpt2_tokens(text)
@@ -233,4 +236,5 @@ def test_attention_explorer_reads_a_transformer_lm():
     with torch.no_grad():
         x = model.layers[0](model.token_embeddings(ids))
         want = va.attention_weights(model.layers[1].attn, model.layers[1].ln1(x))[2]
-    torch.testing.assert_close(torch.tensor(e.im.get_array().filled(0.0), dtype=torch.float32), want, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(torch.tensor(e.im.get_array().filled(0.0), dtype=torch.float32), want, atol=1e-5,
+                               rtol=1e-4)

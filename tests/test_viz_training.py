@@ -133,7 +133,8 @@ def test_decay_vs_l2_step_panel_shows_the_actual_steps():
     fig = vt.plot_decay_vs_l2(r, scales, lr, wd, steps=40)
     panel = fig.axes[1]
     drawn = {ln.get_label(): ln.get_ydata() for ln in panel.lines}
-    assert np.allclose(drawn["Adam + L2, gradients × 0.01"], l2[0]) and np.allclose(drawn["Adam + L2, gradients × 10"], l2[-1])
+    assert np.allclose(drawn["Adam + L2, gradients × 0.01"], l2[0]) and np.allclose(drawn["Adam + L2, gradients × 10"],
+                                                                                    l2[-1])
     assert np.allclose(drawn["AdamW, gradients × 0.01 or × 10 (the same steps)"], adamw[0])
     assert "|Δθ|" in panel.get_title()
     _labelled(fig)

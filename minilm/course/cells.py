@@ -29,7 +29,8 @@ def checked_tasks(source: str, calls: tuple[str, ...] = ("check",)) -> list[str]
     """Task ids a cell checks: the string arguments of its check(...) calls (or of the calls
     named in `calls`: the root conftest also reads needs(...), a demo cell's tasks)."""
     try:
-        tree = ast.parse("\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines()))
+        tree = ast.parse("\n".join("" if line.lstrip().startswith(("%", "!")) else line
+                                   for line in source.splitlines()))
     except SyntaxError:  # not Python (e.g. a cell magic): fall back to the plain pattern
         pattern = rf"(?<![\w\"])(?:{'|'.join(calls)})\(([^)]*)\)"
         return re.findall(r'"(\d+\.\d+)"', " ".join(re.findall(pattern, source)))

@@ -67,7 +67,8 @@ class Verdict:
 
     @property
     def line(self) -> str:
-        if self.status == TODO or self.message.startswith(f"Task {self.task}: "):  # a stub, or a rule (minilm/course/rules/)
+        # a stub, or a rule (minilm/course/rules/)
+        if self.status == TODO or self.message.startswith(f"Task {self.task}: "):
             return f"{SYMBOL[self.status]} {self.message}"
         title = tasks.get(self.task).function
         return f"{SYMBOL[self.status]} Task {self.task} {title}: {self.message}"

@@ -236,7 +236,8 @@ def check_has_weight_matrix(layer, where: str) -> None:
 
 def check_module(model, where: str) -> None:
     if not isinstance(model, torch.nn.Module):
-        raise TypeError(f"{where}: model must be a torch.nn.Module (e.g. your TransformerLM), got {type(model).__name__}")
+        raise TypeError(f"{where}: model must be a torch.nn.Module (e.g. your TransformerLM), got "
+                        f"{type(model).__name__}")
 
 
 # ---------------------------------------------------------------- the classic Transformer (notebook 13)

@@ -69,7 +69,8 @@ def make_plan(args, box: sandbox.Sandbox, scratch: Path) -> tuple[Plan, list[str
         paths = notebooks.select(args.notebooks)
     missing = [p for p in paths if not p.exists()]
     if missing or not paths:
-        raise GradeError(f"no notebook to grade: {missing[0].relative_to(COURSE) if missing else 'notebooks/ is empty'}")
+        what = missing[0].relative_to(COURSE) if missing else "notebooks/ is empty"
+        raise GradeError(f"no notebook to grade: {what}")
     stems = {p.stem for p in paths}
     if wanted is None:
         wanted = [t.id for t in tasks.TASKS if Path(t.notebook).stem in stems]
@@ -166,7 +167,8 @@ def grade_one(plan: Plan, sub: Submission, slot: int) -> StudentGrade:
     problems = []
     per_task = plan.cell_timeout
     inside_out = str(out) if box.same_paths else sandbox.OUT
-    worker = sandbox.run(box, ("-m", "minilm.course.sandboxed.worker", f"{inside_ws}/cases.pt", inside_out, f"{per_task:g}",
+    worker = sandbox.run(box,
+                         ("-m", "minilm.course.sandboxed.worker", f"{inside_ws}/cases.pt", inside_out, f"{per_task:g}",
                                *([] if box.unsandboxed else ["--sandboxed"])),
                          ws, out, box.env(extra, ws, out), slot,
                          timeout=min(plan.timeout, 60 + per_task * len(plan.task_ids)), log=home / "worker.log")
@@ -175,7 +177,8 @@ def grade_one(plan: Plan, sub: Submission, slot: int) -> StudentGrade:
     stems = list(plan.notebooks)
     xdist = ["-n", str(plan.workers), "--dist", "loadscope"] if plan.workers > 1 else ["-p", "no:xdist"]
     inside_nb_out = str(nb_out) if box.same_paths else sandbox.OUT
-    nbval = sandbox.run(box, ("-m", "pytest", "-p", "no:cacheprovider", "-p", "minilm.course.sandboxed.nbval_plugin", "-q",
+    nbval = sandbox.run(box,
+                        ("-m", "pytest", "-p", "no:cacheprovider", "-p", "minilm.course.sandboxed.nbval_plugin", "-q",
                               "--color=no", *[f"notebooks/{s}.ipynb" for s in stems],
                               f"--nbval-cell-timeout={plan.cell_timeout:g}", f"--junitxml={inside_nb_out}/nbval.xml",
                               *xdist),
@@ -199,7 +202,8 @@ def grade_one(plan: Plan, sub: Submission, slot: int) -> StudentGrade:
         ok = verdict.ok and not broken_rule and all(c.status == "passed" for c in mine)
         by_task[task_id] = TaskGrade(task.points if ok else 0, task.points, verdict.message, verdict.mistake,
                                      verdict.hidden, verdict.ok, broken_rule,
-                                     [CellResult(c.notebook, c.number, c.status, cell_position(nb_json[c.notebook], c.number))
+                                     [CellResult(c.notebook, c.number, c.status,
+                                                 cell_position(nb_json[c.notebook], c.number))
                                       for c in mine])
     if not plan.hidden:
         problems.append("graded without hidden inputs (--no-hidden): notebook inputs only")
@@ -236,7 +240,8 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
                                 epilog="\n".join(__doc__.splitlines()[2:4]))
     p.add_argument("submissions", nargs="*", metavar="SUBMISSION", help="directories, .zip files or git URLs")
     p.add_argument("--out", type=Path, default=Path("grades"), help="where grades.csv, grades.json and feedback/ go")
-    p.add_argument("--notebooks", nargs="+", metavar="NAME", help="grade only these notebooks (names or number prefixes)")
+    p.add_argument("--notebooks", nargs="+", metavar="NAME",
+                   help="grade only these notebooks (names or number prefixes)")
     p.add_argument("--tasks", nargs="+", metavar="ID", help="grade only these tasks")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="CPU cores to use (default: all)")
     p.add_argument("--workers", type=int, help="nbval workers per submission (default: from --jobs)")
@@ -254,7 +259,8 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--keep", action="store_true", help="keep the workspaces and logs (printed at the end)")
     p.add_argument("--lms", choices=lms.LMS, help="also write gradebook-<LMS>.csv for an LMS import (needs --roster)")
     p.add_argument("--roster", type=Path, metavar="CSV",
-                   help="with --lms: a CSV with columns submission,lms_id (and optionally name, section, sis_id, sis_login)")
+                   help="with --lms: a CSV with columns submission,lms_id (and optionally name, section, sis_id, "
+                        "sis_login)")
     p.add_argument("--seed", type=int, help=argparse.SUPPRESS)  # tests: a fixed hidden seed
     return p
 
@@ -276,7 +282,8 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
         return 2
     try:
         box = sandbox.Sandbox("none" if args.no_sandbox else sandbox.choose(args.sandbox),
-                              {v: os.environ[v] for v in DATA_VARS if os.environ.get(v) and os.path.exists(os.environ[v])},
+                              {v: os.environ[v] for v in DATA_VARS if os.environ.get(v)
+                               and os.path.exists(os.environ[v])},
                               args.memory_mb)
     except sandbox.SandboxUnavailable as e:
         print(f"grade: {e}", file=sys.stderr)
@@ -348,7 +355,8 @@ def _grade_all(args, box: sandbox.Sandbox, scratch: Path) -> int:
         print("grade: UNSANDBOXED: submissions run with your own rights (--no-sandbox)", flush=True)
     for note in notes:
         print(f"grade: {note}")
-    print(f"grade: {len(args.submissions)} submission(s) on {', '.join(plan.notebooks)}; sandbox: {box.kind}", flush=True)
+    print(f"grade: {len(args.submissions)} submission(s) on {', '.join(plan.notebooks)}; sandbox: {box.kind}",
+          flush=True)
     results = {name: failed_submission(name, src, why, plan) for name, src, why in failed}
     with concurrent.futures.ThreadPoolExecutor(concurrent_subs) as pool:
         futures = {pool.submit(grade_one, plan, s, i): s for i, s in enumerate(subs)}
@@ -357,7 +365,8 @@ def _grade_all(args, box: sandbox.Sandbox, scratch: Path) -> int:
             try:
                 r = f.result()
             except Exception as e:  # noqa: BLE001 - a grader bug on one submission must not stop the batch
-                r = failed_submission(s.name, s.source, f"the grader failed on this submission ({type(e).__name__}: {e})",
+                r = failed_submission(s.name, s.source,
+                                      f"the grader failed on this submission ({type(e).__name__}: {e})",
                                       plan)
             results[r.student] = r
             print(f"  {r.student}: {r.total}/{r.max} points ({r.seconds:.0f} s)", flush=True)

@@ -66,12 +66,14 @@ def tests_for(task_id: str, r: TaskGrade) -> list[dict]:
     earned = r.full
     visible = {"name": f"{_title(task_id)}: notebook inputs, rules, check cells", "score": 0, "max_score": 0,
                "status": "passed" if seen_ok else "failed",
-               "output": (VISIBLE_PASSED if seen_ok else "\n".join(reports.task_lines(r, hidden=False)))[:MAX_OUTPUT_CHARS],
+               "output": (VISIBLE_PASSED if seen_ok
+                          else "\n".join(reports.task_lines(r, hidden=False)))[:MAX_OUTPUT_CHARS],
                "visibility": VISIBLE}
     graded = {"name": f"{_title(task_id)}: graded", "score": r.points, "max_score": r.max,
               "status": "passed" if earned else "failed",
               "output": "\n".join([f"{r.points}/{r.max} points", *([r.message] if earned else
-                                                                         reports.task_lines(r, hidden=True))])[:MAX_OUTPUT_CHARS],
+                                                                         reports.task_lines(r,
+                                                                                            hidden=True))])[:MAX_OUTPUT_CHARS],
               "visibility": AFTER_PUBLISHED}
     return [visible, graded]
 
@@ -185,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
         argv, extra = argv[:i], argv[i + 1:]
     p = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     p.add_argument("--root", type=Path, default=Path(os.environ.get("MINILM_AUTOGRADER_ROOT", "/autograder")),
-                   help="laid out like /autograder: submission/ and results/ (default: $MINILM_AUTOGRADER_ROOT or /autograder)")
+                   help="laid out like /autograder: submission/ and results/ (default: $MINILM_AUTOGRADER_ROOT or "
+                        "/autograder)")
     p.add_argument("--submission", type=Path, help="the student's files (default: ROOT/submission)")
     p.add_argument("--results", type=Path, help="where results.json goes (default: ROOT/results)")
     args = p.parse_args(argv)

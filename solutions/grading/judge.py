@@ -153,9 +153,11 @@ def differs(got, want, atol: float, rtol: float) -> str | None:
             return None if torch.equal(got, want) else "values differ from the expected ones"
         g, w = got.double(), want.double()
         if not torch.equal(torch.isnan(g), torch.isnan(w)):
-            return "NaN where the expected output has none" if bool(torch.isnan(g).any()) else "values differ from the expected ones"
+            return ("NaN where the expected output has none" if bool(torch.isnan(g).any())
+                    else "values differ from the expected ones")
         if not torch.equal(torch.isinf(g), torch.isinf(w)) or not torch.equal(g[torch.isinf(g)], w[torch.isinf(w)]):
-            return "inf where the expected output is finite" if bool(torch.isinf(g).any()) else "values differ from the expected ones"
+            return ("inf where the expected output is finite" if bool(torch.isinf(g).any())
+                    else "values differ from the expected ones")
         fin = torch.isfinite(w)
         a, r = tolerance(want.dtype, atol, rtol)
         if not torch.allclose(g[fin], w[fin], atol=a, rtol=r):
@@ -296,7 +298,8 @@ def judge_task(task: str, cases: list[dict], n_visible: int, rows: list[dict] | 
 
 
 def make_cases(task: str, seed: int | None) -> tuple[list[dict], int]:
-    """The notebook's cases (the task's spec) and the hidden ones (drawn from `seed`), and how many are the notebook's."""
+    """The notebook's cases (the task's spec) and the hidden ones (drawn from `seed`), and how many are the
+    notebook's."""
     from solutions.hidden_cases import hidden_cases
 
     visible = spec.get(task).cases()

@@ -81,7 +81,8 @@ def read_roster(path: Path) -> list[Student]:
             raise RosterError(f"--roster {path}:{n}: lms_id {s.lms_id!r} is already on line {by_id[s.lms_id]}: "
                               "each student needs an id of their own")
         if s.submission in by_sub:
-            raise RosterError(f"--roster {path}:{n}: submission {s.submission!r} is already on line {by_sub[s.submission]}")
+            raise RosterError(f"--roster {path}:{n}: submission {s.submission!r} is already on line "
+                              f"{by_sub[s.submission]}")
         by_id[s.lms_id], by_sub[s.submission] = n, n
         students.append(s)
     if not students:
@@ -105,7 +106,8 @@ def column(task_id: str) -> str:
 TOTAL = "minilm total"
 
 
-def rows(lms: str, task_ids: list[str], results: list[StudentGrade], roster: list[Student]) -> tuple[list[list], list[str]]:
+def rows(lms: str, task_ids: list[str], results: list[StudentGrade],
+         roster: list[Student]) -> tuple[list[list], list[str]]:
     """The gradebook's rows (header first), and the roster entries that had no submission."""
     by_name = {r.student: r for r in results}
     scores = [*map(column, task_ids), TOTAL]

@@ -57,7 +57,8 @@ def select(selectors: list[str] | None) -> list[Path]:
         return paths
     unknown = [s for s in selectors if not any(p.stem == s or p.stem.startswith(s) for p in paths)]
     if unknown:
-        raise NotebookError(f"no notebook matches {', '.join(unknown)}; the notebooks are: {', '.join(p.stem for p in paths)}")
+        raise NotebookError(f"no notebook matches {', '.join(unknown)}; the notebooks are: "
+                            f"{', '.join(p.stem for p in paths)}")
     return [p for p in paths if any(p.stem == s or p.stem.startswith(s) for s in selectors)]
 
 

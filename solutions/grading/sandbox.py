@@ -119,7 +119,8 @@ def setpriv_exposure(trusted: list[str] | None = None, guarded: list[str] | None
         for base, dirs, files in os.walk(folder):
             dirs[:] = [d for d in dirs if d != "__pycache__"]
             readable += [os.path.join(base, f) for f in files]
-    script = ('for p in "$@"; do case "$p" in r:*) [ -r "${p#r:}" ] && echo "$p";; w:*) [ -w "${p#w:}" ] && echo "$p";; '
+    script = ('for p in "$@"; do case "$p" in r:*) [ -r "${p#r:}" ] && echo "$p";; w:*) [ -w "${p#w:}" ] && echo '
+              '"$p";; '
               'esac; done; true')
     try:
         r = subprocess.run([setpriv_path() or "setpriv", *_drop(setpriv_uid(0)), "/bin/sh", "-c", script, "sh",
@@ -261,7 +262,8 @@ class Sandbox:
         if self.kind == "setpriv":
             env["TMPDIR"] = f"{home}/tmp"
         for var, host in self.data.items():
-            env[var] = host if self.kind == "none" else os.path.realpath(host) if self.kind == "setpriv" else f"{DATA}/{var}"
+            env[var] = (host if self.kind == "none" else os.path.realpath(host) if self.kind == "setpriv"
+                        else f"{DATA}/{var}")
         return env | extra
 
     def command(self, argv: list[str], ws: Path, out: Path, env: dict[str, str], slot: int) -> list[str]:
@@ -303,7 +305,8 @@ class Sandbox:
             elif target.is_dir():
                 cmd += ["--ro-bind", str(target), f"/{link}"]
         # /tmp first: a venv under /tmp is bound over the private tmpfs, not hidden by it.
-        cmd += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(self.tmp_mb * 2**20), "--tmpfs", "/tmp",
+        cmd += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(self.tmp_mb * 2**20), "--tmpfs",
+                "/tmp",
                 "--perms", "0755", "--dir", DATA]
         made = set()
         for path in _runtime_paths():
@@ -395,7 +398,8 @@ def _end_uid(uid: int) -> None:
         return
     for _ in range(3):
         try:
-            r = subprocess.run([setpriv_path(), *_drop(uid), "/bin/sh", "-c", f'test "$(id -u)" = {uid} && kill -KILL -1'],
+            r = subprocess.run([setpriv_path(), *_drop(uid), "/bin/sh", "-c",
+                                f'test "$(id -u)" = {uid} && kill -KILL -1'],
                                capture_output=True, timeout=30)
         except (OSError, subprocess.SubprocessError):
             break
@@ -434,7 +438,8 @@ class Limits:
         v2 = (CGROUP_ROOT / "cgroup.controllers").is_file()
         wanted = {"memory": ("memory.max" if v2 else "memory.limit_in_bytes", str(memory_mb * 2**20)),
                   "pids": ("pids.max", str(PIDS_MAX)),
-                  "cpu": ("cpu.max", f"{int(cpus * 100000)} 100000") if v2 else ("cpu.cfs_quota_us", str(int(cpus * 100000)))}
+                  "cpu": ("cpu.max", f"{int(cpus * 100000)} 100000") if v2
+                  else ("cpu.cfs_quota_us", str(int(cpus * 100000)))}
         for controller, (knob, value) in wanted.items():
             folder = CGROUP_ROOT / name if v2 else CGROUP_ROOT / controller / name
             try:
@@ -499,10 +504,13 @@ def run(box: Sandbox, argv: list[str], ws: Path, out: Path, env: dict[str, str],
         _hand_over(out, ws, setpriv_uid(slot))
     t0 = time.monotonic()
     with open(log, "wb") as handle:
-        kw = dict(env=env, cwd=ws) if box.kind in ("none", "setpriv") else dict(env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+        kw = dict(env=env, cwd=ws) if box.kind in ("none",
+                                                   "setpriv") else dict(env={"PATH": os.environ.get("PATH",
+                                                                                                    "/usr/bin:/bin")})
         rlimits = dict(nproc=PIDS_MAX, cpu_seconds=int(timeout * max(1.0, box.cpus)) + 10) if setpriv else {}
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT,
-                                preexec_fn=_limit(box.memory_mb, limits, **rlimits) if os.name == "posix" else None, **kw)
+                                preexec_fn=_limit(box.memory_mb, limits, **rlimits) if os.name == "posix" else None,
+                                **kw)
         rc = None
         try:
             rc = proc.wait(timeout=timeout)

@@ -69,7 +69,8 @@ def _package_root(files: list[tuple[str, ...]], where: str) -> tuple[str, ...]:
     found = {parts[:-2] for parts in files if len(parts) in (2, 3) and parts[-2] == "minilm" and parts[-1] in names}
     if not found:
         expected = ", ".join(f"minilm/{m}.py" for m in tasks.EXERCISE_MODULES[:2])
-        raise SubmissionError(f"no minilm package found in {where} (expected {expected} … at the top or one folder down)")
+        raise SubmissionError(f"no minilm package found in {where} (expected {expected} … at the top or one "
+                              "folder down)")
     top = min(len(p) for p in found)
     roots = sorted(p for p in found if len(p) == top)
     if len(roots) > 1:
@@ -134,7 +135,8 @@ def from_dir(root: Path, source: str) -> Submission:
         elif not stat.S_ISREG(st.st_mode):
             found[m] = f"minilm/{m}.py is not a regular file: graded as the stub"
         elif st.st_size > MAX_MODULE_BYTES:
-            found[m] = f"minilm/{m}.py is {st.st_size:,} bytes, over the {MAX_MODULE_BYTES:,}-byte limit: graded as the stub"
+            found[m] = (f"minilm/{m}.py is {st.st_size:,} bytes, over the {MAX_MODULE_BYTES:,}-byte limit: "
+                        "graded as the stub")
         else:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
             with os.fdopen(fd, "rb") as f:
@@ -148,7 +150,8 @@ def from_zip(path: Path, source: str) -> Submission:
             infos = z.infolist()
             if len(infos) > MAX_ZIP_MEMBERS:
                 raise SubmissionError(f"{path.name} holds {len(infos):,} files, over the {MAX_ZIP_MEMBERS:,} limit")
-            members = {tuple(p for p in i.filename.replace("\\", "/").split("/") if p): i for i in infos if not i.is_dir()}
+            members = {tuple(p for p in i.filename.replace("\\", "/").split("/") if p): i for i in infos
+                       if not i.is_dir()}
             pkg = _package_root(list(members), path.name)
             found: dict[str, bytes | str] = {}
             for m in tasks.EXERCISE_MODULES:
@@ -159,7 +162,8 @@ def from_zip(path: Path, source: str) -> Submission:
                     found[m] = f"minilm/{m}.py is a symlink in the archive: graded as the stub"
                     continue
                 if info.file_size > MAX_MODULE_BYTES:
-                    found[m] = f"minilm/{m}.py is {info.file_size:,} bytes, over the {MAX_MODULE_BYTES:,}-byte limit: graded as the stub"
+                    found[m] = (f"minilm/{m}.py is {info.file_size:,} bytes, over the {MAX_MODULE_BYTES:,}-byte "
+                                "limit: graded as the stub")
                     continue
                 with z.open(info) as f:  # never trust the header's size: read at most the limit
                     data = f.read(MAX_MODULE_BYTES + 1)
@@ -168,7 +172,8 @@ def from_zip(path: Path, source: str) -> Submission:
                 else:
                     found[m] = data
     except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError, OSError) as e:
-        raise SubmissionError(f"{path.name} is not a readable zip archive ({type(e).__name__}: {str(e)[:100]})") from None
+        raise SubmissionError(f"{path.name} is not a readable zip archive "
+                              f"({type(e).__name__}: {str(e)[:100]})") from None
     return _finish(pkg[0] if pkg else path.stem, source, found)
 
 

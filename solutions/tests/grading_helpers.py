@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from minilm.course import tasks
-from solutions.grading import sandbox
 from solutions import make_stubs
+from solutions.grading import sandbox
 
 ROOT = tasks.ROOT
 NOTEBOOKS = ["01_linear", "03_rmsnorm"]
@@ -126,10 +126,12 @@ def build_grader_image(scratch: Path) -> None:
                 os.link(wheel, local / wheel.name)
             except OSError:
                 shutil.copy2(wheel, local / wheel.name)
-    ca = next((f for f in (os.environ.get("PIP_CERT"), os.environ.get("SSL_CERT_FILE")) if f and os.path.isfile(f)), None)
+    ca = next((f for f in (os.environ.get("PIP_CERT"), os.environ.get("SSL_CERT_FILE")) if f and os.path.isfile(f)),
+              None)
     if ca:
         shutil.copy2(ca, local / "host.crt")
     base = os.environ.get("MINILM_DOCKER_BASE")
-    r = subprocess.run(["docker", "build", "--force-rm", "--network", "host", *(["--build-arg", f"BASE={base}"] if base else []),
+    r = subprocess.run(["docker", "build", "--force-rm", "--network", "host",
+                        *(["--build-arg", f"BASE={base}"] if base else []),
                         "-t", sandbox.IMAGE, str(context)], capture_output=True, text=True, timeout=3600)
     assert r.returncode == 0, f"docker build failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"

@@ -12,9 +12,9 @@ import sys
 import pytest
 import torch
 
+from benchmarks.builtins_model import BuiltinsLM
 from minilm.course import tasks
 from minilm.course.spec import lm_parameter_count, lm_state_dict_keys
-from benchmarks.builtins_model import BuiltinsLM
 
 ROOT = tasks.ROOT
 

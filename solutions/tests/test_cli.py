@@ -11,9 +11,9 @@ import re
 import shlex
 import subprocess
 import sys
-import tomllib
 
 import pytest
+import tomllib
 
 from minilm.course import cli, tasks
 
@@ -64,7 +64,8 @@ def test_the_readme_and_docs_use_only_minilm_subcommands():
         used = {argv[0] for argv in readme_commands([path])}
         assert used <= known, f"{path.relative_to(ROOT)} shows commands minilm does not have: {used - known}"
         blocks = "".join(bash_blocks(path))
-        assert not re.search(r"python -m (minilm|solutions\.(release|notebooks|make_stubs|export|expected))\b", blocks), \
+        assert not re.search(r"python -m (minilm|solutions\.(release|notebooks|make_stubs|export|expected))\b",
+                             blocks), \
             f"{path.relative_to(ROOT)}: a module run instead of its minilm subcommand"
     used = {argv[0] for argv in readme_commands()}
     assert {"status", "check", "test", "train", "grade", "release", "notebooks", "stubs", "export", "expected"} <= used
@@ -105,7 +106,8 @@ def test_test_runs_only_the_tasks_tests_and_the_notebook_only_when_asked():
     assert r.returncode == 0, r.stdout + r.stderr
     collected = [line for line in r.stdout.splitlines() if "::" in line or "<" in line]
     assert collected and not any(".ipynb" in line for line in collected)
-    assert any("test_rmsnorm.py" in line for line in collected) and not any("test_linear.py" in line for line in collected)
+    assert any("test_rmsnorm.py" in line for line in collected) and not any("test_linear.py" in line
+                                                                            for line in collected)
     r = minilm("test", "3.1", "--notebook", "--impl", "solutions", "--", "--collect-only")
     assert any("03_rmsnorm.ipynb" in line for line in r.stdout.splitlines()), r.stdout
     # A task's slow tests (a training run) only with --slow (or --notebook).
@@ -141,7 +143,8 @@ def test_instructor_commands_are_offered_only_where_solutions_is_installed(monke
     assert cli.main(["release", "out"]) == 2
     assert capsys.readouterr().err.startswith("minilm release: an instructor's command; it needs the reference")
     assert cli.main(["nonsense"]) == 2
-    assert capsys.readouterr().err == "minilm: unknown command 'nonsense'; the commands are: status, check, test, train\n"
+    assert capsys.readouterr().err == ("minilm: unknown command 'nonsense'; "
+                                       "the commands are: status, check, test, train\n")
     with pytest.raises(SystemExit):
         cli.main(["--help"])
     assert "release" not in capsys.readouterr().out

@@ -10,10 +10,10 @@ import os
 import re
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from minilm.course import checks, tasks
 
@@ -48,7 +48,8 @@ def test_every_task_has_a_stub_a_notebook_and_a_check(task):
 @pytest.mark.parametrize("task", tasks.TASKS, ids=lambda t: t.id)
 def test_every_task_is_checked_by_a_notebook_cell(task):
     text = (ROOT / task.notebook).read_text(encoding="utf-8")
-    assert re.search(rf'check\((?:[^)]*)\\"{re.escape(task.id)}\\"', text), f"{task.notebook} has no check({task.id!r}) cell"
+    assert re.search(rf'check\((?:[^)]*)\\"{re.escape(task.id)}\\"',
+                     text), f"{task.notebook} has no check({task.id!r}) cell"
 
 
 @pytest.mark.parametrize("task", tasks.TASKS, ids=lambda t: t.id)
@@ -118,7 +119,8 @@ def test_no_provided_function_is_over_80_lines():
     # Provided code reads like nanoGPT: a long function is split along its seams (issue: "the house
     # for readers"). The exercise modules hold stubs; the reference's BPE trainer is in solutions/.
     long = []
-    provided = [*sorted((ROOT / "minilm").rglob("*.py")), *sorted((ROOT / "benchmarks").rglob("*.py")), ROOT / "conftest.py"]
+    provided = [*sorted((ROOT / "minilm").rglob("*.py")), *sorted((ROOT / "benchmarks").rglob("*.py")),
+                ROOT / "conftest.py"]
     for path in provided:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 80:
@@ -218,7 +220,8 @@ def test_readme_tree_names_only_real_paths_and_every_exercise_module():
         if field.endswith("/") and "," not in field:
             folders.append(field)
     assert {"README.md", "pyproject.toml", "environment.yml", "conftest.py", ".ci/run", "docs/", "tests/",
-            "solutions/tests/", "benchmarks/", "minilm/course/rules/", "minilm/course/sandboxed/", "minilm/course/spec/",
+            "solutions/tests/", "benchmarks/", "minilm/course/rules/", "minilm/course/sandboxed/",
+            "minilm/course/spec/",
             "solutions/grading/"} <= named
     assert {f"minilm/{m}.py" for m in tasks.EXERCISE_MODULES} <= named, "README's tree misses an exercise module"
 

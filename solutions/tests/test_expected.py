@@ -71,7 +71,8 @@ def test_the_file_is_small_plain_data():
 NAMED_BY_INVARIANTS = {"targets_not_shifted", "last_start_never_drawn", "tied_lm_head", "no_logsumexp",
                        "scale_per_column", "range_128", "not_buffers", "keeps_float_weight",
                        "lm_head_left_float", "top_level_only", "quantizes_every_weight", "rope_table_one_short"}
-# Notebook 13: a missing bias or final norm, an extra final norm (state_dict keys), a copied head (not the same Parameter).
+# Notebook 13: a missing bias or final norm, an extra final norm (state_dict keys), a copied head (not the same
+# Parameter).
 NAMED_BY_INVARIANTS |= {"layer_norm_no_bias", "classic_missing_final_norm", "final_norm_in_post_norm",
                         "head_copied_not_shared"}
 

@@ -25,10 +25,10 @@ from pathlib import Path
 import pytest
 
 from minilm.course import tasks
-from solutions.grading import gradescope, lms
-from solutions.grading.results import StudentGrade, TaskGrade
 from solutions import export
 from solutions import release as rel
+from solutions.grading import gradescope, lms
+from solutions.grading.results import StudentGrade, TaskGrade
 from solutions.tests.grading_helpers import needs_bwrap, reference, replace_region, stub
 
 ROOT = tasks.ROOT
@@ -120,7 +120,8 @@ def classroom50_problems(doc) -> list[str]:
     if not p and doc["score"] > doc["max-score"]:
         p.append("score over max-score")
     for i, t in enumerate(doc.get("tests") if type(doc.get("tests")) is list else []):
-        if type(t) is not dict or type(t.get("test-name")) is not str or not t["test-name"] or type(t.get("passed")) is not bool:
+        if (type(t) is not dict or type(t.get("test-name")) is not str or not t["test-name"]
+                or type(t.get("passed")) is not bool):
             p.append(f"test {i}: test-name or passed")
             continue
         if any(type(t.get(k)) is not int or t[k] < 0 for k in ("score", "max-score")) or t["score"] > t["max-score"]:
@@ -189,7 +190,8 @@ def test_setup_sh_installs_cpu_torch_bubblewrap_and_the_course(bundle):
     torch = [line for line in lines if "pip install" in line and "torch" in line]
     assert torch and all('"torch==2.13.0" --index-url https://download.pytorch.org/whl/cpu' in line for line in torch)
     assert any('pip install -e "$SOURCE/course[dev]"' in line for line in lines), setup
-    assert lines.index(torch[0]) < next(i for i, line in enumerate(lines) if "pip install -e" in line)  # CPU torch first
+    # CPU torch first
+    assert lines.index(torch[0]) < next(i for i, line in enumerate(lines) if "pip install -e" in line)
     assert "corpus.tokenizer()" in setup and "download_tinyshakespeare" in setup  # the sandbox has no network
     for name, text in (("setup.sh", setup), ("run_autograder", run)):
         r = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True)
@@ -207,7 +209,8 @@ def test_bundle_holds_the_course_and_its_hidden_inputs_and_checks_out(bundle):
     for name in export.EXECUTABLE:
         assert modes[name] & 0o111 and stat.S_ISREG(modes[name]), name
     for path in ("course/solutions/hidden_cases.py", "course/solutions/mistakes.py", "course/solutions/linear.py",
-                 "course/solutions/grading/gradescope.py", "course/minilm/course/tasks.py", "course/notebooks/01_linear.ipynb",
+                 "course/solutions/grading/gradescope.py", "course/minilm/course/tasks.py",
+                 "course/notebooks/01_linear.ipynb",
                  "course/notebooks/sanitize.cfg", "course/pyproject.toml", "course/conftest.py"):
         assert path in names, path
     assert not [n for n in names if "/tests/" in n or "__pycache__" in n or n.endswith(".pyc")]
@@ -244,12 +247,14 @@ def test_a_corrupt_bundle_is_one_line(bundle, tmp_path, capsys):
 
 def test_a_damaged_unpacked_bundle_stops_with_one_line_and_no_results(bundle, tmp_path):
     root = unpack(bundle, tmp_path)
-    shutil.copytree(ROOT / "solutions", root / "submission" / "minilm", ignore=shutil.ignore_patterns("tests", "__pycache__"))
+    shutil.copytree(ROOT / "solutions", root / "submission" / "minilm",
+                    ignore=shutil.ignore_patterns("tests", "__pycache__"))
     victim = root / "source" / "course" / "solutions" / "hidden_cases.py"
     victim.write_text(victim.read_text(encoding="utf-8").replace("hidden", "hiddn", 1), encoding="utf-8")
     r = run_autograder(root)
     assert r.returncode == 2, r.stdout + r.stderr
-    assert r.stderr.strip() == ("autograder: the autograder bundle is corrupt: course/solutions/hidden_cases.py differs "
+    assert r.stderr.strip() == ("autograder: the autograder bundle is corrupt: course/solutions/hidden_cases.py "
+                                "differs "
                                 "from MANIFEST.json; rebuild it with `minilm export gradescope`")
     assert list((root / "results").iterdir()) == []
 
@@ -288,7 +293,8 @@ def _task(points, max_points, message, *, mistake=None, hidden=False, rules=(), 
 def test_results_json_keeps_hidden_verdicts_until_grades_are_published():
     hidden_msg = ("linear on an input the notebook does not show (float64 inputs): out: expected a tensor of shape "
                   "(5, 3), dtype float64, got a tensor of shape (5, 3), dtype float32")
-    grades = {"students": [{"student": "s", "total": 3, "max": 10, "unsandboxed": False, "notes": ["minilm/rope.py is missing: graded as the stub"],
+    grades = {"students": [{"student": "s", "total": 3, "max": 10, "unsandboxed": False,
+                            "notes": ["minilm/rope.py is missing: graded as the stub"],
                             "problems": [], "tasks": {
         "1.1": _task(0, 2, hidden_msg, hidden=True),
         "1.2": _task(3, 3, "Linear matches the reference on 1 notebook input(s) and 1 hidden one(s)"),
@@ -309,8 +315,10 @@ def test_results_json_keeps_hidden_verdicts_until_grades_are_published():
         seen, graded = tests[f"{title}: notebook inputs, rules, check cells"], tests[f"{title}: graded"]
         assert seen["visibility"] == "visible" and seen["max_score"] == 0 == seen["score"]
         assert graded["visibility"] == "after_published" and graded["max_score"] == r["max"]
-        assert graded["score"] == r["points"] and graded["status"] == ("passed" if r["points"] == r["max"] else "failed")
-        assert "does not show" not in seen["output"] and "hidden" not in seen["output"], seen  # nothing hidden before publishing
+        assert graded["score"] == r["points"] and graded["status"] == ("passed" if r["points"] == r["max"]
+                                                                       else "failed")
+        # nothing hidden before publishing
+        assert "does not show" not in seen["output"] and "hidden" not in seen["output"], seen
     assert tests["Task 1.1: linear: y = x Wᵀ: notebook inputs, rules, check cells"]["status"] == "passed"
     assert tests["Task 1.1: linear: y = x Wᵀ: graded"]["output"] == f"0/2 points\n{hidden_msg}"
     mistake = tests["Task 3.1: rms_norm: notebook inputs, rules, check cells"]
@@ -319,7 +327,8 @@ def test_results_json_keeps_hidden_verdicts_until_grades_are_published():
     assert rule["status"] == "failed" and rule["output"].splitlines() == [
         "from scratch: Task 6.1: your softmax calls torch.softmax", "the notebook's inputs: passed"]
     cell = tests["Task 3.2: RMSNorm module: notebook inputs, rules, check cells"]
-    assert cell["status"] == "failed" and "`notebooks/01_linear.ipynb`, check cell (code cell 3): failed" in cell["output"]
+    assert cell["status"] == "failed"
+    assert "`notebooks/01_linear.ipynb`, check cell (code cell 3): failed" in cell["output"]
 
 
 def float32_linear() -> str:
@@ -382,7 +391,8 @@ def test_run_autograder_feedback_students_can_act_on(gradescope_runs):
     assert "dtype float64" in graded["output"] and "shape (5, 3)" in graded["output"]
     assert tests["Task 1.2: Linear module and its initialization: graded"]["status"] == "passed"
     assert "minilm/rmsnorm.py is missing: graded as the stub" in partial["output"]
-    for doc in (partial, results_of(gradescope_runs, "reference")):  # the grader's words only: no test source, no values
+    # the grader's words only: no test source, no values
+    for doc in (partial, results_of(gradescope_runs, "reference")):
         text = json.dumps(doc, ensure_ascii=False)
         assert "def " not in text and "tensor([" not in text and "hidden_cases" not in text
 
@@ -476,12 +486,14 @@ def test_grade_writes_the_gradebook_with_absent_students_at_zero(tmp_path):
     roster = write_roster(tmp_path / "roster.csv", [HEADER, ["alice", "101", "Alice A", "1", "s101"],
                                                     ["carol", "103", "Carol C", "2", "s103"]])
     out = tmp_path / "grades"
-    r = run_grade(str(sub), "--tasks", "1.1", "--out", str(out), "--lms", "canvas", "--roster", str(roster), "--jobs", "2")
+    r = run_grade(str(sub), "--tasks", "1.1", "--out", str(out), "--lms", "canvas", "--roster", str(roster), "--jobs",
+                  "2")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "grade: no submission, 0 points: carol" in r.stdout.splitlines()
     rows = list(csv.reader((out / "gradebook-canvas.csv").read_text(encoding="utf-8").splitlines()))
     assert rows == [["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "minilm Task 1.1", "minilm total"],
-                    ["Alice A", "101", "s101", "", "1", str(P11), str(P11)], ["Carol C", "103", "s103", "", "2", "0", "0"]]
+                    ["Alice A", "101", "s101", "", "1", str(P11), str(P11)],
+                    ["Carol C", "103", "s103", "", "2", "0", "0"]]
     assert sorted(p.name for p in out.iterdir()) == ["feedback", "gradebook-canvas.csv", "grades.csv", "grades.json"]
 
 
@@ -534,7 +546,9 @@ def test_classroom50_scores_the_visible_checks_in_a_student_edition(classroom50,
     r, doc, output = run_classroom50(classroom50, repo, tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert classroom50_problems(doc) == [] and doc["score"] == P11 + P12 and all(t["passed"] for t in doc["tests"])
-    assert (doc["owner"], doc["classroom"], doc["submission"]) == ("alice", "ml-101", "submit/2026-01-01T00-00-00Z-abc1234")
+    assert (doc["owner"], doc["classroom"], doc["submission"]) == ("alice", "ml-101",
+                                                                   "submit/2026-01-01T00-00-00Z-abc1234")
     assert "status=success" in output.splitlines()
     body = (repo / "release-body.md").read_text(encoding="utf-8")
-    assert f"### minilm visible checks: {P11 + P12}/{P11 + P12}" in body and "| Task 1.1: linear: y = x Wᵀ | 2/2 | PASS |" in body
+    assert f"### minilm visible checks: {P11 + P12}/{P11 + P12}" in body
+    assert "| Task 1.1: linear: y = x Wᵀ | 2/2 | PASS |" in body

@@ -211,10 +211,12 @@ def test_how_it_differs_names_each_pattern():
     nan[1, 2, 3] = float("nan")
     expect = [(want * 3, "3 times the expected one"), (-want, "wrong sign"), (want + 0.5, "off by the same +0.5"),
               (want.flip(1), "in the wrong places"), (torch.softmax(want, -1), "sums to 1"),
-              (want.abs() ** 2, None), (drift, "axis 1 (size 5) positions 0–2 match and every later one differs, from position 3 on"),
+              (want.abs() ** 2, None),
+              (drift, "axis 1 (size 5) positions 0–2 match and every later one differs, from position 3 on"),
               (column, "axis 2 (size 4) positions 0, 2 and 3 match; position 1 differs"),
               (nan, "NaN or inf at 1 of 40 entries"),
-              (want + torch.randn(2, 5, 4, generator=torch.Generator().manual_seed(1)), "values differ from the expected")]
+              (want + torch.randn(2, 5, 4, generator=torch.Generator().manual_seed(1)),
+               "values differ from the expected")]
     for got, words in expect:
         message = how_it_differs(got, want)
         if words is not None:

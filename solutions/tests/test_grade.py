@@ -29,12 +29,28 @@ from minilm.course import tasks
 from minilm.course.cells import NBVAL_CELL, cell_position, check_cells, checked_tasks
 from solutions.grading import judge, notebooks, reports, sandbox, submissions
 from solutions.grading.results import CellResult, TaskGrade
-
 from solutions.tests.grading_helpers import (
-    ALL, CELL_TIMEOUT, NOTEBOOKS, P11, P12, P31, P32, POINTS, ROOT, append, course_digest, expected_line,
-    build_grader_image, keep_only, prepend, reference, replace_region, run_grade, stub, submission,
+    ALL,
+    CELL_TIMEOUT,
+    NOTEBOOKS,
+    P11,
+    P12,
+    P31,
+    P32,
+    POINTS,
+    ROOT,
+    append,
+    build_grader_image,
+    course_digest,
+    expected_line,
+    keep_only,
+    prepend,
+    reference,
+    replace_region,
+    run_grade,
+    stub,
+    submission,
 )
-
 
 # ---------------------------------------------------------------- the adversaries
 
@@ -291,9 +307,11 @@ def shortcuts() -> dict[str, dict[str, str]]:
     linear, rms = reference("linear"), reference("rmsnorm")
     aliased = replace_region(linear.replace("import torch\n", "import torch\nimport torch.nn.functional as G\n", 1),
                              "1.1", "return G.linear(x, weight)")
-    computed = replace_region(rms, "3.1", 'return getattr(torch.nn.functional, "rms" + "_norm")(x, (x.shape[-1],), weight, eps)')
+    computed = replace_region(rms, "3.1",
+                              'return getattr(torch.nn.functional, "rms" + "_norm")(x, (x.shape[-1],), weight, eps)')
     at_grading = replace_region(linear.replace("import torch\n", "import torch\nimport os\n", 1), "1.1",
-                                'return torch.ops.aten.linear(x, weight) if os.environ.get("MINILM_RESULTS") else x @ weight.T')
+                                'return torch.ops.aten.linear(x, weight) if os.environ.get("MINILM_RESULTS") else x @ '
+                                'weight.T')
     oracle = replace_region(rms.replace("import torch\n", "import torch\nfrom minilm import oracles\n", 1), "3.1",
                             "return oracles.rms_norm(x, weight, eps)")
     return {"builtins_behind_aliases": {"linear": aliased, "rmsnorm": computed},
@@ -307,7 +325,8 @@ def third_red_team() -> dict[str, str]:
     honest Linear and RMSNorm that call them keep their points (a refused helper costs its own task)."""
     linear = replace_region(reference("linear"), "1.1", "self = torch.nn.functional\nreturn self.linear(x, weight)")
     rms = replace_region(reference("rmsnorm"), "3.1", "backend = einops._backends.get_backend(x)\n"
-                                                       "return backend.torch.nn.functional.rms_norm(x, x.shape[-1:], weight, eps)")
+                                                       "return backend.torch.nn.functional.rms_norm(x, x.shape[-1:], "
+                                                       "weight, eps)")
     return {"linear": linear, "rmsnorm": prepend(rms, "import einops\n")}
 
 
@@ -322,11 +341,13 @@ def build_batch(tmp: Path, out: Path, port: int) -> dict[str, tuple[Path, int]]:
 
     # First, so that later submissions would inherit its poison.
     reader = reads_answers_and_exfiltrates()
-    add("poisons_reads_answers_exfiltrates", 0, linear=prepend(reader["linear"], poison_code()), rmsnorm=reader["rmsnorm"])
+    add("poisons_reads_answers_exfiltrates", 0, linear=prepend(reader["linear"], poison_code()),
+        rmsnorm=reader["rmsnorm"])
     add("reference", ALL, linear=reference("linear"), rmsnorm=reference("rmsnorm"))
     add("partial", P11 + P12 + P31, linear=reference("linear"), rmsnorm=keep_only("rmsnorm", {"3.1"}))
     forged, (copy, sabotage) = forger(), copy_and_sabotage_code(batch["reference"][0])
-    add("forges_copies_sabotages", 0, linear=append(forged["linear"], copy), rmsnorm=prepend(forged["rmsnorm"], sabotage))
+    add("forges_copies_sabotages", 0, linear=append(forged["linear"], copy),
+        rmsnorm=prepend(forged["rmsnorm"], sabotage))
     add("always_equal_and_hangs", P32, **always_equal_and_hangs())
     cut = shortcuts()
     add("builtins_behind_aliases", P12 + P32, **cut["builtins_behind_aliases"])
@@ -414,7 +435,8 @@ def batch(request, tmp_path_factory):
                 victim_files=victim_files)
 
 
-BATCH = ["poisons_reads_answers_exfiltrates", "reference", "partial", "forges_copies_sabotages", "always_equal_and_hangs",
+BATCH = ["poisons_reads_answers_exfiltrates", "reference", "partial", "forges_copies_sabotages",
+         "always_equal_and_hangs",
          "builtins_behind_aliases", "grading_time_and_oracles", "daemon_crash_network_memory", "third_red_team",
          "bad_files_outer", "bomb", "corrupt", "friend"]
 
@@ -469,7 +491,8 @@ def test_feedback_is_the_graders_own_words(batch):
     assert reader["1.1"]["message"] == tasks.get("1.1").todo_message(), reader["1.1"]
     assert "matches the reference" not in results["forges_copies_sabotages"]["tasks"]["1.1"]["message"]
     bad = feedback("bad_files_outer")
-    for line in ("minilm/rmsnorm.py:", "syntax error", "minilm/swiglu.py is not UTF-8", "minilm/attention.py is missing",
+    for line in ("minilm/rmsnorm.py:", "syntax error", "minilm/swiglu.py is not UTF-8",
+                 "minilm/attention.py is missing",
                  "minilm/embedding.py is a symlink", "minilm/rope.py is 1,073,741,824 bytes"):
         assert line in bad, (line, bad)
     assert "minilm/rmsnorm.py unpacks to over" in feedback("bomb") or "over the" in feedback("bomb")
@@ -556,9 +579,9 @@ def test_the_worker_never_runs_a_full_unpickler(tmp_path, monkeypatch, capsys):
 
 
 def test_every_task_has_a_probe_that_the_reference_passes_and_each_mistake_fails():
-    from solutions import hidden_cases, mistakes
     from minilm.course import spec
     from minilm.course.sandboxed import worker
+    from solutions import hidden_cases, mistakes
 
     assert judge.STUB == worker.STUB  # the results' one word of format that both sides spell
 
@@ -611,7 +634,8 @@ def test_submissions_are_read_without_following_links_or_unpacking(tmp_path):
     assert sub.modules["linear"].decode() == reference("linear")
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "notes.txt").write_text("hi")
-    with pytest.raises(submissions.SubmissionError, match=r"no minilm package found in .*empty \(expected minilm/linear.py"):
+    with pytest.raises(submissions.SubmissionError,
+                       match=r"no minilm package found in .*empty \(expected minilm/linear.py"):
         submissions.resolve(str(tmp_path / "empty"), tmp_path / "y")
     (tmp_path / "link").mkdir()
     (tmp_path / "link" / "minilm").symlink_to(src / "minilm")
@@ -634,7 +658,8 @@ def test_feedback_names_a_check_cell_where_students_find_it():
     nb = json.loads((ROOT / "notebooks" / "03_rmsnorm.ipynb").read_text(encoding="utf-8"))
     (code_index, _), = [(i, ids) for i, ids in check_cells(nb).items() if ids == ["3.1"]]
     position = cell_position(nb, code_index)
-    assert nb["cells"][position - 1]["cell_type"] == "code" and 'check("3.1")' in "".join(nb["cells"][position - 1]["source"])
+    cell = nb["cells"][position - 1]
+    assert cell["cell_type"] == "code" and 'check("3.1")' in "".join(cell["source"])
     assert position > code_index + 1  # text cells come before it
     r = TaskGrade(0, 2, "x", cells=[CellResult("03_rmsnorm", code_index, "failed", position)])
     assert f"`notebooks/03_rmsnorm.ipynb`, check cell {position}: failed" in reports.task_lines(r)
@@ -716,7 +741,8 @@ def test_without_a_sandbox_the_attacks_are_real_and_every_report_says_so(tmp_pat
     r = run_grade(str(victim), str(reader), str(copier), "--tasks", "1.1", "--no-sandbox", "--jobs", "2",
                   "--out", str(tmp_path / "out"), "--cell-timeout", "60")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    got = {s["student"]: s["tasks"]["1.1"] for s in json.loads((tmp_path / "out" / "grades.json").read_text())["students"]}
+    got = {s["student"]: s["tasks"]["1.1"]
+           for s in json.loads((tmp_path / "out" / "grades.json").read_text())["students"]}
     for name in ("victim", "reader", "copier"):
         assert got[name]["message"].startswith("linear matches the reference"), got[name]
     assert got["victim"]["points"] == P11 and got["reader"]["points"] == got["copier"]["points"] == 0

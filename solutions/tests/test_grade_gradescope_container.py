@@ -100,7 +100,8 @@ def build_context(folder: Path, wheel: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "Dockerfile").write_text(DOCKERFILE, encoding="utf-8")
     (folder / "requirements.txt").write_text(requirements(), encoding="utf-8")
-    cas = [os.environ.get(v) for v in ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")] + ["/etc/ssl/certs/ca-certificates.crt"]
+    cas = [os.environ.get(v)
+           for v in ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")] + ["/etc/ssl/certs/ca-certificates.crt"]
     ca = next((Path(c) for c in cas if c and Path(c).is_file()), None)
     (folder / "ca-bundle.crt").write_bytes(ca.read_bytes() if ca else b"")
     (folder / "wheels").mkdir()
@@ -128,7 +129,8 @@ def build_image(folder: Path) -> float:
         pytest.skip("no CPU torch wheel for this Python in PIP_FIND_LINKS (/opt/wheels) to build the image from")
     context = build_context(folder, wheel)
     t0 = time.monotonic()
-    r = subprocess.run(["docker", "build", "--network", "host", "--build-arg", f"BASE={BASE}", "-t", IMAGE, str(context)],
+    r = subprocess.run(["docker", "build", "--network", "host", "--build-arg", f"BASE={BASE}", "-t", IMAGE,
+                        str(context)],
                        capture_output=True, text=True, timeout=3600)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     return time.monotonic() - t0
@@ -199,7 +201,12 @@ if _os.fork() == 0:
 def container_batch() -> dict[str, tuple[dict[str, str], int]]:
     """name → (the uploaded files, the exact points on 01_linear + 03_rmsnorm)."""
     from solutions.tests.grading_helpers import ALL, FUTURE, P32, append, prepend, reference, stub
-    from solutions.tests.test_grade import daemon_crash_network_memory, forger, poison_code, reads_answers_and_exfiltrates
+    from solutions.tests.test_grade import (
+        daemon_crash_network_memory,
+        forger,
+        poison_code,
+        reads_answers_and_exfiltrates,
+    )
 
     reader = reads_answers_and_exfiltrates()
     forged = forger()
@@ -208,7 +215,8 @@ def container_batch() -> dict[str, tuple[dict[str, str], int]]:
         "reference": ({"linear": reference("linear"), "rmsnorm": reference("rmsnorm")}, ALL),
         # No work; reads, runs and poisons what it can reach (linear), forges verdicts and results
         # and leaves a daemon that forges results.json and kills what it may (rmsnorm).
-        "reads_poisons_forges_outlives": ({"linear": append(prepend(reader["linear"], poison_code()), REACH_IN_THE_CONTAINER),
+        "reads_poisons_forges_outlives": ({"linear": append(prepend(reader["linear"], poison_code()),
+                                                            REACH_IN_THE_CONTAINER),
                                            "rmsnorm": prepend(forged["rmsnorm"], forged["linear"].split("def linear")[0]
                                                               .split(FUTURE, 1)[-1] + OUTLIVE_AND_KILL)}, 0),
         # A detached daemon, os._exit at import, a connection out, 4 GB on every call: 3.2 is real work.
@@ -234,7 +242,8 @@ def run_in_container(files: dict[str, str], root: Path) -> tuple[subprocess.Comp
     for module, text in files.items():
         (sub / "minilm" / f"{module}.py").write_text(text, encoding="utf-8")
     t0 = time.monotonic()
-    r = subprocess.run(["docker", "run", "--rm", "-v", f"{sub}:/autograder/submission", "-v", f"{results}:/autograder/results",
+    r = subprocess.run(["docker", "run", "--rm", "-v", f"{sub}:/autograder/submission", "-v",
+                        f"{results}:/autograder/results",
                         "-e", f"MINILM_GRADE_ARGS={GRADE_ARGS}", IMAGE, "bash", "-c", RUN],
                        capture_output=True, text=True, timeout=1200)
     return r, time.monotonic() - t0
@@ -252,7 +261,8 @@ def container_runs(tmp_path_factory):
         done = dict(zip(batch, pool.map(lambda name: run_in_container(batch[name][0], roots[name]), batch)))
     runs = {name: (done[name][0], roots[name], batch[name][1]) for name in batch}
     seconds = {name: done[name][1] for name in batch}
-    print(f"\ngradescope container: image {build_seconds:.0f} s; " + ", ".join(f"{n} {s:.0f} s" for n, s in seconds.items()))
+    print(f"\ngradescope container: image {build_seconds:.0f} s; " + ", ".join(f"{n} {s:.0f} s" for n,
+                                                                               s in seconds.items()))
     return runs
 
 

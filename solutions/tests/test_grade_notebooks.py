@@ -9,7 +9,6 @@ import pytest
 
 from minilm.course import tasks
 from solutions.grading import submissions
-
 from solutions.tests.grading_helpers import needs_bwrap, prepend, reference, replace_region, run_grade, submission
 
 
@@ -27,7 +26,8 @@ def third_red_team_later_tasks() -> dict[str, str]:
         "return (lse - logits.gather(-1, targets[..., None])[..., 0]).mean()"),
         "10.2", "backend = einops._backends.get_backend(parameters)\n"
                 "return backend.torch.nn.utils.clip_grad_norm_(parameters, max_norm)"),
-        "10.4", "self.inner = self.param_groups[0]['params'][0].optim.AdamW(self.param_groups)\nreturn self.inner.step()")
+        "10.4", "self.inner = self.param_groups[0]['params'][0].optim.AdamW(self.param_groups)\nreturn "
+                "self.inner.step()")
     return {"attention": attention, "training": prepend(training, "import einops\n")}
 
 
@@ -49,7 +49,8 @@ def test_the_data_notebooks_and_the_third_red_teams_later_shortcuts(tmp_path):
     r = run_grade(str(honest), str(attacker), "--notebooks", "06", "09", "10", "11", "--jobs", "2",
                   "--out", str(tmp_path / "out"))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    got = {s["student"]: s for s in json.loads((tmp_path / "out" / "grades.json").read_text(encoding="utf-8"))["students"]}
+    got = {s["student"]: s
+           for s in json.loads((tmp_path / "out" / "grades.json").read_text(encoding="utf-8"))["students"]}
     graded = [t for t in tasks.TASKS if t.notebook[10:12] in ("06", "09", "10", "11")]
     assert got["reference"]["total"] == got["reference"]["max"] == sum(t.points for t in graded)
     shortcuts = LATER_SHORTCUTS

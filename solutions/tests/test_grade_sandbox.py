@@ -15,11 +15,17 @@ import torch
 
 from minilm.course import tasks
 from solutions.grading import judge, sandbox, submissions
-
 from solutions.tests.grading_helpers import (
-    ALL, NOTEBOOKS, ROOT, needs_bwrap, prepend, reference, run_grade, stub, submission,
+    ALL,
+    NOTEBOOKS,
+    ROOT,
+    needs_bwrap,
+    prepend,
+    reference,
+    run_grade,
+    stub,
+    submission,
 )
-
 
 # ---------------------------------------------------------------- the grader's own Python, wherever it is
 
@@ -196,7 +202,8 @@ def test_no_output_can_exhaust_the_judge(tmp_path):
     # Honest outputs pass the bounds unchanged: the reference's own, through the worker's plain data.
     from minilm.course.sandboxed import worker
 
-    honest = [{"ok": True, "out": {k: worker._plain(v) for k, v in out.items()}} for out in judge.expected("1.2", cases)]
+    honest = [{"ok": True, "out": {k: worker._plain(v) for k, v in out.items()}}
+              for out in judge.expected("1.2", cases)]
     torch.save(honest, path)
     assert judge.judge_task("1.2", cases, n, judge.load_results(path, len(cases))).ok
 
@@ -251,7 +258,8 @@ def test_a_task_cannot_write_another_tasks_results(tmp_path):
     ws, out = tmp_path / "ws", tmp_path / "out"
     shutil.copytree(tasks.PACKAGE_DIR, ws / "minilm", ignore=cli._ignore)
     for module in tasks.EXERCISE_MODULES:
-        (ws / "minilm" / f"{module}.py").write_text(stub(module) if module != "rmsnorm" else prepend(stub(module), FORGER))
+        (ws / "minilm" / f"{module}.py").write_text(stub(module) if module != "rmsnorm"
+                                                    else prepend(stub(module), FORGER))
     out.mkdir()
     cases = {t: judge.make_cases(t, 4)[0] for t in ("1.1", "3.1")}
     torch.save({"tasks": ["1.1", "3.1"], "cases": cases}, ws / "cases.pt")
@@ -266,7 +274,7 @@ def test_a_task_cannot_write_another_tasks_results(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["1.1.pt", "3.1.pt"]
 
 
-# ---------------------------------------------------------------- setpriv: root without namespaces (Gradescope's container)
+# ---------------------------------------------------------------- setpriv: root without namespaces (Gradescope's)
 
 
 needs_setpriv = pytest.mark.skipif(sandbox.setpriv_path() is None,
@@ -349,7 +357,8 @@ def test_setpriv_closes_the_reference_classmates_and_the_workspace_and_leaves_no
             out.mkdir()
             box.prepare(ws, out, slot)
         ws, out, log = scratch / "s0" / "ws", scratch / "s0" / "out", scratch / "s0" / "log"
-        argv = ["probe.py", str(secret), str(scratch / "s1" / "ws"), str(scratch / "s1" / "out"), str(scratch), str(out),
+        argv = ["probe.py", str(secret), str(scratch / "s1" / "ws"), str(scratch / "s1" / "out"), str(scratch),
+                str(out),
                 ending]
         run = sandbox.run(box, argv, ws, out, box.env({}, ws, out), 0, timeout=5 if ending == "hang" else 60, log=log)
         uid = sandbox.setpriv_uid(0)

@@ -292,7 +292,8 @@ HONEST = {
                 return max_lr * it / warmup_iters
             if it > cosine_cycle_iters:
                 return min_lr
-            return min_lr + (1 + math.cos(math.pi * (it - warmup_iters) / (cosine_cycle_iters - warmup_iters))) / 2 * (max_lr - min_lr)
+            progress = (it - warmup_iters) / (cosine_cycle_iters - warmup_iters)
+            return min_lr + (1 + math.cos(math.pi * progress)) / 2 * (max_lr - min_lr)
 
         class AdamW(torch.optim.Optimizer):
             @torch.no_grad()

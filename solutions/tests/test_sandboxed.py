@@ -81,7 +81,8 @@ def test_cells_tied_only_to_a_task_that_ran_over_fail_without_running(tmp_path):
     ])
     (tmp_path / "notebooks" / "t.ipynb").write_text(json.dumps(nb), encoding="utf-8")
     env = {**os.environ, "MINILM_RESULTS": str(tmp_path / "out")}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "minilm.course.sandboxed.nbval_plugin", "-p", "no:xdist",
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "minilm.course.sandboxed.nbval_plugin", "-p",
+                           "no:xdist",
                            "--nbval-cell-timeout=5", "--junitxml=junit.xml", "notebooks/t.ipynb"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     cases = {tc.get("name"): tc for tc in ET.parse(tmp_path / "junit.xml").iter("testcase")}
@@ -90,6 +91,7 @@ def test_cells_tied_only_to_a_task_that_ran_over_fail_without_running(tmp_path):
     outcome = {name: "passed" if not [c for c in tc if c.tag in ("failure", "error", "skipped")] else "failed"
                for name, tc in cases.items()}
     assert outcome == {"cell 1": "passed", "cell 2 (check of Task 3.1)": "failed", "cell 3 (uses Task 3.1)": "failed",
-                       "cell 4 (check of Task 3.2)": "passed", "cell 5 (check of Task 3.2)": "passed"}, proc.stdout[-3000:]
+                       "cell 4 (check of Task 3.2)": "passed",
+                       "cell 5 (check of Task 3.2)": "passed"}, proc.stdout[-3000:]
     assert "Timeout of 5 seconds" in cases["cell 2 (check of Task 3.1)"].find("failure").get("message")
     assert float(cases["cell 3 (uses Task 3.1)"].get("time")) < 5  # not run: it would have hung for the whole 5 s

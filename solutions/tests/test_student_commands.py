@@ -15,9 +15,9 @@ import pytest
 
 from minilm.course import tasks
 from minilm.course.cells import check_cells, checked_tasks
-from solutions.grading import notebooks
 from solutions import make_stubs
 from solutions import release as rel
+from solutions.grading import notebooks
 from solutions.tests.test_release import student_env
 
 

@@ -93,19 +93,22 @@ def test_a_module_the_plot_cannot_use_gets_one_line_not_a_traceback(capsys, monk
     with needs("6.3"):
         va.attention_weights(attn, torch.randn(5, 32))
     out = capsys.readouterr().out
-    assert out.startswith("✗ Task 6.3: your MultiHeadSelfAttention's q_proj, k_proj or rope raised") and out.count("\n") == 1, out
+    assert out.startswith("✗ Task 6.3: your MultiHeadSelfAttention's q_proj, k_proj or rope raised"), out
+    assert out.count("\n") == 1, out
     del attn.k_proj
     with pytest.raises(CannotShow, match=r"^Task 6\.3: .*k_proj"):
         va.attention_weights(attn, torch.randn(5, 32))
 
     def stub(q, k, v, mask=None):
-        raise NotImplementedError("Task 6.2 is not implemented yet: write scaled_dot_product_attention in minilm/attention.py")
+        raise NotImplementedError("Task 6.2 is not implemented yet: write scaled_dot_product_attention in "
+                                  "minilm/attention.py")
 
     monkeypatch.setattr(minilm.exercise_module("attention"), "scaled_dot_product_attention", stub)
     with needs("6.3"):
         va.attention_weights(InlineAttention(32, 4, 16, 10000.0), torch.randn(5, 32))
     assert capsys.readouterr().out.startswith("… Task 6.2 is not implemented yet")
-    monkeypatch.setattr(minilm.exercise_module("attention"), "scaled_dot_product_attention", lambda q, k, v, mask=None: q)
+    monkeypatch.setattr(minilm.exercise_module("attention"), "scaled_dot_product_attention", lambda q, k, v,
+                        mask=None: q)
     with needs("6.3"):
         va.attention_weights(InlineAttention(32, 4, 16, 10000.0), torch.randn(5, 32))
     assert capsys.readouterr().out.startswith("✗ Task 6.2: your scaled_dot_product_attention returned (4, 5, 8)")

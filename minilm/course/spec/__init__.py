@@ -140,7 +140,8 @@ def load_state(module: nn.Module, state: dict) -> None:
     module.load_state_dict({k: v.clone() for k, v in state.items()})
 
 
-def weights(g: torch.Generator | int, shapes: dict[str, tuple[int, ...]], scale: float = 0.3) -> dict[str, torch.Tensor]:
+def weights(g: torch.Generator | int, shapes: dict[str, tuple[int, ...]],
+            scale: float = 0.3) -> dict[str, torch.Tensor]:
     """Random weights for a state_dict, in the order of `shapes`: norm gains (ln…) near 1 and their
     biases near 0, so a swapped or missing norm shows; the rest scaled by `scale`."""
     g = gen(g) if isinstance(g, int) else g
@@ -198,7 +199,8 @@ def attention_shapes(d: int, prefix: str = "") -> dict[str, tuple[int, ...]]:
 
 def block_shapes(d: int, d_ff: int, prefix: str = "") -> dict[str, tuple[int, ...]]:
     return {f"{prefix}ln1.weight": (d,), **attention_shapes(d, f"{prefix}attn."), f"{prefix}ln2.weight": (d,),
-            f"{prefix}ffn.w1.weight": (d_ff, d), f"{prefix}ffn.w2.weight": (d, d_ff), f"{prefix}ffn.w3.weight": (d_ff, d)}
+            f"{prefix}ffn.w1.weight": (d_ff, d), f"{prefix}ffn.w2.weight": (d, d_ff),
+            f"{prefix}ffn.w3.weight": (d_ff, d)}
 
 
 def lm_shapes(vocab: int, d: int, layers: int, d_ff: int) -> dict[str, tuple[int, ...]]:

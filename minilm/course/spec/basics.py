@@ -6,8 +6,18 @@ import math
 
 import torch
 
-from minilm.course.spec import (Problem, first, init_problem, keys_problem, load_state, randn, shown, spec, state_keys,
-                                weights)
+from minilm.course.spec import (
+    Problem,
+    first,
+    init_problem,
+    keys_problem,
+    load_state,
+    randn,
+    shown,
+    spec,
+    state_keys,
+    weights,
+)
 
 # ---------------------------------------------------------------- 1: Linear
 
@@ -51,7 +61,8 @@ def _Linear_invariant(got, c) -> Problem | None:
 
 
 spec("1.2", collect=_Linear_collect, invariant=_Linear_invariant, free=("init",),
-     cases=lambda: [dict(seed=0, init_in=512, init_out=256, d_in=64, d_out=32, w=weights(35, {"weight": (32, 64)})["weight"],
+     cases=lambda: [dict(seed=0, init_in=512, init_out=256, d_in=64, d_out=32,
+                         w=weights(35, {"weight": (32, 64)})["weight"],
                          x=randn(7, 3, 5, 64), what="Linear(64, 32) and x (3, 5, 64)")],
      outputs={"y": "the output"},
      passed="weight (out, in), truncated-normal init, no bias, forward matches F.linear")
@@ -96,16 +107,19 @@ def _Embedding_invariant(got, c) -> Problem | None:
 spec("2.2", collect=_Embedding_collect, invariant=_Embedding_invariant, free=("init",),
      cases=lambda: [dict(seed=0, vocab=1000, d=64, w=randn(36, 1000, 64), ids=torch.tensor([[1, 999, 0]]),
                          what="Embedding(1000, 64) and ids (1, 3)")],
-     outputs={"y": "the lookup", "grad_rows": "the looked-up rows' gradient", "grad_row_sums": "the gradient's row sums"},
+     outputs={"y": "the lookup", "grad_rows": "the looked-up rows' gradient",
+              "grad_row_sums": "the gradient's row sums"},
      passed="weight (vocab, d), truncated-normal init, lookup matches F.embedding")
 
 # ---------------------------------------------------------------- 3: RMSNorm
 
 RMS_MISTAKES = {
-    "subtracts_mean": "your output matches LayerNorm: RMSNorm does not subtract the mean, it only divides by sqrt(mean(x²) + eps)",
+    "subtracts_mean": "your output matches LayerNorm: RMSNorm does not subtract the mean, it only divides by "
+                      "sqrt(mean(x²) + eps)",
     "eps_outside_sqrt": "eps belongs inside the square root: sqrt(mean(x²) + eps), not sqrt(mean(x²)) + eps",
     "ignores_weight": "multiply by the gain weight after normalizing",
-    "rms_over_whole_tensor": "you took one mean of x² over the whole tensor: RMSNorm normalizes each vector on its own, "
+    "rms_over_whole_tensor": "you took one mean of x² over the whole tensor: RMSNorm normalizes each vector on "
+                             "its own, "
                              "over the last dim only: sqrt(mean(x², dim=-1, keepdim=True) + eps)",
 }
 
@@ -159,7 +173,8 @@ spec("3.2", collect=_RMSNorm_collect, invariant=_RMSNorm_invariant,
 # ---------------------------------------------------------------- 4: SwiGLU
 
 spec("4.1", collect=lambda m, c: {"y": m.silu(c["x"])},
-     cases=lambda: [dict(x=torch.linspace(-8, 8, 101), what="x on [-8, 8]"), dict(x=randn(15, 2, 3, 4), what="x (2, 3, 4)")],
+     cases=lambda: [dict(x=torch.linspace(-8, 8, 101), what="x on [-8, 8]"),
+                    dict(x=randn(15, 2, 3, 4), what="x (2, 3, 4)")],
      outputs={"y": "silu"},
      mistakes={"sigmoid_only": "SiLU is x·σ(x), not σ(x) alone", "relu": "that is ReLU; SiLU is x·σ(x)"},
      passed="matches F.silu")
@@ -194,7 +209,8 @@ def _SwiGLU_invariant(got, c) -> Problem | None:
 
 
 spec("4.3", collect=_SwiGLU_collect, invariant=_SwiGLU_invariant,
-     cases=lambda: [dict(d=16, f=40, state=weights(37, {"w1.weight": (40, 16), "w2.weight": (16, 40), "w3.weight": (40, 16)}),
+     cases=lambda: [dict(d=16, f=40,
+                         state=weights(37, {"w1.weight": (40, 16), "w2.weight": (16, 40), "w3.weight": (40, 16)}),
                          x=randn(20, 2, 7, 16), what="SwiGLU(16, 40) and x (2, 7, 16)")],
      outputs={"y": "the output"}, mistakes=SWIGLU_MISTAKES,
      passed="w1, w2, w3 shaped as the contract, forward matches the oracle")

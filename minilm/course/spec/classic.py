@@ -8,8 +8,19 @@ from __future__ import annotations
 
 import torch
 
-from minilm.course.spec import (Problem, attention_shapes, count, first, gen, keys_problem, randn, shown, spec, state_keys,
-                                weights)
+from minilm.course.spec import (
+    Problem,
+    attention_shapes,
+    count,
+    first,
+    gen,
+    keys_problem,
+    randn,
+    shown,
+    spec,
+    state_keys,
+    weights,
+)
 
 # ClassicConfig's defaults: the course's model.
 DEFAULTS = dict(norm_position="pre", norm="rmsnorm", ffn="swiglu", positions="rope", tied_head=False, d_ff=None,
@@ -106,7 +117,8 @@ def _layer_norm_collect(m, c):
         return {"y": m.layer_norm(c["x"], c["w"], c["b"], **eps)}
     norm = m.LayerNorm(c["d"], **eps)
     state = norm.state_dict()
-    out = {"keys": state_keys(norm), **{f"{k}0": state[k].clone() if k in state else "missing" for k in ("weight", "bias")}}
+    out = {"keys": state_keys(norm),
+           **{f"{k}0": state[k].clone() if k in state else "missing" for k in ("weight", "bias")}}
     load_matching(norm, c["state"])
     out["y"] = norm(c["x"])
     return out
@@ -121,7 +133,8 @@ def _layer_norm_invariant(got, c) -> Problem | None:
         return None
     what = f"LayerNorm({c['d']})"
     if got["keys"] == ["weight"]:
-        return Problem(f"{what}: LayerNorm has a learnable bias beside its gain: add an nn.Parameter `bias`, starting at "
+        return Problem(f"{what}: LayerNorm has a learnable bias beside its gain: add an nn.Parameter `bias`, "
+                       "starting at "
                        "zeros", "layer_norm_no_bias")
     w0, b0 = got["weight0"], got["bias0"]
     return first(keys_problem(got["keys"], ["weight", "bias"], what),
@@ -145,7 +158,8 @@ def _layer_norm_cases():
                       b=torch.zeros(16, dtype=torch.bfloat16), what="x (4, 16) in bfloat16"))
     for seed, eps, scale, offset in ((64, None, 1.0, 2.0), (66, 1e-2, 1e-2, 0.0)):
         st = _ln_state(seed, 24)
-        case = dict(d=24, state={"weight": st["ln.weight"], "bias": st["ln.bias"]}, x=randn(seed + 1, 2, 3, 24, scale=scale)
+        case = dict(d=24, state={"weight": st["ln.weight"], "bias": st["ln.bias"]},
+                    x=randn(seed + 1, 2, 3, 24, scale=scale)
                     + offset, what=f"LayerNorm(24{'' if eps is None else f', eps={eps:g}'}) and x (2, 3, 24)")
         cases.append(case if eps is None else case | {"eps": eps})
     return cases
@@ -166,8 +180,10 @@ def _sinusoid_collect(m, c):
 spec("13.2", collect=_sinusoid_collect, atol=1e-4,
      cases=lambda: [dict(seq=12, d=8, rows=torch.arange(12), what="sinusoidal_positions(12, 8)"),
                     dict(seq=64, d=32, rows=torch.arange(64), what="sinusoidal_positions(64, 32)"),
-                    dict(seq=5000, d=6, rows=torch.arange(4997, 5000), what="the last rows of sinusoidal_positions(5000, 6)")],
-     invariant=lambda got, c: None if got["shape"] == [c["seq"], c["d"]] and got["dtype"] == "torch.float32" else Problem(
+                    dict(seq=5000, d=6, rows=torch.arange(4997, 5000),
+                         what="the last rows of sinusoidal_positions(5000, 6)")],
+     invariant=lambda got, c: None if got["shape"] == [c["seq"], c["d"]] and got["dtype"] == "torch.float32"
+     else Problem(
          f"sinusoidal_positions({c['seq']}, {c['d']}) must be a float32 tensor of shape (seq_len, d_model) = "
          f"({c['seq']}, {c['d']}), got shape {shown(got['shape'])}", "wrong_shape", f", {got['dtype']}"),
      outputs={"pe": "the rows"},
@@ -186,7 +202,8 @@ spec("13.2", collect=_sinusoid_collect, atol=1e-4,
 spec("13.3", collect=lambda m, c: {"y": m.gelu(c["x"])},
      cases=lambda: [dict(x=torch.linspace(-6, 6, 121), what="x on [-6, 6]"),
                     dict(x=randn(68, 2, 3, 4, scale=2), what="x (2, 3, 4)"),
-                    dict(x=torch.tensor([-40.0, -10.0, 10.0, 40.0], dtype=torch.float64), what="float64 x of ±10, ±40")],
+                    dict(x=torch.tensor([-40.0, -10.0, 10.0, 40.0], dtype=torch.float64),
+                         what="float64 x of ±10, ±40")],
      outputs={"y": "gelu"},
      mistakes={
          "gelu_tanh": "that is the tanh approximation 0.5x(1 + tanh(√(2/π)(x + 0.044715x³))); write the exact form "
@@ -302,7 +319,8 @@ def _lm_invariant(got, c) -> Problem | None:
 
 spec("13.6", collect=_lm_collect, invariant=_lm_invariant, atol=1e-4,
      cases=lambda: [dict(config=BASE | changes, name=name, state=classic_lm_state(81 + i, BASE | changes),
-                         ids=torch.randint(0, 97, (2, 12), generator=gen(80)), what=f"ClassicLM ({name}) and ids (2, 12)")
+                         ids=torch.randint(0, 97, (2, 12), generator=gen(80)),
+                         what=f"ClassicLM ({name}) and ids (2, 12)")
                     for i, (name, changes) in enumerate({**ONE_CHANGE, "classic": CLASSIC}.items())],
      outputs={"logits": "the logits"},
      mistakes={

@@ -208,21 +208,26 @@ def _kv_invariant(got, c) -> Problem | None:
     seq, prompt = c["ids"].shape[1], len(c["toy_prompt"])
     fed = [prompt] + [1] * 5
     return first(
-        None if got["len0"] == 0 else Problem(f"minilm/generation.py: a new KVCache must have len 0, got {shown(got['len0'])}"),
+        None if got["len0"] == 0
+                 else Problem(f"minilm/generation.py: a new KVCache must have len 0, got {shown(got['len0'])}"),
         None if got["len"] == n1 + n2 else Problem(
-            f"minilm/generation.py: after caching {n1} + {n2} positions len(cache) must be {n1 + n2}, got {shown(got['len'])}"),
+            f"minilm/generation.py: after caching {n1} + {n2} positions len(cache) must be {n1 + n2}, got "
+            f"{shown(got['len'])}"),
         None if got["attn_lens"][0] == c["chunks"][0] else Problem(
-            f"{ATTENTION}: after a {c['chunks'][0]}-token call the cache holds {shown(got['attn_lens'][0])} positions, not "
+            f"{ATTENTION}: after a {c['chunks'][0]}-token call the cache holds {shown(got['attn_lens'][0])} "
+            "positions, not "
             f"{c['chunks'][0]}. Pass k and v, after RoPE, through k, v = kv_cache.update(k, v) and attend over what it "
             "returns"),
         None if all(n == c["prefill"] for n in got["prefill_lens"]) else Problem(
             f"{MODEL}: after a {c['prefill']}-token prompt every layer's cache must hold {c['prefill']} positions, got "
             f"{shown(got['prefill_lens'])}: give layer i kv_cache[i] (TransformerBlock hands it to attn)"),
         None if all(n == seq for n in got["layer_lens"]) else Problem(
-            f"{MODEL}: after {seq} tokens every layer's cache must hold {seq} positions, got {shown(got['layer_lens'])}"),
+            f"{MODEL}: after {seq} tokens every layer's cache must hold {seq} positions, got "
+            f"{shown(got['layer_lens'])}"),
         None if got["toy_fed"] == fed else Problem(
             f"minilm/generation.py, generate with use_cache=True: a {prompt}-token prompt and 6 new tokens (all "
-            f"within context_length) fed the model {shown(got['toy_fed'])} tokens per call, expected {fed}: the prompt once into "
+            f"within context_length) fed the model {shown(got['toy_fed'])} tokens per call, expected {fed}: the prompt "
+            "once into "
             "model.make_kv_cache(), then only the newest token with that cache"))
 
 
@@ -245,14 +250,16 @@ def _kv_cases():
     return [dict(k1=randn(1, 1, 2, 3, 4), v1=randn(2, 1, 2, 3, 4), k2=randn(3, 1, 2, 1, 4), v2=randn(4, 1, 2, 1, 4),
                  attn_config=(16, 2, 32), attn_state=weights(41, attention_shapes(16)), x=randn(6, 2, 10, 16),
                  chunks=[5, 3, 1, 1], positions=torch.arange(10, 20),
-                 row_positions=torch.stack((torch.arange(3, 13), torch.arange(17, 27))), config=[53, 12, 16, 2, 2, 24, 10000.0], state=weights(40, lm_shapes(53, 16, 2, 24)),
+                 row_positions=torch.stack((torch.arange(3, 13), torch.arange(17, 27))),
+                 config=[53, 12, 16, 2, 2, 24, 10000.0], state=weights(40, lm_shapes(53, 16, 2, 24)),
                  ids=torch.randint(0, 53, (1, 10), generator=gen(5)), prefill=6, n=15,
                  toy_table=randn(0, 23, 23, scale=2.0), toy_ctx=12, toy_prompt=[3, 14, 15, 9, 2],
                  what="a 6-token prompt, then 4 single tokens through the cache")]
 
 
 spec("11.3", collect=_kv_collect, cases=_kv_cases, invariant=_kv_invariant, atol=1e-4,
-     outputs={"k": "minilm/generation.py, KVCache: the keys returned by the second update (the cached ones, then the new)",
+     outputs={"k": "minilm/generation.py, KVCache: the keys returned by the second update (the cached ones, then "
+                   "the new)",
               "v": "minilm/generation.py, KVCache: the values returned by the second update",
               "attn_cached": f"{ATTENTION}: chunks of 5, 3, 1 and 1 tokens, token_positions=None",
               "attn_positions": f"{ATTENTION}: the same chunks with token_positions 10 … 19 (shape (10,))",

@@ -4,22 +4,39 @@ from __future__ import annotations
 
 import torch
 
-from minilm.course.spec import (Problem, block_shapes, count, first, gen, keys_problem, lm_parameter_count, lm_shapes,
-                                lm_state_dict_keys, load_state, randn, spec, state_keys, weights)
+from minilm.course.spec import (
+    Problem,
+    block_shapes,
+    count,
+    first,
+    gen,
+    keys_problem,
+    lm_parameter_count,
+    lm_shapes,
+    lm_state_dict_keys,
+    load_state,
+    randn,
+    spec,
+    state_keys,
+    weights,
+)
 from minilm.course.spec.rope_attention import layer_collect
 
 PARALLEL_BLOCK = ("your block runs attention and the FFN side by side on the same x (x + attn(ln1(x)) + ffn(ln2(x))); "
-                  "the block is sequential: h = x + attn(ln1(x)), then h + ffn(ln2(h)), so the FFN sees the attention's "
+                  "the block is sequential: h = x + attn(ln1(x)), then h + ffn(ln2(h)), so the FFN sees the "
+                  "attention's "
                   "output")
 
-spec("7.1", collect=lambda m, c: layer_collect(m.TransformerBlock(c["d"], c["heads"], c["d_ff"], c["max_len"], c["theta"]), c),
+spec("7.1", collect=lambda m,
+     c: layer_collect(m.TransformerBlock(c["d"], c["heads"], c["d_ff"], c["max_len"], c["theta"]), c),
      # non-trivial norm gains, so a swapped ln1/ln2 shows
      cases=lambda: [dict(d=32, heads=4, d_ff=48, max_len=32, theta=10000.0, state=weights(30, block_shapes(32, 48)),
                          x=randn(32, 2, 7, 32), what="TransformerBlock(32, 4, 48) and x (2, 7, 32)")],
      invariant=lambda got, c: keys_problem(got["keys"], list(block_shapes(c["d"], c["d_ff"])), "TransformerBlock"),
      outputs={"y": "the output"}, atol=1e-4,
      mistakes={
-         "post_norm": "your block normalizes after the residual add (post-norm): use h = x + attn(ln1(x)), then h + ffn(ln2(h))",
+         "post_norm": "your block normalizes after the residual add (post-norm): use h = x + attn(ln1(x)), then h + "
+                      "ffn(ln2(h))",
          "no_residual": "add each sublayer's output to its input (the residual connection)",
          "parallel_block": PARALLEL_BLOCK,
          "shared_norm": "ln1 and ln2 are one RMSNorm (self.ln2 = self.ln1), so both sublayers share one gain: give "
@@ -43,7 +60,8 @@ def _lm_invariant(got, c) -> Problem | None:
     vocab, _, d, layers, _, d_ff, _ = c["config"]
     want = lm_parameter_count(vocab, d, layers, d_ff)
     return first(
-        Problem("lm_head shares its weight with token_embeddings (tied): the contract is an untied lm_head with its own "
+        Problem("lm_head shares its weight with token_embeddings (tied): the contract is an untied lm_head with "
+                "its own "
                 "weight", "tied_lm_head") if got["tied"] is not False else None,
         keys_problem(got["keys"], lm_state_dict_keys(layers), "TransformerLM"),
         None if got["parameters"] == want else Problem(
@@ -52,7 +70,8 @@ def _lm_invariant(got, c) -> Problem | None:
 
 def _lm_cases():
     cfg = [97, 32, 32, 2, 4, 48, 10000.0]
-    return [dict(config=cfg, state=weights(33, lm_shapes(97, 32, 2, 48)), ids=torch.randint(0, 97, (2, 12), generator=gen(34)),
+    return [dict(config=cfg, state=weights(33, lm_shapes(97, 32, 2, 48)),
+                 ids=torch.randint(0, 97, (2, 12), generator=gen(34)),
                  what="TransformerLM(97, 32, 32, 2, 4, 48) and ids (2, 12)")]
 
 

@@ -140,7 +140,8 @@ def _int8_linear_invariant(got, c) -> Problem | None:
     if type(y) is not torch.Tensor or y.dtype != x.dtype:
         return Problem(f"a {_kind(x)} x must give a {_kind(x)} output, got {_kind(y)}")
     float_y = x.double() @ c["w"].double().T
-    bound = x.double().abs().sum(-1, keepdim=True) * scale.double().T / 2  # |Σ_i x_i (ŵ_ji − w_ji)| ≤ Σ_i |x_i| · scale_j / 2
+    # |Σ_i x_i (ŵ_ji − w_ji)| ≤ Σ_i |x_i| · scale_j / 2
+    bound = x.double().abs().sum(-1, keepdim=True) * scale.double().T / 2
     if y.shape != float_y.shape or not bool(((y.double() - float_y).abs() <= bound * (1 + 1e-4) + 1e-5).all()):
         if y.shape == float_y.shape and torch.allclose(y.double(), x.double() @ q.double().T, rtol=1e-4, atol=1e-4):
             return Problem("your output is x times the int8 values: multiply them by their scale (dequantize_int8) "
@@ -150,12 +151,14 @@ def _int8_linear_invariant(got, c) -> Problem | None:
 
 
 spec("12.2", collect=_int8_linear_collect, invariant=_int8_linear_invariant,
-     cases=lambda: [dict(w=rowed_weight(2), x=randn(3, 3, 4, 10), per_channel=True, what="Int8Linear from a (6, 10) weight"),
+     cases=lambda: [dict(w=rowed_weight(2), x=randn(3, 3, 4, 10), per_channel=True,
+                         what="Int8Linear from a (6, 10) weight"),
                     dict(w=rowed_weight(2), x=randn(3, 3, 4, 10), per_channel=False, what="the same per tensor"),
                     dict(w=rowed_weight(2), x=randn(3, 3, 4, 10).double(), per_channel=True, what="a float64 x")],
      outputs={"weight_int8": "weight_int8", "scale": "scale", "y": "Int8Linear(x)",
               "y_loaded": "a new Int8Linear after load_state_dict"},
-     mistakes={"forgets_scale": "your output is x times the int8 values: multiply them by their scale (dequantize_int8) "
+     mistakes={"forgets_scale": "your output is x times the int8 values: multiply them by their scale "
+                                "(dequantize_int8) "
                                 "first"},
      passed="int8 weight and float32 scales as buffers, forward within the quantization error, state_dict round trip")
 
@@ -203,7 +206,8 @@ def _quantize_model_invariant(got, c) -> Problem | None:
     kept = [k for k in c["state"] if not _quantized(k)]
     changed = [k for k, v in zip(kept, got["kept"]) if type(v) is not torch.Tensor or not torch.equal(v, c["state"][k])]
     return first(
-        None if got["in_place"] is True else Problem("quantize_model must quantize in place and return the model itself"),
+        None if got["in_place"] is True
+                 else Problem("quantize_model must quantize in place and return the model itself"),
         None if "lm_head.weight" not in keys else Problem(
             "lm_head is still a float Linear: quantize every Linear, the output head included", "lm_head_left_float"),
         None if not any(_quantized(k) for k in keys) else Problem(
@@ -224,11 +228,13 @@ def _quantize_model_invariant(got, c) -> Problem | None:
 def _quantize_model_cases():
     cfg = [53, 12, 16, 2, 2, 24, 10000.0]
     state, ids = weights(41, lm_shapes(53, 16, 2, 24)), torch.randint(0, 53, (2, 10), generator=gen(4))
-    return [dict(config=cfg, per_channel=pc, state=state, ids=ids, what=f"TransformerLM(53, 12, 16, 2, 2, 24), per_channel={pc}")
+    return [dict(config=cfg, per_channel=pc, state=state, ids=ids,
+                 what=f"TransformerLM(53, 12, 16, 2, 2, 24), per_channel={pc}")
             for pc in (True, False)]
 
 
 spec("12.3", collect=_quantize_model_collect, cases=_quantize_model_cases, invariant=_quantize_model_invariant,
      atol=1e-4, free=("kept",),
-     outputs={"float_logits": "the float model's logits (your TransformerLM, Task 8.1)", "logits": "the quantized logits"},
+     outputs={"float_logits": "the float model's logits (your TransformerLM, Task 8.1)",
+              "logits": "the quantized logits"},
      passed="every Linear (lm_head too) is an Int8Linear in place; embedding and norms stay float")

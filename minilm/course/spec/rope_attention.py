@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import torch
 
-from minilm.course.spec import (Problem, attention_shapes, gen, keys_problem, load_state, randn, shown, spec,
-                                state_keys, weights)
+from minilm.course.spec import (
+    Problem,
+    attention_shapes,
+    gen,
+    keys_problem,
+    load_state,
+    randn,
+    shown,
+    spec,
+    state_keys,
+    weights,
+)
 
 ROPE_HALVES = "your output matches RoPE applied to split halves: rotate adjacent pairs (2i, 2i+1)"
 ROPE_ONE_BASED = "your output matches RoPE with 1-based positions: the first token is at position 0"
@@ -17,7 +27,8 @@ ROPE_MISTAKES = {
     "rope_frequency": ROPE_FREQUENCY,
     "rope_frequency_doubled": ROPE_FREQUENCY_DOUBLED,
     "rope_one_based": ROPE_ONE_BASED,
-    "rope_wrong_direction": "you rotate the wrong way: x'[2i] = x[2i]cos − x[2i+1]sin, x'[2i+1] = x[2i]sin + x[2i+1]cos",
+    "rope_wrong_direction": "you rotate the wrong way: x'[2i] = x[2i]cos − x[2i+1]sin, "
+                            "x'[2i+1] = x[2i]sin + x[2i+1]cos",
 }
 POSITIONS_ANY_SHAPE = "token_positions can be batched (here each batch row has its own positions), not only (seq,)"
 
@@ -75,14 +86,16 @@ def _RoPE_collect(m, c):
 
 
 def _table_shapes(module) -> list:
-    return [tuple(t.shape) if isinstance(t := getattr(module, name, None), torch.Tensor) else None for name in ("cos", "sin")]
+    return [tuple(t.shape) if isinstance(t := getattr(module, name, None), torch.Tensor) else None
+            for name in ("cos", "sin")]
 
 
 def _RoPE_invariant(got, c) -> Problem | None:
     want, tables = (c["max_len"], c["d_k"] // 2), [tuple(t) if type(t) in (list, tuple) else t for t in got["tables"]]
     if tables != [want] * 2:
         return Problem(f"the buffers cos and sin have shapes {shown(got['tables'][0])} and {shown(got['tables'][1])}; "
-                       f"RotaryPositionalEmbedding({c['theta']:g}, {c['d_k']}, {c['max_len']}) needs {want}: one row per "
+                       f"RotaryPositionalEmbedding({c['theta']:g}, {c['d_k']}, {c['max_len']}) needs {want}: one "
+                       "row per "
                        f"position 0 … {c['max_len'] - 1} (torch.arange(max_seq_len)), one column per pair",
                        "rope_table_one_short" if tables == [(want[0] - 1, want[1])] * 2 else None)
     if got["keys"]:
@@ -113,12 +126,14 @@ spec("5.2", collect=_RoPE_collect, cases=_RoPE_cases, atol=1e-3, free=("tables",
 def _softmax_cases():
     x = randn(24, 3, 4, 5)
     return [*(dict(x=x, dim=d, what=f"x (3, 4, 5), dim={d}") for d in (-1, 0, 1)),
-            dict(x=torch.tensor([[1e4, 0.0, -1e4], [1e4, 1e4, 1e4], [-1e4, -1e4, -1e4]]), dim=-1, what="inputs of ±1e4")]
+            dict(x=torch.tensor([[1e4, 0.0, -1e4], [1e4, 1e4, 1e4], [-1e4, -1e4, -1e4]]), dim=-1,
+                 what="inputs of ±1e4")]
 
 
-spec("6.1", collect=lambda m, c: {"y": m.softmax(c["x"], dim=c["dim"])},  # release: not a task (m.softmax is the code under test)
+spec("6.1", collect=lambda m, c: {"y": m.softmax(c["x"], dim=c["dim"])},  # release: not a task (the code under test)
      cases=_softmax_cases, outputs={"y": "softmax"},
-     mistakes={**{f"softmax_wrong_dim ({d})": f"you normalized over dim {d}, not over the dim asked: use the dim argument"
+     mistakes={**{f"softmax_wrong_dim ({d})": f"you normalized over dim {d}, not over the dim asked: use the dim "
+                                              "argument"
                   for d in (-1, 0, 1)},
                "softmax_unstable": "exp overflows for large inputs: subtract the max along dim before exp",
                "softmax_global_max": "you subtracted the max of the whole tensor, not each slice's max along dim: in a "
@@ -132,7 +147,8 @@ def _sdpa_cases():
     # Every row keeps at least one True and one False, so the inverted mask is a valid mask too.
     mask = torch.rand(4, 6, generator=gen(28)) > 0.5
     mask[:, 0], mask[:, 1] = True, False
-    return [dict(q=q, k=k, v=v, what="4 queries, 6 keys, no mask"), dict(q=q, k=k, v=v, mask=mask, what="a boolean mask")]
+    return [dict(q=q, k=k, v=v, what="4 queries, 6 keys, no mask"),
+            dict(q=q, k=k, v=v, mask=mask, what="a boolean mask")]
 
 
 spec("6.2", collect=lambda m, c: {"y": m.scaled_dot_product_attention(c["q"], c["k"], c["v"],
@@ -142,10 +158,12 @@ spec("6.2", collect=lambda m, c: {"y": m.scaled_dot_product_attention(c["q"], c[
          "no_scaling": "divide the scores q·k by sqrt(d_k) before the softmax",
          "mask_inverted": "your mask is inverted: True means a query MAY attend to that key",
          "softmax_over_queries": "normalize each query's scores over the keys (the last dim), not over the queries",
-         "mask_ignored": "your attention ignores the mask: where mask is False, set the score to -inf before the softmax, "
+         "mask_ignored": "your attention ignores the mask: where mask is False, set the score to -inf before the "
+                         "softmax, "
                          "so that key gets exactly zero weight",
          "mask_filled_with_zero": "you filled the masked scores with 0, but a score of 0 still gets the weight "
-                                  "exp(0) / Σ exp(scores) > 0: fill them with -inf, so the softmax gives them exactly 0",
+                                  "exp(0) / Σ exp(scores) > 0: fill them with -inf, so the softmax gives them "
+                                  "exactly 0",
          "mask_after_softmax": "you applied the mask after the softmax: zeroing weights afterwards leaves each row "
                                "summing to less than 1. Set the masked scores to -inf before the softmax, which then "
                                "gives them exactly 0 and spreads the whole weight over the keys left",
@@ -170,11 +188,13 @@ MHSA_MISTAKES = {
     "rope_frequency_doubled": ROPE_FREQUENCY_DOUBLED,
     "no_rope": "apply RoPE to q and k when theta is given",
     "heads_interleaved": "head h must use rows h·d_k … (h+1)·d_k − 1 of each projection: split d_model as (heads d_k)",
-    "heads_not_transposed": "you reshaped the heads' outputs (…, heads, seq, d_k) straight to (…, seq, d_model) without "
+    "heads_not_transposed": "you reshaped the heads' outputs (…, heads, seq, d_k) straight to (…, seq, d_model) "
+                            "without "
                             "first moving the heads dim next to d_k, so each row mixes heads and positions: use "
                             "rearrange '… heads seq d_k -> … seq (heads d_k)' (or transpose(-3, -2), then reshape) "
                             "before output_proj",
-    "heads_merged_d_k_first": "you merged the heads as (d_k heads), interleaving their columns: head h's output must fill "
+    "heads_merged_d_k_first": "you merged the heads as (d_k heads), interleaving their columns: head h's output "
+                              "must fill "
                               "columns h·d_k … (h+1)·d_k − 1, so merge with '… heads seq d_k -> … seq (heads d_k)'",
     "scaled_by_d_model": "you divided the scores by sqrt(d_model): each head's scores are dot products of d_k-dim "
                          "vectors, so divide by sqrt(d_k), d_k = d_model / num_heads",
@@ -192,11 +212,13 @@ def _mhsa(m, c):
 def _mhsa_cases():
     d, h, x = 32, 4, randn(29, 2, 9, 32)
     state = weights(38, attention_shapes(d))
-    return [dict(d=d, heads=h, max_len=32, theta=10000.0, state=state, x=x, what="MultiHeadSelfAttention(32, 4) with RoPE"),
+    return [dict(d=d, heads=h, max_len=32, theta=10000.0, state=state, x=x,
+                 what="MultiHeadSelfAttention(32, 4) with RoPE"),
             dict(d=d, heads=h, max_len=32, theta=10000.0, state=state, x=x,
                  pos=torch.tensor([[0, 1, 2, 3, 4, 5, 6, 7, 8], [3, 4, 5, 6, 10, 11, 12, 13, 31]]),
                  what="MultiHeadSelfAttention(32, 4) with RoPE and batched token_positions (2, 9)"),
-            dict(d=d, heads=h, state=weights(39, attention_shapes(d)), x=x, what="MultiHeadSelfAttention(32, 4) without RoPE")]
+            dict(d=d, heads=h, state=weights(39, attention_shapes(d)), x=x,
+                 what="MultiHeadSelfAttention(32, 4) without RoPE")]
 
 
 spec("6.3", collect=lambda m, c: layer_collect(_mhsa(m, c), c), cases=_mhsa_cases, outputs={"y": "the output"},
@@ -207,4 +229,5 @@ spec("6.3", collect=lambda m, c: layer_collect(_mhsa(m, c), c), cases=_mhsa_case
                                    "heads, seq, d_k): give RoPE the positions with a heads axis, "
                                    "token_positions.unsqueeze(-2), so each head gets its batch row's positions"),
      mistakes=MHSA_MISTAKES,
-     passed="causal, per-head rows, RoPE on q and k (1-D and batched positions): matches F.scaled_dot_product_attention")
+     passed="causal, per-head rows, RoPE on q and k (1-D and batched positions): "
+            "matches F.scaled_dot_product_attention")

@@ -51,12 +51,14 @@ def _get_batch_invariant(got, c) -> Problem | None:
     if bool((start < 0).any()) or bool((start > n - c["ctx"] - 1).any()):
         return Problem("a window starts outside 0 … len(dataset) − context_length − 1")
     if type(got["again"]) is not torch.Tensor or not torch.equal(got["again"], x):
-        return Problem("two calls after the same torch.manual_seed gave different batches: draw the starts with torch.randint")
+        return Problem("two calls after the same torch.manual_seed gave different batches: draw the starts with "
+                       "torch.randint")
     if c.get("small") and got["starts"] != [0, 1, 2]:
         n_small, ctx = c["ctx"] + 3, c["ctx"]
         if got["starts"] == [0, 1]:
             return Problem(f"with {n_small} tokens and context_length {ctx} the valid starts are 0, 1 and 2, but 2 "
-                           "(= len(dataset) − context_length − 1) was never drawn in 300 draws: torch.randint's high is "
+                           "(= len(dataset) − context_length − 1) was never drawn in 300 draws: torch.randint's "
+                           "high is "
                            "exclusive, so torch.randint(0, len(dataset) − context_length, …) already includes the last "
                            "start", "last_start_never_drawn")
         return Problem(f"with {n_small} tokens and context_length {ctx} the valid starts are 0, 1 and 2 (uniformly), "
@@ -154,7 +156,8 @@ spec("9.2", collect=_train_bpe_collect, invariant=_train_bpe_invariant, explain=
                                   "(the max of (count, pair))",
          "bpe_counts_not_weighted": "count each chunk's pairs as many times as the chunk occurs in the text, not once "
                                     "per distinct chunk",
-         "bpe_merges_right_to_left": "replace a pair's occurrences left to right: with the merge (a, a), \"aaa\" becomes "
+         "bpe_merges_right_to_left": "replace a pair's occurrences left to right: with the merge (a, a), \"aaa\" "
+                                     "becomes "
                                      "[aa, a], not [a, aa]",
          "bpe_merges_across_tokens": "your merge also joins tokens that only end with the pair's left part and start "
                                      "with its right part (a string replace over the joined tokens: [x, ab] + "
@@ -181,7 +184,8 @@ def _cross_entropy_cases():
             dict(logits=randn(5, 1, 5), targets=torch.tensor([4]), what="logits (1, 5)"),
             dict(logits=randn(6, 2, 2, 2, 13), targets=torch.randint(0, 13, (2, 2, 2), generator=gen(7)),
                  what="logits (2, 2, 2, 13)"),
-            *(dict(logits=randn(8, 3, 9, scale=scale), targets=torch.tensor([0, 4, 8]), what=f"logits scaled by {scale:g}")
+            *(dict(logits=randn(8, 3, 9, scale=scale), targets=torch.tensor([0, 4, 8]),
+                   what=f"logits scaled by {scale:g}")
               for scale in (1e4, -1e4))]
 
 
@@ -232,7 +236,8 @@ spec("10.3", collect=_lr_collect, atol=1e-9, rtol=1e-9, outputs={"lr": "the lear
      mistakes={
          "warmup_off_by_one": "the warmup is off by one: at it = 0 the rate must be 0, rising as "
                               "it / warmup_iters · max_lr to max_lr at it = warmup_iters",
-         "cosine_past_cycle": "after cosine_cycle_iters the rate stays at min_lr, but yours follows the cosine back up: "
+         "cosine_past_cycle": "after cosine_cycle_iters the rate stays at min_lr, but yours follows the cosine "
+                              "back up: "
                               "return min_lr for it > cosine_cycle_iters",
          "cosine_over_cycle": "the cosine's progress runs from 0 at warmup_iters to 1 at cosine_cycle_iters: divide "
                               "it − warmup_iters by cosine_cycle_iters − warmup_iters, not by cosine_cycle_iters",

@@ -14,7 +14,8 @@ from minilm.course.train.plan import DEFAULT_SIZE, parse_duration
 CONFIG_FILE, CHECKPOINT_FILE, VOCAB_FILE = "config.json", "checkpoint.pt", "vocab.npy"
 RESULT_FILE = "result.json"  # the final figures, for scripts (the benchmarks' time-to-quality race)
 # Options that fix the model's shape (the data fixes the vocabulary): --resume refuses other values.
-MODEL_KEYS = ("data", "full_vocab", "vocab_size", "d_model", "num_layers", "num_heads", "d_ff", "context_length", "rope_theta")
+MODEL_KEYS = ("data", "full_vocab", "vocab_size", "d_model", "num_layers", "num_heads", "d_ff", "context_length",
+              "rope_theta")
 
 DEFAULT_BUDGET = "3m"
 # The default vocabulary: the first 2,048 tokens of the training split's, in GPT-2's merge order.

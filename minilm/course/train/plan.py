@@ -248,7 +248,8 @@ def plan_budget(left_s: float, speed: Speed, vocab_size: int, context_length: in
 def hardware_note(speed: Speed, vocab_size: int, context_length: int, batch_size: int, n_val: int,
                   sample_tokens: int, world_size: int = 1) -> list[str]:
     """What this machine trains per second at each ladder size, and what 3, 10 and 30 minutes buy."""
-    rates = ", ".join(f"{s['d_model']}: {world_size / speed.train_s_per_token(flops_per_token(s, vocab_size, context_length)):,.0f}"
+    rates = ", ".join(f"{s['d_model']}: "
+                      f"{world_size / speed.train_s_per_token(flops_per_token(s, vocab_size, context_length)):,.0f}"
                       for s in LADDER)
     lines = [f"this machine now (slower while busy), training tokens per second by d_model: {rates}"]
     for minutes in (3, 10, 30):

@@ -18,11 +18,22 @@ import minilm
 from minilm.course import corpus
 from minilm.course.train.dist import Dist, check_sync
 from minilm.course.train.metrics import bits_per_byte, evaluate_sums, unigram_nats
-from minilm.course.train.options import (CHECKPOINT_FILE, CONFIG_FILE, RESULT_FILE, VOCAB_FILE, build_parser,
-                                         validate)
-from minilm.course.train.plan import (COMPILE_SPEEDUP, DEFAULT_SIZE, END_S, SAFETY, TOKENS_PER_PARAMETER, Plan,
-                                      Speed, flops_per_token, format_duration, hardware_note, measure_speed,
-                                      plan_budget, process_age_s)
+from minilm.course.train.options import CHECKPOINT_FILE, CONFIG_FILE, RESULT_FILE, VOCAB_FILE, build_parser, validate
+from minilm.course.train.plan import (
+    COMPILE_SPEEDUP,
+    DEFAULT_SIZE,
+    END_S,
+    SAFETY,
+    TOKENS_PER_PARAMETER,
+    Plan,
+    Speed,
+    flops_per_token,
+    format_duration,
+    hardware_note,
+    measure_speed,
+    plan_budget,
+    process_age_s,
+)
 from minilm.course.vocab import Vocabulary
 
 

@@ -39,14 +39,17 @@ def plot_score_scaling(d_ks: tuple[int, ...] = (4, 16, 64, 256, 1024), num_sampl
     ax0.plot(d_ks, raw, "o-", label="std of q·k")
     ax0.plot(d_ks, [math.sqrt(d) for d in d_ks], "k--", lw=1, label="sqrt(d_k)")
     ax0.plot(d_ks, scaled, "o-", label="std of q·k / sqrt(d_k)")
-    ax0.set(xscale="log", yscale="log", title="Scores grow with d_k unless scaled", xlabel="d_k", ylabel="standard deviation")
+    ax0.set(xscale="log", yscale="log", title="Scores grow with d_k unless scaled", xlabel="d_k",
+            ylabel="standard deviation")
     ax0.legend()
     d = d_ks[-1]
     scores = (torch.randn(num_keys, d) * torch.randn(num_keys, d)).sum(-1)  # one query, num_keys keys
     keys = np.arange(num_keys)
-    ax1.bar(keys - 0.2, torch.softmax(scores, -1).numpy(), width=0.4, label="softmax(q·k)")  # release: not a task (random scores, a picture of saturation)
-    ax1.bar(keys + 0.2, torch.softmax(scores / math.sqrt(d), -1).numpy(), width=0.4,  # release: not a task (the same picture)
-            label="softmax(q·k / sqrt(d_k))")
+    # Random scores: a picture of saturation, not Task 6.1.
+    plain = torch.softmax(scores, -1).numpy()  # release: not a task (a picture)
+    scaled = torch.softmax(scores / math.sqrt(d), -1).numpy()  # release: not a task (a picture)
+    ax1.bar(keys - 0.2, plain, width=0.4, label="softmax(q·k)")
+    ax1.bar(keys + 0.2, scaled, width=0.4, label="softmax(q·k / sqrt(d_k))")
     ax1.set(title=f"Unscaled scores saturate the softmax (d_k={d})", xlabel="key", ylabel="attention weight")
     ax1.legend()
     fig.tight_layout()
@@ -112,7 +115,8 @@ def _show_map(ax, weights: torch.Tensor, tokens: list[str] | None = None, title:
     w = np.ma.masked_where(~causal_mask(seq).numpy(), weights.detach().numpy())
     ax.set_facecolor("0.88")
     im = ax.imshow(w, cmap="Blues", vmin=0, vmax=1, interpolation="nearest")
-    stairs = [(0.5, -0.5), (seq - 0.5, -0.5)] + [xy for r in range(seq - 2, -1, -1) for xy in ((r + 1.5, r + 0.5), (r + 0.5, r + 0.5))]
+    stairs = [(0.5, -0.5), (seq - 0.5, -0.5)] + [xy for r in range(seq - 2, -1, -1)
+                                                 for xy in ((r + 1.5, r + 0.5), (r + 0.5, r + 0.5))]
     ax.add_patch(plt.Polygon(stairs, fill=False, hatch="//", edgecolor="0.6", lw=0))  # the masked future
     ax.grid(False)
     ax.set_title(title, fontsize=12)

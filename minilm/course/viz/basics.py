@@ -210,7 +210,8 @@ def _derivative(fn: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
 
 
 @_no_figure_on_error
-def plot_activations(silu: Callable[[Tensor], Tensor] = F.silu, lo: float = -5.0,  # release: not a task (the curve shown before Task 4.1)
+# F.silu: the curve shown before Task 4.1, not an answer to it.
+def plot_activations(silu: Callable[[Tensor], Tensor] = F.silu, lo: float = -5.0,  # release: not a task (see above)
                      hi: float = 5.0) -> Figure:
     """ReLU (original Transformer), GELU (GPT-2/BERT) and SiLU (LLaMA, with SwiGLU): the curves and
     their derivatives (by autograd). `silu` is the SiLU to draw, e.g. the student's minilm.silu."""

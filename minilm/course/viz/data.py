@@ -109,10 +109,12 @@ def compression_table(vocab: dict[int, bytes], held_out: str, sizes: Sequence[in
     so one training run serves every size. Also "gpt2 (all)": GPT-2's full tokenizer."""
     sizes = list(sizes)
     if max(sizes) > len(vocab):
-        raise ValueError(f"compression_table: the largest size {max(sizes)} is more than the {len(vocab)} tokens of vocab")
+        raise ValueError(f"compression_table: the largest size {max(sizes)} is more than the {len(vocab)} tokens "
+                         "of vocab")
     ours = [corpus.bytes_per_token(corpus.bpe_tokenizer({i: vocab[i] for i in range(n)}), held_out) for n in sizes]
     gpt2 = [corpus.bytes_per_token(corpus.gpt2_prefix_tokenizer(n), held_out) for n in sizes]
-    return {"sizes": sizes, "ours": ours, "gpt2": gpt2, "gpt2 (all)": corpus.bytes_per_token(corpus.tokenizer(), held_out)}
+    return {"sizes": sizes, "ours": ours, "gpt2": gpt2,
+            "gpt2 (all)": corpus.bytes_per_token(corpus.tokenizer(), held_out)}
 
 
 def plot_compression(table: dict[str, list[float]]) -> Figure:

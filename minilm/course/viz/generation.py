@@ -33,7 +33,8 @@ SAMPLING_SETTINGS = (dict(temperature=0.0), dict(temperature=0.5), dict(temperat
 
 
 def setting_key(temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None) -> str:
-    return f"temperature={float(temperature):g} top_k={top_k} top_p={'None' if top_p is None else format(float(top_p), 'g')}"
+    top_p_text = "None" if top_p is None else format(float(top_p), "g")
+    return f"temperature={float(temperature):g} top_k={top_k} top_p={top_p_text}"
 
 
 def filtered_probs(logits: torch.Tensor = EXAMPLE_LOGITS, temperature: float = 1.0, top_k: int | None = None,

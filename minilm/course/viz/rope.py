@@ -84,7 +84,8 @@ def plot_pair_rotation(rope_fn=None, d_k: int = 16, theta: float = 10000.0, num_
         ax.set(title=f"pair {i}: {omega:.3g} rad per position", xlabel=f"x[{2 * i}]", ylabel=f"x[{2 * i + 1}]",
                xlim=(-1.3, 1.3), ylim=(-1.3, 1.3), aspect="equal")
     fig.colorbar(sc, ax=axes, label="position p", fraction=0.04)
-    fig.suptitle(f"RoPE rotates each pair by p·ω_i (d_k={d_k}, θ={theta:g}); red arrows: a fast pair's first {first_steps} steps")
+    fig.suptitle(f"RoPE rotates each pair by p·ω_i (d_k={d_k}, θ={theta:g}); red arrows: a fast pair's first "
+                 f"{first_steps} steps")
     return fig
 
 
@@ -101,10 +102,13 @@ def plot_frequencies(rope_fn=None, d_k: int = 64, thetas: tuple[float, ...] = (1
     i = torch.arange(d_k // 2, dtype=torch.float64).numpy()
     for theta, omega in zip(thetas, omegas):
         (line,) = ax0.plot(i, omega.numpy(), "o", ms=4, label=f"measured, θ={theta:g}")
-        ax0.plot(i, theta ** (-2 * i / d_k), "-", color=line.get_color(), lw=1, alpha=0.6, label=f"θ^(−2i/d_k), θ={theta:g}")
+        ax0.plot(i, theta ** (-2 * i / d_k), "-", color=line.get_color(), lw=1, alpha=0.6,
+                 label=f"θ^(−2i/d_k), θ={theta:g}")
         ax1.plot(i, (2 * math.pi / omega).numpy(), "o-", ms=4, color=line.get_color(), label=f"θ={theta:g}")
-    ax0.set(yscale="log", title=f"Frequency of each pair (d_k={d_k})", xlabel="pair index i", ylabel="ω_i (radians per position)")
-    ax1.set(yscale="log", title="Wavelength: positions per full turn", xlabel="pair index i", ylabel="2π / ω_i (positions)")
+    ax0.set(yscale="log", title=f"Frequency of each pair (d_k={d_k})", xlabel="pair index i",
+            ylabel="ω_i (radians per position)")
+    ax1.set(yscale="log", title="Wavelength: positions per full turn", xlabel="pair index i",
+            ylabel="2π / ω_i (positions)")
     # The curves fall from the top left; the bottom left stays empty whatever θ.
     ax0.legend(loc="lower left", fontsize=8)
     ax1.legend(loc="upper left")

@@ -84,9 +84,11 @@ def plot_bias_correction(betas: tuple[float, float] = (0.9, 0.999), steps: int =
     step = bias_correction_steps(betas, steps)
     ax_step.plot(step["t"], step["uncorrected"], color="C3",
                  label=r"without correction: $m_t/\sqrt{v_t}$")
-    ax_step.plot(step["t"], step["corrected"], color="C0", ls="--", label=r"with correction: $\hat m_t/\sqrt{\hat v_t}$")
+    ax_step.plot(step["t"], step["corrected"], color="C0", ls="--",
+                 label=r"with correction: $\hat m_t/\sqrt{\hat v_t}$")
     peak = int(np.argmax(step["uncorrected"]))
-    ax_step.annotate(f"{step['uncorrected'][peak]:.1f}× lr at step {step['t'][peak]}", (step["t"][peak], step["uncorrected"][peak]),
+    ax_step.annotate(f"{step['uncorrected'][peak]:.1f}× lr at step {step['t'][peak]}",
+                     (step["t"][peak], step["uncorrected"][peak]),
                      xytext=(step["t"][peak] + 8, step["uncorrected"][peak] - 1.2), fontsize=8,
                      arrowprops=dict(arrowstyle="->", lw=0.8))
     ax_step.set(title="Step size |Δθ| per step, in units of lr", xlabel="step t", ylabel="|Δθ| / lr",
@@ -108,7 +110,8 @@ def decay_vs_l2(adamw_class, lr: float = 0.01, weight_decay: float = 0.5, steps:
     out = {"AdamW": [], "Adam + L2": [], "step": {"AdamW": [], "Adam + L2": []}}
     for scale in grad_scales:
         for name, make in (("AdamW", lambda ps: adamw_class(ps, lr=lr, weight_decay=weight_decay)),
-                           ("Adam + L2", lambda ps: torch.optim.Adam(ps, lr=lr, weight_decay=weight_decay))):  # release: not a task (Adam + L2, the contrast to AdamW)
+                           ("Adam + L2", lambda ps: torch.optim.Adam(  # release: not a task (the contrast)
+                               ps, lr=lr, weight_decay=weight_decay))):
             p = torch.nn.Parameter(torch.ones(32))
             opt = make([p])
             g = torch.Generator().manual_seed(seed)
