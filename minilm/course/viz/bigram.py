@@ -116,6 +116,6 @@ def plot_bigram_losses(losses: list[float], vocab_size: int, floor: float, initi
         ax.plot([0], [initial], "o", color="C3", label="the untrained table, on the whole text")
     ax.set(title="A bigram model on Tiny Shakespeare's characters", xlabel="training step",
            ylabel="cross-entropy (nats per character)")
-    ax.legend(fontsize=8, loc="upper right")
+    ax.legend(fontsize=8, loc="center right")
     fig.tight_layout()
     return fig
