@@ -121,6 +121,23 @@ def test_post_norm_ends_with_a_norm():
     assert not torch.allclose(got, pre, atol=1e-2)
 
 
+@pytest.mark.task("7.1")
+def test_post_norm_runs_the_blocks_own_forward_and_restores_it():
+    """post_norm swaps stand-ins into the block only while it runs: afterwards the block is as it was,
+    and with both sublayers writing nothing, what is left is the two norms, x / RMS(x)."""
+    block = _block()
+    parts = {name: getattr(block, name) for name in ("ln1", "attn", "ln2", "ffn")}
+    x = 3 * torch.randn(2, 5, 64)
+    with torch.no_grad():
+        before = block(x)
+        vm.post_norm(block)(x)
+        assert all(getattr(block, name) is module for name, module in parts.items())
+        torch.testing.assert_close(block(x), before)
+        block.attn, block.ffn = vm._WritesNothing(), vm._WritesNothing()
+        got = vm.post_norm(block)(x)
+    torch.testing.assert_close(got, x / x.pow(2).mean(-1, keepdim=True).add(1e-5).sqrt(), atol=1e-5, rtol=1e-5)
+
+
 def test_residual_stream_records_rms_and_carried_coefficient():
     x0 = torch.randn(2, 3, 8)
     stats = vm.residual_stream(lambda x: 2 * x, x0, num_layers=3)

@@ -7,7 +7,8 @@ The FLOPs accounting is plain integer arithmetic, so its table is deterministic.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
@@ -24,13 +25,43 @@ Tensor = torch.Tensor
 # ---------------------------------------------------------------- 07: pre-norm vs post-norm
 
 
+class _WritesNothing(nn.Module):
+    """A stand-in sublayer whose edit is zero: it returns zeros shaped like its input."""
+
+    def forward(self, x: Tensor, *args, **kwargs) -> Tensor:
+        return torch.zeros_like(x)
+
+
+@contextmanager
+def _swapped(block: nn.Module, **stand_ins: nn.Module) -> Iterator[nn.Module]:
+    """`block` with some submodules replaced by stand-ins for the duration, then restored."""
+    saved = {name: getattr(block, name) for name in stand_ins}
+    try:
+        for name, module in stand_ins.items():
+            setattr(block, name, module)
+        yield block
+    finally:
+        for name, module in saved.items():
+            setattr(block, name, module)
+
+
 def post_norm(block: nn.Module) -> Callable[[Tensor], Tensor]:
-    """The original Transformer's ordering built from `block`'s own sublayers:
-    h = ln1(x + attn(x)), then ln2(h + ffn(h)). Same weights, only the norms move."""
+    """The original Transformer's ordering built from `block`'s own weights and its own forward:
+    same sublayers, only the norms move from the sublayers' inputs onto the residual stream.
+
+    It never writes the block's wiring out: it runs `block` itself with its two norms replaced by
+    the identity and one sublayer by a zero edit, which leaves one residual step of your forward
+    (attention's, then the FFN's), and applies the block's own ln1 and ln2 to the stream after
+    each step."""
+    identity = dict(ln1=nn.Identity(), ln2=nn.Identity())
 
     def forward(x: Tensor) -> Tensor:
-        h = block.ln1(x + block.attn(x))
-        return block.ln2(h + block.ffn(h))
+        with _swapped(block, **identity, ffn=_WritesNothing()):
+            x = block(x)  # the attention step alone, without its norm
+        x = block.ln1(x)
+        with _swapped(block, **identity, attn=_WritesNothing()):
+            x = block(x)  # the FFN step alone, without its norm
+        return block.ln2(x)
 
     return forward
 
