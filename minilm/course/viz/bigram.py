@@ -81,7 +81,8 @@ def train_bigram(table: nn.Module, data: CharText, steps: int = 300, batch_size:
     """Train `table` (ids → next-character logits) on random pairs (data.ids[i], data.ids[i + 1]) with
     Adam, and return the loss of every step's batch. The batches depend on the seed only."""
     g = torch.Generator().manual_seed(seed)
-    opt = torch.optim.Adam(table.parameters(), lr=lr)  # release: not a task (notebook 02's provided loop; 10.4 is AdamW)
+    # Notebook 02's provided loop: Task 10.4 is AdamW, written in notebook 10.
+    opt = torch.optim.Adam(table.parameters(), lr=lr)  # release: not a task (a provided loop)
     losses = []
     for _ in range(steps):
         i = torch.randint(0, len(data.ids) - 1, (batch_size,), generator=g)
@@ -98,7 +99,8 @@ def sample_bigram(table: nn.Module, data: CharText, length: int = 300, start: st
     """`length` characters drawn one at a time from the table's next-character distribution, after `start`."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        probs = torch.softmax(table(torch.arange(data.vocab_size)).double(), -1)  # release: not a task (sampling the bigram)
+        logits = table(torch.arange(data.vocab_size)).double()
+        probs = torch.softmax(logits, -1)  # release: not a task (sampling the bigram)
     ids = [data.chars.index(start)]
     for _ in range(length):
         ids.append(int(torch.multinomial(probs[ids[-1]], 1, generator=g)))
@@ -110,7 +112,8 @@ def plot_bigram_losses(losses: list[float], vocab_size: int, floor: float, initi
     fig, ax = plt.subplots(figsize=(8, 3.6))
     steps = np.arange(1, len(losses) + 1)
     ax.plot(steps, losses, color="C0", lw=1.2, label="training loss (a batch of pairs)")
-    ax.axhline(math.log(vocab_size), color="C1", ls="--", lw=1, label=f"uniform guess: ln {vocab_size} = {math.log(vocab_size):.2f}")
+    ax.axhline(math.log(vocab_size), color="C1", ls="--", lw=1,
+               label=f"uniform guess: ln {vocab_size} = {math.log(vocab_size):.2f}")
     ax.axhline(floor, color="C2", ls=":", lw=1.5, label=f"best bigram table (from the counts): {floor:.2f}")
     if initial is not None:
         ax.plot([0], [initial], "o", color="C3", label="the untrained table, on the whole text")
