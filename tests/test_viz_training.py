@@ -185,6 +185,42 @@ def test_train_small_model_learns_and_caches(tmp_path, monkeypatch):
     _labelled(fig)
 
 
+def test_plot_grad_norms_marks_the_clipped_steps():
+    history = {"step": [1, 2, 3, 4], "grad_norm": [0.5, 1.5, 2.0, 0.8]}
+    fig = vt.plot_grad_norms(history, max_norm=1.0, resumed_at=2)
+    ax = fig.axes[0]
+    assert list(ax.lines[0].get_ydata()) == history["grad_norm"]
+    assert ax.collections[0].get_offsets()[:, 0].tolist() == [2, 3]  # the steps above max_norm
+    assert any("2 of 4 steps" in t.get_text() for t in ax.get_legend().get_texts())
+    _labelled(fig)
+
+
+@pytest.mark.task("10.4")
+@pytest.mark.slow
+def test_overfit_opens_a_gap_and_its_plot():
+    """A tiny model on 256 tokens for a few epochs: the loss on those tokens falls below the
+    validation loss, and the plot draws both curves per epoch."""
+    cfg = vt.TrainConfig(vocab_size=256, d_model=32, num_heads=2, d_ff=64, context_length=32, eval_tokens=256)
+    data = vt.load_shakespeare(cfg.vocab_size)
+    result = vt.overfit(data, cfg, tokens=256, epochs=8, batch_size=4, lr=1e-2)
+    assert result["epoch"] == list(range(1, 9)) and result["steps_per_epoch"] == 2
+    assert result["train"][-1] < result["train"][0] and result["train"][-1] < result["val"][-1]
+    fig = vt.plot_overfitting(result, data.baseline)
+    assert [list(ln.get_ydata()) for ln in fig.axes[0].lines[:2]] == [result["train"], result["val"]]
+    _labelled(fig)
+
+
+@pytest.mark.task("8.1")
+def test_decay_groups_leave_out_the_gains():
+    torch.manual_seed(0)
+    model = minilm.TransformerLM(64, 16, 16, 2, 2, 32)
+    decay, no_decay = vt.decay_groups(model, 0.1)
+    assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
+    assert all(p.dim() == 2 for p in decay["params"]) and all(p.dim() == 1 for p in no_decay["params"])
+    assert len(no_decay["params"]) == 2 * 2 + 1  # two RMSNorms per block and the final one
+    assert len(decay["params"]) + len(no_decay["params"]) == len(list(model.parameters()))
+
+
 @pytest.mark.task("10.4")
 def test_training_state_is_16_bytes_per_parameter_with_adamw():
     """fp32 weights, gradients and AdamW's two moments: 4 + 4 + 4 + 4 bytes per parameter, read

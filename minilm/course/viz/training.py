@@ -1,11 +1,13 @@
 """Pictures and helpers for notebook 10 (training), shared with notebook 11 (generation).
 
-- plot_lr_schedule, plot_bias_correction, plot_decay_vs_l2, plot_losses: the pictures.
+- plot_lr_schedule, plot_bias_correction, plot_decay_vs_l2, plot_losses, plot_grad_norms: the pictures.
 - load_shakespeare: Tiny Shakespeare as model token ids over a compact vocabulary (the most
   frequent GPT-2 tokens), so that a small model trains in seconds on a CPU.
 - TrainConfig, train_steps, train_small_model: the training loop of notebook 10 as a function,
   and a trained model for notebook 11, cached on disk (keyed by the configuration and the code)
   so that notebook 11 never depends on notebook 10 having run.
+- overfit, plot_overfitting: the model trained on a tiny slice again and again, train against
+  validation loss; decay_groups: AdamW's parameter groups in nanoGPT's rule.
 - training_state_bytes, saved_tensor_bytes, activation_estimate, activation_memory,
   plot_activation_memory: what training keeps in memory, measured and estimated.
 
@@ -267,7 +269,9 @@ def progress(iterable, **kwargs):
 
 
 def new_history() -> dict[str, list]:
-    return {"step": [], "train": [], "val_step": [], "val": []}
+    """What a training run records: each step's training loss and gradient norm (before clipping),
+    and the validation loss every eval_interval steps."""
+    return {"step": [], "train": [], "grad_norm": [], "val_step": [], "val": []}
 
 
 def build_model(cfg: TrainConfig):
@@ -302,10 +306,11 @@ def train_steps(model, optimizer, data: ShakespeareData, cfg: TrainConfig, start
         loss = minilm.cross_entropy(model(x), y)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        minilm.clip_grad_norm(model.parameters(), cfg.clip)
+        norm = minilm.clip_grad_norm(model.parameters(), cfg.clip)  # the norm before clipping
         optimizer.step()
         history["step"].append(step + 1)
         history["train"].append(loss.item())
+        history["grad_norm"].append(float(norm))
         if (step + 1) % cfg.eval_interval == 0 or step + 1 == cfg.steps:
             history["val_step"].append(step + 1)
             history["val"].append(evaluate(model, data.val, cfg.context_length, cfg.eval_tokens))
@@ -408,6 +413,83 @@ def plot_losses(history: dict[str, list], baseline: float, vocab_size: int | Non
     ax.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
     return fig
+
+
+def plot_grad_norms(history: dict[str, list], max_norm: float, resumed_at: int | None = None) -> Figure:
+    """Each step's global gradient norm before clipping (history["grad_norm"]), with
+    max_norm: the steps above the line were scaled down to it, the others left as they were."""
+    steps, norms = np.asarray(history["step"]), np.asarray(history["grad_norm"])
+    fig, ax = plt.subplots(figsize=(8, 3.4))
+    ax.plot(steps, norms, color="C0", lw=1.2, label="global gradient norm, before clipping")
+    clipped = norms > max_norm
+    ax.scatter(steps[clipped], norms[clipped], color="C3", s=10, zorder=3,
+               label=f"clipped to max_norm ({int(clipped.sum())} of {len(norms)} steps)")
+    ax.axhline(max_norm, color="k", ls="--", lw=1, label=f"max_norm = {max_norm:g}")
+    if resumed_at is not None:
+        ax.axvline(resumed_at, color="C2", lw=1, label=f"resumed from the checkpoint (step {resumed_at})")
+    ax.set_ylim(0, 1.15 * max(norms.max(), max_norm))
+    ax.set(title="Gradient norm over training", xlabel="step", ylabel="global gradient norm ‖g‖")
+    ax.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    return fig
+
+
+def overfit(data: ShakespeareData, cfg: TrainConfig, tokens: int = 1024, epochs: int = 30, batch_size: int = 8,
+            lr: float = 5e-3) -> dict[str, list]:
+    """Notebook 10's model trained on only the first `tokens` training tokens, again and again: an
+    epoch is tokens ÷ (batch_size · context_length) steps of the student's get_batch on that slice,
+    at a constant learning rate (no schedule), with the student's TransformerLM, cross_entropy,
+    clip_grad_norm and AdamW. After each epoch, the loss on the slice itself and on the first
+    cfg.eval_tokens validation tokens (the same text each time)."""
+    subset = data.train[:tokens]
+    model, optimizer = build_model(cfg)
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    steps_per_epoch = max(1, tokens // (batch_size * cfg.context_length))
+    result = {"epoch": [], "train": [], "val": [], "tokens": tokens, "steps_per_epoch": steps_per_epoch}
+    step = 0
+    for epoch in range(1, epochs + 1):
+        model.train()
+        for _ in range(steps_per_epoch):
+            torch.manual_seed(cfg.batch_seed(step))
+            step += 1
+            x, y = minilm.get_batch(subset, batch_size, cfg.context_length)
+            loss = minilm.cross_entropy(model(x), y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            minilm.clip_grad_norm(model.parameters(), cfg.clip)
+            optimizer.step()
+        result["epoch"].append(epoch)
+        result["train"].append(evaluate(model, subset, cfg.context_length))
+        result["val"].append(evaluate(model, data.val, cfg.context_length, cfg.eval_tokens))
+    return result
+
+
+def plot_overfitting(result: dict, baseline: float) -> Figure:
+    """Training and validation loss per epoch of `overfit`, the gap between them shaded, and the
+    epoch of the lowest validation loss marked."""
+    epochs, train, val = (np.asarray(result[k]) for k in ("epoch", "train", "val"))
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    ax.plot(epochs, train, "o-", ms=3, color="C0", label=f"loss on the {result['tokens']:,} training tokens")
+    ax.plot(epochs, val, "o-", ms=3, color="C3", label="validation loss")
+    ax.fill_between(epochs, train, val, color="C3", alpha=0.08, label="the gap")
+    best = int(np.argmin(val))
+    ax.axvline(epochs[best], color="0.4", ls=":", lw=1, label=f"lowest validation loss (epoch {epochs[best]})")
+    ax.axhline(baseline, color="k", ls="--", lw=1, label=f"unigram baseline ({baseline:.2f} nats)")
+    ax.set(title=f"Overfitting: {result['tokens']:,} training tokens, seen again every epoch",
+           xlabel=f"epoch ({result['steps_per_epoch']} steps each)", ylabel="cross-entropy (nats per token)")
+    ax.legend(fontsize=8, loc="lower left")
+    fig.tight_layout()
+    return fig
+
+
+def decay_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """AdamW's parameter groups in nanoGPT's rule (model.py, configure_optimizers): every parameter
+    with 2 or more dimensions (the matrices, the embedding included) decays, the 1-D ones (RMSNorm's
+    gains; biases, had the model any) do not."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
 
 
 def require(*values, tasks: tuple[str, ...]) -> None:
