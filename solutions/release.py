@@ -265,7 +265,8 @@ def rewrite_pyproject(text: str) -> str:
     """Drop `solutions` from the packages and test paths."""
     text = re.sub(r'include\s*=\s*\[[^\]]*\]', 'include = ["minilm*"]', text, count=1)
     text = re.sub(r'testpaths\s*=\s*\[[^\]]*\]', 'testpaths = ["tests", "notebooks"]', text, count=1)
-    text = re.sub(r'^"solutions[\w.]*"\s*=.*\n', "", text, flags=re.M)  # the instructor's package data
+    text = re.sub(r'^"solutions[^"]*"\s*=.*\n', "", text, flags=re.M)  # the instructor's package data and lint rules
+    text = re.sub(r'^(known-first-party\s*=.*)"solutions",\s*', r"\1", text, flags=re.M)
     data = tomllib.loads(text)
     left = [line for line in text.splitlines() if "solutions" in line]
     if left or data["tool"]["setuptools"]["packages"]["find"]["include"] != ["minilm*"]:
