@@ -444,7 +444,7 @@ def main(argv: list[str] | None = None) -> int:
     if "training" in sections:
         modes = ["eager"] if args.no_compile else ["eager", "compiled"]
         if args.quick:
-            results["training"] = bench_training(QUICK_SIZES, 2, 32, args.rounds or 2, modes, compile_sizes={"seed"})
+            results["training"] = bench_training(QUICK_SIZES, 2, 32, args.rounds or 2, modes, compile_sizes=set())
         else:
             sizes = {name: cfg for name, cfg in SIZES.items() if not args.size or name in args.size}
             results["training"] = bench_training(sizes, 8, 256, args.rounds or 5, modes)

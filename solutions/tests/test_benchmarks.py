@@ -53,10 +53,8 @@ def test_quick_training_rows(quick):
     rows = results["training"]
     assert {(r["size"], r["mode"]) for r in rows} == {(s, m) for s in ("seed", "d512") for m in ("eager", "compiled")}
     for r in rows:
-        if "skipped" in r:  # quick mode compiles one size; torch.compile cannot run everywhere, and says why
-            assert r["mode"] == "compiled"
-            assert r["skipped"].startswith("torch.compile unavailable: ") or \
-                (r["size"] == "d512" and r["skipped"].startswith("not compiled in --quick"))
+        if "skipped" in r:  # quick mode compiles nothing (tests/test_train.py compiles); the full run says why not
+            assert r["mode"] == "compiled" and r["skipped"].startswith("not compiled in --quick")
             continue
         cfg = r["config"]
         # Non-embedding parameters, counted from the architecture alone.
