@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 from minilm.course import spec, tasks
+from minilm.course.difference import how_it_differs
 
 MAX_RESULT_BYTES = 64 * 2**20  # a task's outputs are a few hundred kB; more is not ours to load
 
@@ -147,22 +148,23 @@ def differs(got, want, atol: float, rtol: float) -> str | None:
             return f"expected a dense CPU tensor, got layout {got.layout}, device {got.device.type}"
         if got.dtype != want.dtype or got.shape != want.shape:
             return f"expected {describe(want)}, got {describe(got)}"
-        if got.is_complex() or want.is_complex() or got.dtype == torch.bool:
-            return None if torch.equal(got, want) else "values differ from the expected ones"
-        if not got.is_floating_point():
-            return None if torch.equal(got, want) else "values differ from the expected ones"
+        if got.is_complex() or want.is_complex() or not got.is_floating_point():
+            return None if torch.equal(got, want) else _entries(got != want, "differ from the expected ones")
         g, w = got.double(), want.double()
         if not torch.equal(torch.isnan(g), torch.isnan(w)):
-            return ("NaN where the expected output has none" if bool(torch.isnan(g).any())
-                    else "values differ from the expected ones")
+            return (_entries(torch.isnan(g) & ~torch.isnan(w), "are NaN where the expected ones are numbers")
+                    if bool((torch.isnan(g) & ~torch.isnan(w)).any())
+                    else _entries(torch.isnan(w) & ~torch.isnan(g), "are numbers where the expected ones are NaN"))
         if not torch.equal(torch.isinf(g), torch.isinf(w)) or not torch.equal(g[torch.isinf(g)], w[torch.isinf(w)]):
-            return ("inf where the expected output is finite" if bool(torch.isinf(g).any())
-                    else "values differ from the expected ones")
+            return _entries((torch.isinf(g) != torch.isinf(w)) | (torch.isinf(g) & (g != w)),
+                            "are infinite where the expected ones are not, or the other way round")
         fin = torch.isfinite(w)
         a, r = tolerance(want.dtype, atol, rtol)
         if not torch.allclose(g[fin], w[fin], atol=a, rtol=r):
+            if bool(fin.all()):  # how, in the student's words: a factor, an offset, a sign, the wrong places …
+                return how_it_differs(g, w, a, r)
             diff = (g[fin] - w[fin]).abs().max().item()
-            return f"values differ from the expected ones (largest difference {diff:.3g})"
+            return _entries(fin & ~torch.isclose(g, w, atol=a, rtol=r), f"differ (largest difference {diff:.3g})")
         return None
     if type(want) is list:
         if type(got) is not list or len(got) != len(want):
@@ -179,6 +181,12 @@ def differs(got, want, atol: float, rtol: float) -> str | None:
     if type(got) is not type(want) or got != want:
         return "differs from the expected value" + (f" ({_short(want)} expected)" if type(want) in (int, bool) else "")
     return None
+
+
+def _entries(wrong: torch.Tensor, what: str) -> str:
+    """"3 of 64 entries differ …, the first at index (0, 5)": where to look."""
+    first = tuple(int(i) for i in wrong.nonzero()[0]) if bool(wrong.any()) else ()
+    return f"{int(wrong.sum())} of {wrong.numel()} entries {what}, the first at index {first}"
 
 
 def _short(v) -> str:

@@ -532,6 +532,27 @@ def test_judge_demands_exact_types_before_values():
     assert "dense CPU tensor" in judge.differs(torch.ones(2, 3, device="meta"), want, 1e-5, 1e-4)
 
 
+def test_judge_says_how_values_differ_in_the_students_words():
+    # The grader's feedback, like the check cells', never says only "values differ" (issue 26).
+    want = torch.randn(4, 6, generator=torch.Generator().manual_seed(0))
+    drift = want.clone()
+    drift[2:] += 1
+    cases = [(want * 2, "2 times the expected one"), (-want, "wrong sign"), (want + 0.25, "off by the same +0.25"),
+             (torch.softmax(want, -1), "sums to 1"), (want.flip(0), "in the wrong places"),
+             (drift, "positions 0 and 1 match and every later one differs")]
+    for got, words in cases:
+        assert words in judge.differs(got, want, 1e-5, 1e-4)
+    ids = torch.arange(12).reshape(3, 4)
+    off = ids.clone()
+    off[1, 2] = 0
+    assert judge.differs(off, ids, 0, 0) == "1 of 12 entries differ from the expected ones, the first at index (1, 2)"
+    nan = want.clone()
+    nan[3, 1] = float("nan")
+    assert judge.differs(nan, want, 1e-5, 1e-4).startswith("1 of 24 entries are NaN where the expected ones are")
+    assert "are numbers where the expected ones are NaN" in judge.differs(want, nan, 1e-5, 1e-4)
+    assert "(3, 1)" in judge.differs(want, nan, 1e-5, 1e-4)
+
+
 def test_worker_outputs_cross_as_plain_data_only(tmp_path):
     path = tmp_path / "1.1.pt"
 
