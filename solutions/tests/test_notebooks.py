@@ -81,6 +81,15 @@ def test_topic_notebooks_hold_a_picture(path):
     assert images >= 1
 
 
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if tasks.for_notebook(p.name)], ids=lambda p: p.stem)
+def test_topic_notebooks_ask_a_student_to_predict_before_running(path):
+    # Issue 26: at least one "predict, then run" question per notebook, in prose before the code it is about.
+    nb = _read(path)
+    asks = [i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and "**Predict, then run.**" in c.source]
+    assert asks, f"{path.name} asks no \"Predict, then run.\" question"
+    assert any(any(c.cell_type == "code" for c in nb.cells[i + 1:i + 3]) for i in asks), "no code cell follows it"
+
+
 @pytest.mark.parametrize("stem", ["05_rope", "06_attention"])
 def test_explorer_notebooks_display_widgets(stem):
     nb = _read(next(p for p in NOTEBOOKS if p.stem == stem))
