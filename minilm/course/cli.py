@@ -19,6 +19,7 @@ import sys
 from typing import NamedTuple
 
 from minilm.course import tasks
+from minilm.course.plugins import imports  # noqa: F401  (first: `minilm notebooks` and the rest start faster)
 
 
 class Command(NamedTuple):

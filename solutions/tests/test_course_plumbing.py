@@ -258,3 +258,16 @@ def test_ci_installs_the_way_the_readme_says():
     assert install == 'python -m pip install -e ".[dev]"', setup
     assert f"\n{install}\n" in ci
     assert re.search(r'\n"\$base" -m venv "\$scratch/venv"\n', ci) and '. "$scratch/venv/bin/activate"' in ci
+
+
+def test_pytest_starts_without_the_slow_iri_parsers():
+    # This process is a pytest run (an xdist worker under `minilm test all`): pyproject's addopts
+    # loaded minilm.course.plugins.imports before nbval, so rfc3987_syntax's parsers were never
+    # built, and nbformat's validation (jsonschema) works all the same.
+    import nbformat
+
+    assert sys.modules.get("rfc3987_syntax") is None
+    nb = nbformat.read(ROOT / "notebooks" / "00_welcome.ipynb", as_version=4)
+    nbformat.validate(nb)
+    with pytest.raises(nbformat.ValidationError):
+        nbformat.validate({**nb, "cells": [{"cell_type": "code", "id": "x"}]})
