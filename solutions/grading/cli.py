@@ -178,7 +178,9 @@ def grade_one(plan: Plan, sub: Submission, slot: int) -> StudentGrade:
     xdist = ["-n", str(plan.workers), "--dist", "loadscope"] if plan.workers > 1 else ["-p", "no:xdist"]
     inside_nb_out = str(nb_out) if box.same_paths else sandbox.OUT
     nbval = sandbox.run(box,
-                        ("-m", "pytest", "-p", "no:cacheprovider", "-p", "minilm.course.sandboxed.nbval_plugin", "-q",
+                        # hypothesis's and jaxtyping's pytest plugins: a second of start-up per submission, unused
+                        ("-m", "pytest", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:jaxtyping",
+                              "-p", "minilm.course.sandboxed.nbval_plugin", "-q",
                               "--color=no", *[f"notebooks/{s}.ipynb" for s in stems],
                               f"--nbval-cell-timeout={plan.cell_timeout:g}", f"--junitxml={inside_nb_out}/nbval.xml",
                               *xdist),
