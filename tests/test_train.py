@@ -80,6 +80,7 @@ def test_tiny_run_learns_checkpoints_and_resumes(tmp_path, tiny):
     (["--data", "/nonexistent/text.txt"], "no such file"),
     (["--warmup", "50", "--steps", "10"], "--warmup must be smaller than --steps"),
     (["--vocab-size", "100"], "--vocab-size must be 0 (all of the training split's tokens) or at least 256"),
+    (["--eval-stride", "9"], "--eval-stride must lie in 1 … context/2 = 8"),
 ])
 def test_bad_config_fails_before_any_work(tmp_path, capsys, bad, message, tiny):
     from minilm.course.train import run  # in-process: validation runs before any data, model or process group
@@ -173,6 +174,39 @@ def test_evaluation_sums_every_predicted_token_once(monkeypatch, max_tokens):
     assert math.isclose(nats, expected, rel_tol=1e-5)
     assert math.isclose(metrics.evaluate(model, tokens, t, 2, max_tokens), expected / n, rel_tol=1e-5)
     assert math.isclose(metrics.bits_per_byte(nats, 3 * n), expected / math.log(2) / (3 * n), rel_tol=1e-5)
+
+
+@pytest.mark.parametrize("stride, max_tokens", [(4, None), (3, None), (8, 16), (4, 5)])
+def test_sliding_evaluation_scores_every_token_once_with_its_context(monkeypatch, stride, max_tokens):
+    """evaluate_sliding_sums against a direct computation: target i is predicted from the
+    context_length tokens before it (fewer only in the first window), log-softmax by torch."""
+    import math
+
+    import numpy as np
+    import torch.nn.functional as F
+
+    import minilm
+    from minilm.course.train import metrics
+    from solutions.training import cross_entropy
+
+    monkeypatch.setattr(minilm, "cross_entropy", cross_entropy)
+    model, t = _tiny_model(11), 8
+    tokens = np.random.default_rng(0).integers(0, 11, size=30).astype(np.uint16)
+    windows = metrics.sliding_windows(29 if max_tokens is None else max_tokens, t, stride)
+    nats, n = metrics.evaluate_sliding_sums(model, tokens, t, stride, batch_size=2, max_tokens=max_tokens)
+    assert n == sum(scored for _, _, scored in windows) == (29 if max_tokens is None else max_tokens)
+    expected, min_context = 0.0, t
+    with torch.no_grad():
+        for start, length, scored in windows:
+            for i in range(start + length - scored + 1, start + length + 1):  # the targets this window scores
+                logits = model(torch.as_tensor(tokens[start:i], dtype=torch.long)[None])[0, -1]
+                expected -= F.log_softmax(logits.double(), -1)[int(tokens[i])].item()
+                if start > 0:
+                    min_context = min(min_context, i - start)
+    assert math.isclose(nats, expected, rel_tol=1e-5)
+    assert min_context >= t - stride  # past the first window, at least context − stride tokens before
+    if stride == t:  # sliding by a whole context: the non-overlapping windows
+        assert math.isclose(nats, metrics.evaluate_sums(model, tokens, t, 2, max_tokens)[0], rel_tol=1e-5)
 
 
 def test_unigram_nats_is_the_add_one_smoothed_frequency_model():
@@ -374,6 +408,10 @@ def test_budget_run_reports_bits_per_byte_consistently(tmp_path, story_file):
     assert result["val_bytes"] == len(val_text.encode()) - first_bytes, \
         "every validation byte is scored but those of the first token, which has no context"
     assert f"{result['bits_per_byte']:.3f} bits per byte" in proc.stdout
+    # The same tokens again in windows sliding by half a context: stored and printed beside it.
+    assert result["eval_stride"] == 8
+    assert math.isclose(result["sliding_bits_per_byte"], result["sliding_nats"] / math.log(2) / result["val_bytes"])
+    assert "sliding by 8" in proc.stdout and f"{result['sliding_bits_per_byte']:.3f} bits per byte" in proc.stdout
 
 
 def test_the_rule_picks_the_sweeps_winners_at_idle_2_core_speed():

@@ -70,6 +70,10 @@ def build_parser(prog: str = "minilm train") -> argparse.ArgumentParser:
                    help="steps between validation losses (default: 100 with --steps, 6 per run with --budget)")
     g.add_argument("--eval-tokens", type=int, default=8192,
                    help="validation tokens per periodic evaluation (the final one uses the whole set)")
+    g.add_argument("--eval-stride", type=int, default=None,
+                   help="the final evaluation also scores every validation token in windows that slide by this "
+                        "many tokens, so each has at least context − stride tokens before it (default and "
+                        "largest: context/2; costs context/stride times the forward passes)")
     g.add_argument("--checkpoint-interval", type=int, default=None,
                    help="steps between checkpoints (default: 250 with --steps, 3 per run with --budget)")
     g.add_argument("--out-dir", default=None,
@@ -137,6 +141,11 @@ def validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         value = getattr(args, name)
         if value is not None and value <= 0:
             parser.error(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+    if args.eval_stride is None:
+        args.eval_stride = max(1, args.context_length // 2)
+    elif not 1 <= args.eval_stride <= max(1, args.context_length // 2):
+        parser.error(f"--eval-stride must lie in 1 … context/2 = {max(1, args.context_length // 2)} (so that every "
+                     f"token has at least half a context before it), got {args.eval_stride}")
     for name in ("warmup", "sample_tokens"):
         if getattr(args, name) < 0:
             parser.error(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
