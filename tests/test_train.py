@@ -431,3 +431,86 @@ def test_the_rule_picks_the_sweeps_winners_at_idle_2_core_speed():
                                            64, 16, 45_121, 120).size["d_model"] for minutes in (1, 3)}
     assert chosen == {1: 96, 3: 128}
     assert planner.DEFAULT_SIZE["d_model"] == chosen[3]
+
+
+# ---------------------------------------------------------------- --tokenizer mine: your BPE (Tasks 9.2 and 9.3)
+
+
+@pytest.mark.task("9.3")
+def test_tokenizer_mine_trains_on_your_bpe(tmp_path, tiny):
+    """A tiny run on your BPE: merges learned from the training split's text alone, saved, and the
+    model's vocabulary is the 256 bytes, those merges and <|endoftext|>."""
+    import json
+
+    import numpy as np
+
+    import minilm
+    from minilm.course import corpus
+
+    out = tmp_path / "run"
+    proc = _run([*tiny, "--steps", "10", "--tokenizer", "mine", "--vocab-size", "300", "--out-dir", str(out)], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "vocabulary: your BPE, 300 tokens (256 bytes, 43 merges" in proc.stdout
+    first, last, _ = _losses(proc.stdout)
+    assert last < first, f"the training loss did not fall: {first} → {last}"
+    assert "sample:\nOnce upon" in proc.stdout
+    train_text = corpus.tokenizer().decode(np.load(out / "data" / "train.npy").astype(np.int64).tolist())
+    saved = json.loads((out / "merges.json").read_text())
+    merges = [(bytes.fromhex(a), bytes.fromhex(b)) for a, b in saved["merges"]]
+    assert merges == minilm.train_bpe(train_text, 43)[1], "the merges of the training split, and of it alone"
+    assert json.loads((out / "result.json").read_text())["vocab_size"] == 300
+
+
+def _in_exercise_file(source: str, name: str):
+    """`name` defined by `source` as if written in the bpe exercise module (its frames show that file)."""
+    import minilm
+
+    namespace: dict = {}
+    exec(compile(source, minilm.exercise_module("bpe").__file__, "exec"), namespace)
+    return namespace[name]
+
+
+@pytest.mark.task("9.2")
+@pytest.mark.parametrize("task", ["9.2", "9.3"])
+def test_tokenizer_mine_stops_before_any_data_at_a_stub_or_an_error(tmp_path, monkeypatch, capsys, tiny, task):
+    import minilm
+    from minilm.course.train import run
+
+    bpe = minilm.exercise_module("bpe")
+    if task == "9.2":
+        monkeypatch.setattr(bpe, "train_bpe", _in_exercise_file(
+            "def train_bpe(text, num_merges):\n"
+            "    raise NotImplementedError('Task 9.2 is not implemented yet: write train_bpe in minilm/bpe.py')\n",
+            "train_bpe"))
+        want = r"Task 9\.2 is not implemented yet: write train_bpe in minilm/bpe\.py \((minilm|solutions)/bpe\.py:2\)"
+    else:
+        monkeypatch.setattr(bpe.Tokenizer, "encode", _in_exercise_file(
+            "def encode(self, text):\n    return [ord(c) for c in text] + [1 // 0]\n", "encode"))
+        want = r"Task 9\.3: your code raised ZeroDivisionError: integer division or modulo by zero " \
+               r"\((minilm|solutions)/bpe\.py:2\)"
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as exit_info:
+        run.main([*tiny, "--steps", "10", "--tokenizer", "mine", "--vocab-size", "300", "--out-dir", str(out)])
+    message = str(exit_info.value.code)
+    assert re.fullmatch("minilm train: error: --tokenizer mine trains with your BPE: " + want, message), message
+    assert not out.exists(), "nothing may be prepared before your BPE runs"
+
+
+@pytest.mark.task("9.3")
+def test_merges_that_do_not_round_trip_are_refused_with_the_first_failing_text(tmp_path, monkeypatch, capsys):
+    import minilm
+    from minilm.course.train import own_tokenizer
+
+    text = "plain words\nthen café and more\nthe end\n"
+    merges = [(b"t", b"h"), (b"\xc3", b"\xa9")]
+    own_tokenizer.save_merges(tmp_path / "merges.json", merges, 300 - 257, text)
+    vocab = own_tokenizer.OwnVocabulary.build(text, 300, tmp_path, True, lambda: None)
+    assert "read from" in capsys.readouterr().out  # the saved merges of this text, read back
+    assert vocab.size == 256 + 2 + 1 and vocab.decode(vocab.encode(text).tolist()) == text
+    assert vocab.byte_lengths().tolist()[256:] == [2, 2, 13]  # th, é, <|endoftext|>
+    tokens = {i: bytes([i]) for i in range(256)} | {256: b"th", 257: b"\xc3\xa9"}
+    lossy = lambda self, ids: b"".join(tokens[i] for i in ids).decode("ascii", errors="replace")  # noqa: E731
+    monkeypatch.setattr(minilm.exercise_module("bpe").Tokenizer, "decode", lossy)
+    with pytest.raises(SystemExit, match=r"refusing .*merges\.json: your Tokenizer does not give back this line of "
+                                         r"the training text: decode\(encode\('then café and more\\n'\)\) = "):
+        own_tokenizer.OwnVocabulary.build(text, 300, tmp_path, True, lambda: None)

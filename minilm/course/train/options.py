@@ -14,8 +14,8 @@ from minilm.course.train.plan import DEFAULT_SIZE, parse_duration
 CONFIG_FILE, CHECKPOINT_FILE, VOCAB_FILE = "config.json", "checkpoint.pt", "vocab.npy"
 RESULT_FILE = "result.json"  # the final figures, for scripts (the benchmarks' time-to-quality race)
 # Options that fix the model's shape (the data fixes the vocabulary): --resume refuses other values.
-MODEL_KEYS = ("data", "full_vocab", "vocab_size", "d_model", "num_layers", "num_heads", "d_ff", "context_length",
-              "rope_theta")
+MODEL_KEYS = ("data", "tokenizer", "full_vocab", "vocab_size", "d_model", "num_layers", "num_heads", "d_ff",
+              "context_length", "rope_theta")
 
 DEFAULT_BUDGET = "3m"
 # The default vocabulary: the first 2,048 tokens of the training split's, in GPT-2's merge order.
@@ -40,6 +40,10 @@ def build_parser(prog: str = "minilm train") -> argparse.ArgumentParser:
                         "piece a token is merged from comes before it); 0 keeps all of them (12,806 for Tiny "
                         "Shakespeare). Text is encoded with GPT-2's BPE limited to these tokens: what they lack "
                         "is spelled in smaller pieces, never dropped")
+    g.add_argument("--tokenizer", choices=("gpt2", "mine"), default="gpt2",
+                   help="mine: your BPE (Tasks 9.2 and 9.3) instead of GPT-2's: your train_bpe learns "
+                        "--vocab-size − 257 merges from the training split's text alone, saved in OUT_DIR/merges.json, "
+                        "and your Tokenizer encodes both splits (<|endoftext|> its special token)")
     g.add_argument("--full-vocab", action="store_true",
                    help="use all 50,257 GPT-2 ids instead (ignores --vocab-size)")
     g = p.add_argument_group("model (default: the size --budget chooses; with --steps, "
@@ -168,6 +172,10 @@ def validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     if not args.full_vocab and args.vocab_size != 0 and args.vocab_size < 256:
         parser.error(f"--vocab-size must be 0 (all of the training split's tokens) or at least 256 (the single "
                      f"bytes, so that any text can be spelled), got {args.vocab_size}")
+    if args.tokenizer == "mine" and (args.full_vocab or args.vocab_size < 257):
+        parser.error(f"--tokenizer mine learns --vocab-size − 257 merges (besides the 256 bytes and <|endoftext|>): "
+                     f"give --vocab-size of at least 257 and no --full-vocab, got --vocab-size {args.vocab_size}"
+                     + (" and --full-vocab" if args.full_vocab else ""))
     if not 0 < args.val_fraction < 1:
         parser.error(f"--val-fraction must lie in (0, 1), got {args.val_fraction}")
     if args.data != "tinyshakespeare" and not Path(args.data).is_file():
@@ -175,7 +183,7 @@ def validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     if args.resume and not (Path(args.out_dir) / CHECKPOINT_FILE).is_file():
         parser.error(f"--resume: no checkpoint at {Path(args.out_dir) / CHECKPOINT_FILE}")
     if saved:
-        changed = [k for k in MODEL_KEYS if saved.get(k) != getattr(args, k)]
+        changed = [k for k in MODEL_KEYS if saved.get(k, "gpt2" if k == "tokenizer" else None) != getattr(args, k)]
         if changed:
             parser.error("--resume: the checkpoint's model has different " + ", ".join(
                 f"{k} ({saved.get(k)} there, {getattr(args, k)} now)" for k in changed))

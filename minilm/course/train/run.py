@@ -19,6 +19,7 @@ from minilm.course import corpus
 from minilm.course.train.dist import Dist, check_sync
 from minilm.course.train.metrics import bits_per_byte, evaluate_sliding_sums, evaluate_sums, unigram_nats
 from minilm.course.train.options import CHECKPOINT_FILE, CONFIG_FILE, RESULT_FILE, VOCAB_FILE, build_parser, validate
+from minilm.course.train.own_tokenizer import OwnVocabulary, probe
 from minilm.course.train.plan import (
     COMPILE_SPEEDUP,
     DEFAULT_SIZE,
@@ -129,9 +130,14 @@ def load_data(args, dist: Dist, out_dir: Path) -> Data:
     train_tokens, val_tokens, _ = prepare(args, dist)
     enc = corpus.tokenizer()
     n_train_gpt2, n_val_gpt2 = len(train_tokens), len(val_tokens)
-    vocab = (Vocabulary(None, enc) if args.full_vocab
-             else Vocabulary.from_training(train_tokens, enc, args.vocab_size))
-    if not args.full_vocab:  # re-encoded copies in memory (Tiny Shakespeare: under 1 MB)
+    if args.tokenizer == "mine":  # the student's BPE, learned from the training split's text alone
+        train_text, val_text = (enc.decode(np.asarray(t, dtype=np.int64).tolist()) for t in (train_tokens, val_tokens))
+        vocab = OwnVocabulary.build(train_text, args.vocab_size, out_dir, dist.main, dist.barrier)
+        train_tokens, val_tokens = vocab.encode(train_text), vocab.encode(val_text)
+    else:
+        vocab = (Vocabulary(None, enc) if args.full_vocab
+                 else Vocabulary.from_training(train_tokens, enc, args.vocab_size))
+    if not args.full_vocab and args.tokenizer == "gpt2":  # re-encoded copies in memory (Tiny Shakespeare: under 1 MB)
         # Both splits' text is re-encoded with the vocabulary's own BPE: with all of the training
         # split's tokens the training split comes out as GPT-2 split it, and a word the training
         # split lacks is spelled in smaller pieces, never dropped.
@@ -202,7 +208,12 @@ def report_start(run: Run, model, start: int) -> None:
     (out_dir / CONFIG_FILE).write_text(json.dumps(vars(args), indent=1))
     print(f"implementation: {minilm.implementation()} | processes: {dist.world_size} | device: {run.device} "
           f"| threads: {torch.get_num_threads()}")
-    if args.full_vocab:
+    if args.tokenizer == "mine":
+        print(f"vocabulary: your BPE, {vocab.size:,} tokens (256 bytes, {len(vocab.merges):,} merges learned from the "
+              f"training split alone, <|endoftext|>)")
+        print(f"data: {data.n_train_gpt2:,} training and {data.n_val_gpt2:,} validation GPT-2 tokens' text, encoded "
+              f"with your Tokenizer as {len(train_tokens):,} and {len(val_tokens):,} tokens")
+    elif args.full_vocab:
         print(f"data: {len(train_tokens):,} training and {len(val_tokens):,} validation tokens (GPT-2 BPE); "
               f"vocabulary: all {enc.n_vocab:,} GPT-2 tokens (--full-vocab)")
     else:
@@ -430,7 +441,7 @@ def print_sample(run: Run, model, per_token: float | None) -> None:
             prompt_ids = data.vocab.encode(args.prompt).tolist() or [0]
         ids = minilm.generate(model, prompt_ids, sample_tokens, temperature=0.8, top_k=50,
                               generator=torch.Generator(device=run.device).manual_seed(args.seed))
-        print("sample:\n" + data.enc.decode(data.vocab.to_gpt2(ids.tolist())))
+        print("sample:\n" + data.vocab.decode(ids.tolist()))
 
 
 def write_result(run: Run, model, final_step: int, scores: Scores, wall_s: float) -> None:
@@ -457,6 +468,8 @@ def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
     parser = build_parser(prog)
     args = parser.parse_args(argv)
     validate(args, parser)
+    if args.tokenizer == "mine":
+        probe()  # a stub or an error in Tasks 9.2–9.3 stops the run here, in one line, before any data
     dist = Dist(args.device)
     out_dir = Path(args.out_dir)
     try:
