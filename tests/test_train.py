@@ -81,6 +81,7 @@ def test_tiny_run_learns_checkpoints_and_resumes(tmp_path, tiny):
     (["--warmup", "50", "--steps", "10"], "--warmup must be smaller than --steps"),
     (["--vocab-size", "100"], "--vocab-size must be 0 (all of the training split's tokens) or at least 256"),
     (["--eval-stride", "9"], "--eval-stride must lie in 1 … context/2 = 8"),
+    (["--tokenizer", "mine", "--full-vocab"], "--tokenizer mine learns --vocab-size − 257 merges"),
 ])
 def test_bad_config_fails_before_any_work(tmp_path, capsys, bad, message, tiny):
     from minilm.course.train import run  # in-process: validation runs before any data, model or process group

@@ -145,11 +145,6 @@ def validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         value = getattr(args, name)
         if value is not None and value <= 0:
             parser.error(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
-    if args.eval_stride is None:
-        args.eval_stride = max(1, args.context_length // 2)
-    elif not 1 <= args.eval_stride <= max(1, args.context_length // 2):
-        parser.error(f"--eval-stride must lie in 1 … context/2 = {max(1, args.context_length // 2)} (so that every "
-                     f"token has at least half a context before it), got {args.eval_stride}")
     for name in ("warmup", "sample_tokens"):
         if getattr(args, name) < 0:
             parser.error(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
@@ -172,10 +167,6 @@ def validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     if not args.full_vocab and args.vocab_size != 0 and args.vocab_size < 256:
         parser.error(f"--vocab-size must be 0 (all of the training split's tokens) or at least 256 (the single "
                      f"bytes, so that any text can be spelled), got {args.vocab_size}")
-    if args.tokenizer == "mine" and (args.full_vocab or args.vocab_size < 257):
-        parser.error(f"--tokenizer mine learns --vocab-size − 257 merges (besides the 256 bytes and <|endoftext|>): "
-                     f"give --vocab-size of at least 257 and no --full-vocab, got --vocab-size {args.vocab_size}"
-                     + (" and --full-vocab" if args.full_vocab else ""))
     if not 0 < args.val_fraction < 1:
         parser.error(f"--val-fraction must lie in (0, 1), got {args.val_fraction}")
     if args.data != "tinyshakespeare" and not Path(args.data).is_file():
@@ -187,3 +178,16 @@ def validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         if changed:
             parser.error("--resume: the checkpoint's model has different " + ", ".join(
                 f"{k} ({saved.get(k)} there, {getattr(args, k)} now)" for k in changed))
+
+
+def validate_eval_and_tokenizer(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """After validate: --eval-stride (default context/2) and --tokenizer mine's vocabulary size."""
+    if args.eval_stride is None:
+        args.eval_stride = max(1, args.context_length // 2)
+    elif not 1 <= args.eval_stride <= max(1, args.context_length // 2):
+        parser.error(f"--eval-stride must lie in 1 … context/2 = {max(1, args.context_length // 2)} (so that every "
+                     f"token has at least half a context before it), got {args.eval_stride}")
+    if args.tokenizer == "mine" and (args.full_vocab or args.vocab_size < 257):
+        parser.error(f"--tokenizer mine learns --vocab-size − 257 merges (besides the 256 bytes and <|endoftext|>): "
+                     f"give --vocab-size of at least 257 and no --full-vocab, got --vocab-size {args.vocab_size}"
+                     + (" and --full-vocab" if args.full_vocab else ""))

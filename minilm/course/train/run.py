@@ -18,7 +18,15 @@ import minilm
 from minilm.course import corpus
 from minilm.course.train.dist import Dist, check_sync
 from minilm.course.train.metrics import bits_per_byte, evaluate_sliding_sums, evaluate_sums, unigram_nats
-from minilm.course.train.options import CHECKPOINT_FILE, CONFIG_FILE, RESULT_FILE, VOCAB_FILE, build_parser, validate
+from minilm.course.train.options import (
+    CHECKPOINT_FILE,
+    CONFIG_FILE,
+    RESULT_FILE,
+    VOCAB_FILE,
+    build_parser,
+    validate,
+    validate_eval_and_tokenizer,
+)
 from minilm.course.train.own_tokenizer import OwnVocabulary, probe
 from minilm.course.train.plan import (
     COMPILE_SPEEDUP,
@@ -468,6 +476,7 @@ def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
     parser = build_parser(prog)
     args = parser.parse_args(argv)
     validate(args, parser)
+    validate_eval_and_tokenizer(args, parser)
     if args.tokenizer == "mine":
         probe()  # a stub or an error in Tasks 9.2–9.3 stops the run here, in one line, before any data
     dist = Dist(args.device)
