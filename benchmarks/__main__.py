@@ -222,7 +222,7 @@ def bench_quality(budget: str) -> dict:
         out["course"] = dict(json.loads((run / "result.json").read_text()), process_s=outside_s,
                              plan=[line for line in proc.stdout.splitlines() if line.startswith(("budget ", "plan:"))])
         print(f"  quality: minilm train --budget {budget}: {out['course']['bits_per_byte']:.3f} bits per byte "
-              f"in {outside_s:.0f} s", flush=True)
+              f"({out['course']['sliding_bits_per_byte']:.3f} sliding) in {outside_s:.0f} s", flush=True)
         char_json = Path(tmp) / "char.json"
         start = time.perf_counter()
         subprocess.run([sys.executable, "-m", "benchmarks.charlm", "--budget", budget, "--data-dir", str(run / "data"),
@@ -231,9 +231,11 @@ def bench_quality(budget: str) -> dict:
                        env=env, capture_output=True, text=True, check=True)
         out["char"] = dict(json.loads(char_json.read_text()), process_s=time.perf_counter() - start)
         print(f"  quality: character-level baseline: {out['char']['bits_per_byte']:.3f} bits per byte "
-              f"in {out['char']['process_s']:.0f} s", flush=True)
+              f"({out['char']['sliding_bits_per_byte']:.3f} sliding) in {out['char']['process_s']:.0f} s", flush=True)
     out["ratio"] = out["course"]["bits_per_byte"] / out["char"]["bits_per_byte"]
     out["reduction"] = 1 - out["ratio"]
+    # Both scored again in windows sliding by half their context: every byte with a long context.
+    out["sliding_reduction"] = 1 - out["course"]["sliding_bits_per_byte"] / out["char"]["sliding_bits_per_byte"]
     return out
 
 
@@ -326,6 +328,12 @@ def targets(results: dict) -> list[dict]:
         add(f"time to quality: fewer bits per byte than the char baseline ({quality['budget']})", quality["reduction"],
             f"≥ {TARGETS['quality_reduction']:.0%}", quality["reduction"] >= TARGETS["quality_reduction"],
             f"{quality['reduction']:.0%} ({course['bits_per_byte']:.3f} vs {char['bits_per_byte']:.3f})")
+        if "sliding_reduction" in quality:
+            add(f"time to quality, sliding windows: fewer bits per byte than the char baseline ({quality['budget']})",
+                quality["sliding_reduction"], f"≥ {TARGETS['quality_reduction']:.0%}",
+                quality["sliding_reduction"] >= TARGETS["quality_reduction"],
+                f"{quality['sliding_reduction']:.0%} ({course['sliding_bits_per_byte']:.3f} vs "
+                f"{char['sliding_bits_per_byte']:.3f})")
     for r in results.get("generation", []):
         if r["new_tokens"] == 512:
             add("KV-cache speed-up at 512 new tokens", r["speedup"], f"≥ {TARGETS['kv_speedup']:.0f}×",
@@ -410,12 +418,13 @@ def report(results: dict) -> str:
             per_token = f"{r['nats_per_token']:.3f} nats/token" if "nats_per_token" in r else \
                 f"{r['nats_per_byte']:.3f} nats/byte"
             rows.append([name, size, f"{r['parameters'] / 1e6:.2f}M", f"{r['steps']:,}", f"{r['threads']}",
-                         f"{r['wall_s']:.0f} s / {r['process_s']:.0f} s", per_token, f"{r['bits_per_byte']:.3f}"])
+                         f"{r['wall_s']:.0f} s / {r['process_s']:.0f} s", per_token, f"{r['bits_per_byte']:.3f}",
+                         f"{r['sliding_bits_per_byte']:.3f} (stride {r['eval_stride']})"])
         parts += ["",
                   f"Time to quality: the same wall-clock budget ({q['budget']}), one after the other, scored on the "
                       f"same {q['course']['val_bytes']:,} validation bytes",
                   table(["run", "model", "params", "steps", "threads", "time (run / process)", "validation",
-                         "bits per byte"], rows),
+                         "bits per byte", "sliding windows"], rows),
                   f"ratio: {q['ratio']:.3f} (the course's run: {q['reduction']:.0%} fewer bits per byte than the "
                   f"baseline's)"]
     if results["targets"]:

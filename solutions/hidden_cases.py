@@ -235,6 +235,37 @@ def _train_bpe(g):
     return cases + [dict(text="x", num_merges=_int(g, 0, 3), what="a one-character text")]
 
 
+@hidden("9.3")
+def _tokenizer(g):
+    from minilm.course.spec.training import CORPUS_MERGES, EOT, ORDER_MERGES
+    from solutions.bpe import train_bpe
+
+    def text(length):
+        picks = torch.randint(0, len(_BPE_PIECES), (length,), generator=g).tolist()
+        return "".join(_BPE_PIECES[i] for i in picks)
+
+    # Merges learned from one random text, used on others (so some words fall apart into bytes),
+    # with <|endoftext|> between documents.
+    n_merges = _int(g, 20, 80)
+    _, merges = train_bpe(text(_int(g, 150, 400)), n_merges)
+    docs = [text(_int(g, 10, 60)) for _ in range(3)]
+    order = [(b"a", b"b"), (b"b", b"a"), (b"ab", b"a"), (b"a", b"a"), (b"ba", b"b"), (b"aa", b"b")]
+    picks = torch.randint(0, 2, (4, 9), generator=g).tolist()
+    return [
+        dict(merges=merges, special_tokens=[EOT], what=f"{len(merges)} merges of a random text, <|endoftext|>",
+             texts=[EOT.join(docs), docs[0] + EOT + EOT, text(_int(g, 5, 30))],
+             decode=[bytes([b]) for b in "naïve 🤖".encode()] + [b"\xe2", b"!"]),
+        dict(merges=ORDER_MERGES[::-1][:3] + ORDER_MERGES[:3], special_tokens=None,
+             what="other merges whose order matters",
+             texts=["ababc", "abcab cabab", "bcbcaab"]),
+        dict(merges=order, special_tokens=["<|a|>"], what="merges of a and b only, a special token <|a|>",
+             texts=["".join("ab"[i] for i in row) + "<|a|>" for row in picks]),
+        dict(merges=CORPUS_MERGES, special_tokens=[EOT + EOT, EOT, "<|pad|>"], extra=[b"<|pad|>"],
+             what="three special tokens, one of them in vocab",
+             texts=["<|pad|>low<|endoftext|><|endoftext|><|endoftext|>widest<|pad|><|pad|>", EOT]),
+    ]
+
+
 @hidden("10.1")
 def _cross_entropy(g):
     v = _int(g, 2, 40)

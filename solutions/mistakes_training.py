@@ -70,6 +70,67 @@ def _train_bpe_variant(pretokenize: bool = True, weighted: bool = True, greatest
     return train_bpe
 
 
+def _merge_everywhere(tokens, pair):
+    out, i = [], 0
+    while i < len(tokens):
+        if i + 1 < len(tokens) and (tokens[i], tokens[i + 1]) == pair:
+            out.append(pair[0] + pair[1])
+            i += 2
+        else:
+            out.append(tokens[i])
+            i += 1
+    return out
+
+
+def _tokenizer_bpe(choose):
+    """Tokenizer._bpe that merges the pair `choose(self, pairs)` picks among the adjacent merges."""
+    def _bpe(self, chunk):
+        tokens = [bytes([b]) for b in chunk]
+        while len(tokens) > 1:
+            pairs = [p for p in zip(tokens, tokens[1:]) if p in self.ranks]
+            if not pairs:
+                break
+            tokens = _merge_everywhere(tokens, choose(self, pairs))
+        return tokens
+    return _bpe
+
+
+def _tokenizer_longest_match(self, chunk):
+    """Greedy: the longest token of vocab from the left, then the next."""
+    out, i = [], 0
+    while i < len(chunk):
+        j = max(j for j in range(i + 1, len(chunk) + 1) if chunk[i:j] in self.ids)
+        out.append(chunk[i:j])
+        i = j
+    return out
+
+
+def _tokenizer_encode(split_specials: bool = True, longest_first: bool = True, pretokenize: bool = True):
+    """Tokenizer.encode with one of the usual mistakes about special tokens or pre-tokenization."""
+    def encode(self, text):
+        from solutions.bpe import check_text
+
+        check_text(text, "Tokenizer.encode")
+        # longest_first=False: the shorter first, so "<|endoftext|>" wins over its double
+        specials = sorted(self.special_tokens if split_specials else [], key=len, reverse=longest_first)
+        pattern = "(" + "|".join(regex.escape(t) for t in specials) + ")" if specials else None
+        pieces = regex.split(pattern, text) if pattern else [text]
+        ids = []
+        for k, piece in enumerate(pieces):
+            if k % 2:
+                ids.append(self.ids[piece.encode("utf-8")])
+                continue
+            chunks = [m.group() for m in regex.finditer(GPT2_PATTERN, piece)] if pretokenize else [piece]
+            for chunk in chunks:
+                ids += [self.ids[t] for t in self._bpe(chunk.encode("utf-8"))]
+        return ids
+    return encode
+
+
+def _tokenizer_decode_per_token(self, ids):
+    return "".join(self.vocab[i].decode("utf-8", errors="replace") for i in ids)
+
+
 def _cross_entropy_no_logsumexp(logits, targets):
     log_probs = logits - torch.log(torch.exp(logits).sum(dim=-1, keepdim=True))  # exp overflows at ~88
     return -log_probs.gather(-1, targets.unsqueeze(-1)).mean()
@@ -202,6 +263,24 @@ MUTANTS: list[dict] = [
        "occurs"),
     _m("bpe_merges_right_to_left", "9.2", [("solutions.bpe", "train_bpe", _train_bpe_variant(left_to_right=False))],
        "left to right"),
+    # Task 9.3: encode and decode
+    _m("tokenizer_merges_by_frequency", "9.3",
+       [("solutions.bpe", "Tokenizer._bpe",
+         _tokenizer_bpe(lambda self, pairs: min(set(pairs), key=lambda p: (-pairs.count(p), self.ranks[p]))))],
+       "most often"),
+    _m("tokenizer_latest_merge_first", "9.3",
+       [("solutions.bpe", "Tokenizer._bpe", _tokenizer_bpe(lambda self, pairs: max(pairs, key=self.ranks.get)))],
+       "order learned"),
+    _m("tokenizer_longest_match", "9.3", [("solutions.bpe", "Tokenizer._bpe", _tokenizer_longest_match)],
+       "longest token"),
+    _m("tokenizer_specials_pretokenized", "9.3",
+       [("solutions.bpe", "Tokenizer.encode", _tokenizer_encode(split_specials=False))], "special tokens first"),
+    _m("tokenizer_specials_not_longest_first", "9.3",
+       [("solutions.bpe", "Tokenizer.encode", _tokenizer_encode(longest_first=False))], "longest one must win"),
+    _m("tokenizer_no_pretokenization", "9.3",
+       [("solutions.bpe", "Tokenizer.encode", _tokenizer_encode(pretokenize=False))], "pre-token boundaries"),
+    _m("decode_per_token", "9.3", [("solutions.bpe", "Tokenizer.decode", _tokenizer_decode_per_token)],
+       "part of a character"),
     _m("no_logsumexp", "10.1", [("solutions.training", "cross_entropy", _cross_entropy_no_logsumexp)],
        "log-sum-exp"),
     _m("per_parameter_clipping", "10.2", [("solutions.training", "clip_grad_norm", _clip_per_parameter)],

@@ -177,3 +177,111 @@ def test_compression_grows_with_the_merges_and_is_plotted():
     plt.close(fig)
     with pytest.raises(ValueError, match=f"more than the {len(vocab)} tokens"):
         viz.compression_table(vocab, text, sizes=[len(vocab) + 1])
+
+
+# ---------------------------------------------------------------- Task 9.3: encode and decode
+
+EOT = "<|endoftext|>"
+
+
+def _vocab(merges):
+    return {i: t for i, t in enumerate([bytes([b]) for b in range(256)] + [a + b for a, b in merges])}
+
+
+def _tiktoken_oracle(vocab, special_tokens=()):
+    """tiktoken's encoder on the same merges (ranks = ids) with GPT-2's pattern: the independent oracle."""
+    import tiktoken
+
+    ranks = {token: i for i, token in sorted(vocab.items(), reverse=True)}
+    specials = {t: max(vocab) + 1 + k for k, t in enumerate(special_tokens)}
+    return tiktoken.Encoding("oracle", pat_str=corpus.GPT2_PATTERN, mergeable_ranks=ranks, special_tokens=specials)
+
+
+@pytest.mark.task("9.3")
+@given(train=texts, docs=st.lists(texts, min_size=1, max_size=3), num_merges=st.integers(0, 25))
+def test_encode_matches_tiktoken_on_the_same_merges(train, docs, num_merges):
+    """Merges from the naive trainer above; tiktoken, given them as ranks, encodes the same ids."""
+    merges = naive_bpe(train, num_merges)
+    vocab = _vocab(merges)
+    tok = minilm.Tokenizer(vocab, merges, [EOT])
+    text = EOT.join(docs)
+    ids = tok.encode(text)
+    assert ids == _tiktoken_oracle(vocab, [EOT]).encode(text, allowed_special={EOT})
+    assert tok.decode(ids) == text
+
+
+@pytest.mark.task("9.3")
+def test_parity_with_tiktoken_on_a_story_text(story_file):
+    """A real text: 60 merges learned from its first half, every line of it encoded as tiktoken does."""
+    text = story_file.read_text(encoding="utf-8")
+    merges = naive_bpe(text[: len(text) // 2], 60)
+    vocab = _vocab(merges)
+    tok, oracle = minilm.Tokenizer(vocab, merges, [EOT]), _tiktoken_oracle(vocab, [EOT])
+    assert tok.encode(text) == oracle.encode(text, allowed_special={EOT})
+    assert tok.decode(tok.encode(text)) == text
+    lines = text.splitlines(keepends=True)
+    assert list(tok.encode_iterable(lines)) == tok.encode(text)  # provided: reads line by line, same ids
+
+
+@pytest.mark.task("9.3")
+def test_merges_apply_by_rank_not_frequency_nor_length():
+    merges = [(b"b", b"c"), (b"a", b"b"), (b"a", b"a"), (b"ab", b"ab"), (b"a", b"bc"), (b"aa", b"a")]
+    tok = minilm.Tokenizer(_vocab(merges), merges)
+    # "ababc": (b, c) is learned first, then (a, b) twice: [ab, abc]; not [abab, c] (the frequent pair
+    # (a, b) first, or the longest token from the left).
+    assert tok.encode("ababc") == [257, 260]
+    assert tok.encode("aaab") == [258, 257]  # (a, a) once, from the left: [aa, ab], not [aaa, b]
+
+
+@pytest.mark.task("9.3")
+def test_special_tokens_stay_whole_and_get_their_ids():
+    merges = [(b" ", b"a"), (b"<", b"|")]
+    vocab = _vocab(merges)
+    vocab[258] = b"<|pad|>"
+    tok = minilm.Tokenizer(vocab, merges, [EOT, EOT + EOT, "<|pad|>"])
+    eot, double, pad = 259, 260, 258  # a new special token: after the largest id; one already in vocab: its id
+    assert tok.encode("a<|endoftext|><|endoftext|> a<|endoftext|><|pad|>") == [97, double, 256, eot, pad]
+    assert tok.encode(EOT + EOT + EOT) == [double, eot]  # the longest first, from the left
+    assert tok.decode([97, double, pad]) == "a" + EOT + EOT + "<|pad|>"
+    plain = minilm.Tokenizer(vocab, merges)  # without special tokens, "<|" is just text
+    assert plain.encode("<|a") == [257, 97]
+
+
+@pytest.mark.task("9.3")
+def test_chunks_are_never_merged_across():
+    merges = [(b"e", b" "), (b"'", b"s"), (b"s", b"t")]
+    tok = minilm.Tokenizer(_vocab(merges), merges)
+    assert tok.encode("the cat") == [116, 104, 101, 32, 99, 97, 116]  # "e " crosses from "the" to " cat"
+    assert tok.encode("it'st") == [105, 116, 257, 116]  # "'s" is a chunk; the pattern never makes "'st"
+
+
+@pytest.mark.task("9.3")
+def test_decode_joins_bytes_before_decoding():
+    tok = minilm.Tokenizer(_vocab([]), [])
+    ids = list("café 🤖".encode())  # single bytes: é and 🤖 are split across tokens
+    assert tok.encode("café 🤖") == ids
+    assert tok.decode(ids) == "café 🤖"
+    assert tok.decode([0xff, 33]) == "\ufffd!"  # bytes that are no UTF-8 become U+FFFD
+    assert tok.decode(ids[:4]) == "caf\ufffd"  # half a character too
+    assert tok.decode([]) == "" and tok.encode("") == []
+
+
+@pytest.mark.task("9.3")
+@pytest.mark.parametrize("args, error, match", [
+    (({0: "a"}, []), TypeError, "vocab must be a dict of int ids to bytes"),
+    ((_vocab([]), [(b"a", b"bc")]), ValueError, r"merges\[0\] .* b'bc' is not a token of vocab"),
+    ((_vocab([]), [(b"a", "b")]), TypeError, r"merges\[0\] must be a pair \(bytes, bytes\)"),
+    ((_vocab([]), [], EOT), TypeError, "special_tokens must be None or a list of non-empty str"),
+])
+def test_bad_tokenizer_input_is_reported(args, error, match):
+    with pytest.raises(error, match=f"Tokenizer: {match}"):
+        minilm.Tokenizer(*args)
+
+
+@pytest.mark.task("9.3")
+def test_bad_encode_and_decode_input_is_reported():
+    tok = minilm.Tokenizer(_vocab([]), [])
+    with pytest.raises(TypeError, match="Tokenizer.encode: text must be a str"):
+        tok.encode(b"abc")
+    with pytest.raises(TypeError, match="Tokenizer.decode: ids must be a list of ints"):
+        tok.decode("abc")

@@ -80,6 +80,8 @@ def test_tiny_run_learns_checkpoints_and_resumes(tmp_path, tiny):
     (["--data", "/nonexistent/text.txt"], "no such file"),
     (["--warmup", "50", "--steps", "10"], "--warmup must be smaller than --steps"),
     (["--vocab-size", "100"], "--vocab-size must be 0 (all of the training split's tokens) or at least 256"),
+    (["--eval-stride", "9"], "--eval-stride must lie in 1 … context/2 = 8"),
+    (["--tokenizer", "mine", "--full-vocab"], "--tokenizer mine learns --vocab-size − 257 merges"),
 ])
 def test_bad_config_fails_before_any_work(tmp_path, capsys, bad, message, tiny):
     from minilm.course.train import run  # in-process: validation runs before any data, model or process group
@@ -173,6 +175,39 @@ def test_evaluation_sums_every_predicted_token_once(monkeypatch, max_tokens):
     assert math.isclose(nats, expected, rel_tol=1e-5)
     assert math.isclose(metrics.evaluate(model, tokens, t, 2, max_tokens), expected / n, rel_tol=1e-5)
     assert math.isclose(metrics.bits_per_byte(nats, 3 * n), expected / math.log(2) / (3 * n), rel_tol=1e-5)
+
+
+@pytest.mark.parametrize("stride, max_tokens", [(4, None), (3, None), (8, 16), (4, 5)])
+def test_sliding_evaluation_scores_every_token_once_with_its_context(monkeypatch, stride, max_tokens):
+    """evaluate_sliding_sums against a direct computation: target i is predicted from the
+    context_length tokens before it (fewer only in the first window), log-softmax by torch."""
+    import math
+
+    import numpy as np
+    import torch.nn.functional as F
+
+    import minilm
+    from minilm.course.train import metrics
+    from solutions.training import cross_entropy
+
+    monkeypatch.setattr(minilm, "cross_entropy", cross_entropy)
+    model, t = _tiny_model(11), 8
+    tokens = np.random.default_rng(0).integers(0, 11, size=30).astype(np.uint16)
+    windows = metrics.sliding_windows(29 if max_tokens is None else max_tokens, t, stride)
+    nats, n = metrics.evaluate_sliding_sums(model, tokens, t, stride, batch_size=2, max_tokens=max_tokens)
+    assert n == sum(scored for _, _, scored in windows) == (29 if max_tokens is None else max_tokens)
+    expected, min_context = 0.0, t
+    with torch.no_grad():
+        for start, length, scored in windows:
+            for i in range(start + length - scored + 1, start + length + 1):  # the targets this window scores
+                logits = model(torch.as_tensor(tokens[start:i], dtype=torch.long)[None])[0, -1]
+                expected -= F.log_softmax(logits.double(), -1)[int(tokens[i])].item()
+                if start > 0:
+                    min_context = min(min_context, i - start)
+    assert math.isclose(nats, expected, rel_tol=1e-5)
+    assert min_context >= t - stride  # past the first window, at least context − stride tokens before
+    if stride == t:  # sliding by a whole context: the non-overlapping windows
+        assert math.isclose(nats, metrics.evaluate_sums(model, tokens, t, 2, max_tokens)[0], rel_tol=1e-5)
 
 
 def test_unigram_nats_is_the_add_one_smoothed_frequency_model():
@@ -374,6 +409,10 @@ def test_budget_run_reports_bits_per_byte_consistently(tmp_path, story_file):
     assert result["val_bytes"] == len(val_text.encode()) - first_bytes, \
         "every validation byte is scored but those of the first token, which has no context"
     assert f"{result['bits_per_byte']:.3f} bits per byte" in proc.stdout
+    # The same tokens again in windows sliding by half a context: stored and printed beside it.
+    assert result["eval_stride"] == 8
+    assert math.isclose(result["sliding_bits_per_byte"], result["sliding_nats"] / math.log(2) / result["val_bytes"])
+    assert "sliding by 8" in proc.stdout and f"{result['sliding_bits_per_byte']:.3f} bits per byte" in proc.stdout
 
 
 def test_the_rule_picks_the_sweeps_winners_at_idle_2_core_speed():
@@ -393,3 +432,86 @@ def test_the_rule_picks_the_sweeps_winners_at_idle_2_core_speed():
                                            64, 16, 45_121, 120).size["d_model"] for minutes in (1, 3)}
     assert chosen == {1: 96, 3: 128}
     assert planner.DEFAULT_SIZE["d_model"] == chosen[3]
+
+
+# ---------------------------------------------------------------- --tokenizer mine: your BPE (Tasks 9.2 and 9.3)
+
+
+@pytest.mark.task("9.3")
+def test_tokenizer_mine_trains_on_your_bpe(tmp_path, tiny):
+    """A tiny run on your BPE: merges learned from the training split's text alone, saved, and the
+    model's vocabulary is the 256 bytes, those merges and <|endoftext|>."""
+    import json
+
+    import numpy as np
+
+    import minilm
+    from minilm.course import corpus
+
+    out = tmp_path / "run"
+    proc = _run([*tiny, "--steps", "10", "--tokenizer", "mine", "--vocab-size", "300", "--out-dir", str(out)], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "vocabulary: your BPE, 300 tokens (256 bytes, 43 merges" in proc.stdout
+    first, last, _ = _losses(proc.stdout)
+    assert last < first, f"the training loss did not fall: {first} → {last}"
+    assert "sample:\nOnce upon" in proc.stdout
+    train_text = corpus.tokenizer().decode(np.load(out / "data" / "train.npy").astype(np.int64).tolist())
+    saved = json.loads((out / "merges.json").read_text())
+    merges = [(bytes.fromhex(a), bytes.fromhex(b)) for a, b in saved["merges"]]
+    assert merges == minilm.train_bpe(train_text, 43)[1], "the merges of the training split, and of it alone"
+    assert json.loads((out / "result.json").read_text())["vocab_size"] == 300
+
+
+def _in_exercise_file(source: str, name: str):
+    """`name` defined by `source` as if written in the bpe exercise module (its frames show that file)."""
+    import minilm
+
+    namespace: dict = {}
+    exec(compile(source, minilm.exercise_module("bpe").__file__, "exec"), namespace)
+    return namespace[name]
+
+
+@pytest.mark.task("9.2")
+@pytest.mark.parametrize("task", ["9.2", "9.3"])
+def test_tokenizer_mine_stops_before_any_data_at_a_stub_or_an_error(tmp_path, monkeypatch, capsys, tiny, task):
+    import minilm
+    from minilm.course.train import run
+
+    bpe = minilm.exercise_module("bpe")
+    if task == "9.2":
+        monkeypatch.setattr(bpe, "train_bpe", _in_exercise_file(
+            "def train_bpe(text, num_merges):\n"
+            "    raise NotImplementedError('Task 9.2 is not implemented yet: write train_bpe in minilm/bpe.py')\n",
+            "train_bpe"))
+        want = r"Task 9\.2 is not implemented yet: write train_bpe in minilm/bpe\.py \((minilm|solutions)/bpe\.py:2\)"
+    else:
+        monkeypatch.setattr(bpe.Tokenizer, "encode", _in_exercise_file(
+            "def encode(self, text):\n    return [ord(c) for c in text] + [1 // 0]\n", "encode"))
+        want = r"Task 9\.3: your code raised ZeroDivisionError: integer division or modulo by zero " \
+               r"\((minilm|solutions)/bpe\.py:2\)"
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as exit_info:
+        run.main([*tiny, "--steps", "10", "--tokenizer", "mine", "--vocab-size", "300", "--out-dir", str(out)])
+    message = str(exit_info.value.code)
+    assert re.fullmatch("minilm train: error: --tokenizer mine trains with your BPE: " + want, message), message
+    assert not out.exists(), "nothing may be prepared before your BPE runs"
+
+
+@pytest.mark.task("9.3")
+def test_merges_that_do_not_round_trip_are_refused_with_the_first_failing_text(tmp_path, monkeypatch, capsys):
+    import minilm
+    from minilm.course.train import own_tokenizer
+
+    text = "plain words\nthen café and more\nthe end\n"
+    merges = [(b"t", b"h"), (b"\xc3", b"\xa9")]
+    own_tokenizer.save_merges(tmp_path / "merges.json", merges, 300 - 257, text)
+    vocab = own_tokenizer.OwnVocabulary.build(text, 300, tmp_path, True, lambda: None)
+    assert "read from" in capsys.readouterr().out  # the saved merges of this text, read back
+    assert vocab.size == 256 + 2 + 1 and vocab.decode(vocab.encode(text).tolist()) == text
+    assert vocab.byte_lengths().tolist()[256:] == [2, 2, 13]  # th, é, <|endoftext|>
+    tokens = {i: bytes([i]) for i in range(256)} | {256: b"th", 257: b"\xc3\xa9"}
+    lossy = lambda self, ids: b"".join(tokens[i] for i in ids).decode("ascii", errors="replace")  # noqa: E731
+    monkeypatch.setattr(minilm.exercise_module("bpe").Tokenizer, "decode", lossy)
+    with pytest.raises(SystemExit, match=r"refusing .*merges\.json: your Tokenizer does not give back this line of "
+                                         r"the training text: decode\(encode\('then café and more\\n'\)\) = "):
+        own_tokenizer.OwnVocabulary.build(text, 300, tmp_path, True, lambda: None)

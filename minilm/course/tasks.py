@@ -110,6 +110,7 @@ TASKS: tuple[Task, ...] = (
        ("activation", "use your TransformerBlock (Task 7.1)"), _LINEAR, uses=("1.2", "2.2", "3.2", "7.1")),
     _t("9.1", "get_batch", "get_batch", "data", "09_data", 3),
     _t("9.2", "train a byte-level BPE", "train_bpe", "bpe", "09_data", 4),
+    _t("9.3", "encode and decode with your BPE", "Tokenizer", "bpe", "09_data", 3),
     _t("10.1", "cross-entropy", "cross_entropy", "training", "10_training", 3,
        ("cross_entropy", "use the max trick, m + log Σ exp(logits − m), minus the target's logit")),
     _t("10.2", "global gradient clipping", "clip_grad_norm", "training", "10_training", 2,

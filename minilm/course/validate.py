@@ -167,6 +167,39 @@ def check_bpe_args(text, num_merges, where: str) -> None:
         raise TypeError(f"{where}: num_merges must be an int, got {type(num_merges).__name__} {num_merges!r}")
     if num_merges < 0:
         raise ValueError(f"{where}: num_merges must be >= 0, got {num_merges}")
+
+
+def check_tokenizer_args(vocab, merges, special_tokens, where: str) -> None:
+    """A BPE tokenizer's vocab {int: bytes}, its merges [(bytes, bytes), …], each of whose parts and
+    joined bytes is a token of vocab, and special_tokens None or a list of non-empty str."""
+    if type(vocab) is not dict or not all(type(k) is int and type(v) is bytes for k, v in vocab.items()):
+        raise TypeError(f"{where}: vocab must be a dict of int ids to bytes, as train_bpe returns it")
+    if not isinstance(merges, (list, tuple)):
+        raise TypeError(f"{where}: merges must be a list of (bytes, bytes) pairs, got {type(merges).__name__}")
+    tokens = set(vocab.values())
+    for k, pair in enumerate(merges):
+        if not (isinstance(pair, tuple) and len(pair) == 2 and all(type(p) is bytes for p in pair)):
+            raise TypeError(f"{where}: merges[{k}] must be a pair (bytes, bytes), got {type(pair).__name__}")
+        missing = [t for t in (pair[0], pair[1], pair[0] + pair[1]) if t not in tokens]
+        if missing:
+            raise ValueError(f"{where}: merges[{k}] = {pair!r}: {missing[0]!r} is not a token of vocab")
+    if special_tokens is not None and (not isinstance(special_tokens, (list, tuple))
+                                       or not all(type(t) is str and t for t in special_tokens)):
+        raise TypeError(f"{where}: special_tokens must be None or a list of non-empty str, such as [\"<|endoftext|>\"]")
+
+
+def check_text(text, where: str) -> None:
+    if not isinstance(text, str):
+        raise TypeError(f"{where}: text must be a str, got {type(text).__name__}")
+
+
+def check_id_list(ids, where: str) -> None:
+    """Token ids: a list of ints (a tensor's or an array's .tolist())."""
+    if not isinstance(ids, (list, tuple)) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        raise TypeError(f"{where}: ids must be a list of ints (.tolist() a tensor or an array), got "
+                        f"{type(ids).__name__}")
+
+
 # ---------------------------------------------------------------- generation and the KV cache (notebook 11)
 
 

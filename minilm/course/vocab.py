@@ -79,6 +79,10 @@ class Vocabulary:
         ids = self.encoding.encode(text, allowed_special=special, disallowed_special=())
         return np.asarray(ids, dtype=np.uint16 if self.size <= 1 << 16 else np.int64)
 
+    def decode(self, ids: list[int]) -> str:
+        """Model ids → text."""
+        return self.gpt2.decode(self.to_gpt2(list(ids)))
+
     def to_gpt2(self, ids: list[int]) -> list[int]:
         return ids if self.gpt2_ids is None else self.gpt2_ids[np.asarray(ids, dtype=np.int64)].tolist()
 

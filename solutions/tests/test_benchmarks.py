@@ -135,3 +135,9 @@ def test_quick_time_to_quality(quick):
     assert by_what["time to quality: fewer bits per byte than the char baseline (30s)"]["met"] == \
         (q["reduction"] >= 0.25)
     assert "Time to quality" in stdout and f"{course['bits_per_byte']:.3f}" in stdout
+    # Both scored again on the same targets in windows sliding by half their context.
+    for r in (course, char):
+        assert r["eval_stride"] == 32
+        assert math.isclose(r["sliding_bits_per_byte"], r["sliding_nats"] / math.log(2) / r["val_bytes"])
+        assert f"{r['sliding_bits_per_byte']:.3f} (stride 32)" in stdout
+    assert math.isclose(q["sliding_reduction"], 1 - course["sliding_bits_per_byte"] / char["sliding_bits_per_byte"])

@@ -166,6 +166,111 @@ spec("9.2", collect=_train_bpe_collect, invariant=_train_bpe_invariant, explain=
      passed=f"the {BPE_MERGES} merges of the check's corpus match, vocab = 256 bytes + one token per merge, "
             "stops when no pair is left")
 
+# ---------------------------------------------------------------- 9.3: Tokenizer (encode, decode)
+
+# The 40 merges train_bpe learns from BPE_CORPUS (Task 9.2's check), so that this check needs no 9.2.
+CORPUS_MERGES = [
+    (b"w", b"e"), (b"s", b"t"), (b"a", b"a"), (b"l", b"o"), (b"we", b"st"), (b"n", b"e"), (b"ne", b"west"),
+    (b" ", b"newest"), (b" ", b"lo"), (b"aa", b"a"), (b" lo", b"w"), (b" ", b"a"), (b"w", b"i"), (b"wi", b"d"),
+    (b"wid", b"e"), (b"wide", b"st"), (b" ", b"widest"), (b"\xc3", b"\xa9"), (b"we", b"r"), (b"f", b"\xc3\xa9"),
+    (b"c", b"a"), (b"ca", b"f\xc3\xa9"), (b"2", b"0"), (b"20", b"2"), (b" lo", b"wer"), (b" a", b"b"),
+    (b" ", b"caf\xc3\xa9"), (b" ", b"b"), (b" ", b"aaa"), (b" ", b"202"), (b"s", b"e"), (b"se", b"e"), (b"n", b"d"),
+    (b"lo", b"w"), (b"l", b"l"), (b"I", b"t"), (b"'", b"s"), (b"'", b"ll"), (b" caf\xc3\xa9", b"s"),
+    (b" b", b"aaa"),
+]
+# Merges whose order decides the tokens: "ababc" is [ab, abc] by rank, [abab, c] by frequency or by the
+# longest token first, and the three wrong orders differ from each other on the other texts.
+ORDER_MERGES = [(b"b", b"c"), (b"a", b"b"), (b"a", b"a"), (b"ab", b"ab"), (b"a", b"bc"), (b"aa", b"a")]
+EOT = "<|endoftext|>"
+
+
+def tokenizer_vocab(merges, extra=()) -> dict[int, bytes]:
+    """train_bpe's vocab for these merges: the 256 bytes, one token per merge, then `extra` tokens."""
+    tokens = [bytes([i]) for i in range(256)] + [a + b for a, b in merges] + list(extra)
+    return dict(enumerate(tokens))
+
+
+def _tokenizer_collect(m, c):
+    merges = [(bytes(a), bytes(b)) for a, b in c["merges"]]
+    vocab = tokenizer_vocab(merges, c.get("extra", ()))
+    tok = m.Tokenizer(vocab, merges, c["special_tokens"])
+    ids, round_trip = [], []
+    for text in c["texts"]:
+        got = tok.encode(text)
+        if type(got) is not list or not all(type(i) is int for i in got):
+            raise TypeError(f"Tokenizer.encode returned {type(got).__name__}, expected a list of ints")
+        ids.append(torch.tensor(got, dtype=torch.long))
+        back = tok.decode(got)
+        if type(back) is not str:
+            raise TypeError(f"Tokenizer.decode returned {type(back).__name__}, expected a str")
+        round_trip.append(back)
+    out = {"ids": ids, "round_trip": round_trip}
+    if "decode" in c:  # tokens given by their bytes, as ids of this vocabulary
+        decoded = tok.decode([next(i for i in sorted(vocab) if vocab[i] == t) for t in c["decode"]])
+        if type(decoded) is not str:
+            raise TypeError(f"Tokenizer.decode returned {type(decoded).__name__}, expected a str")
+        out["decoded"] = torch.tensor([ord(ch) for ch in decoded], dtype=torch.long)  # code points
+    return out
+
+
+def _tokenizer_invariant(got, c) -> Problem | None:
+    for k, (text, back) in enumerate(zip(c["texts"], got["round_trip"])):
+        if back == text:
+            continue
+        where = f"decode(encode(text)) on {c['what']}, text {k}"
+        if back.count("\ufffd") > text.count("\ufffd"):
+            return Problem(f"{where} has \ufffd where the text has a character: decode the bytes of all the ids "
+                           "joined, once (b\"\".join(…).decode(\"utf-8\", errors=\"replace\")); one token may hold "
+                           "part of a character, so decoding token by token breaks it", "decode_per_token")
+        return Problem(f"{where} is not the text: encode must keep every byte of it (and decode give each "
+                       "id's bytes back, in order)")
+    return None
+
+
+def _explain_ids(key: str, got: torch.Tensor, want: torch.Tensor) -> str | None:
+    if key != "ids" or got.ndim != 1 or want.ndim != 1:
+        return None
+    first = next((i for i, (a, b) in enumerate(zip(got.tolist(), want.tolist())) if a != b), None)
+    if first is None:
+        return f"you gave {len(got)} ids, expected {len(want)}"
+    return (f"id {first} is {int(got[first])}, expected {int(want[first])} ({len(got)} ids, expected {len(want)}): "
+            "inside each chunk, merge the adjacent pair with the lowest rank until no pair is a merge")
+
+
+spec("9.3", collect=_tokenizer_collect, invariant=_tokenizer_invariant, explain=_explain_ids,
+     cases=lambda: [
+         dict(merges=CORPUS_MERGES, special_tokens=[EOT], what="the check's corpus merges and <|endoftext|>",
+              texts=["low lower newest widest<|endoftext|>It's a café; we'll see cafés, 2025!",
+                     "  aaa aaaa baaa\n\n\nnaïve 🤖 we'st", "", "<|endoftext|><|endoftext|>"],
+              decode=[b"ca", b"f", b"\xc3", b"\xa9", b" ", b"\xff", b"!"]),
+         dict(merges=ORDER_MERGES, special_tokens=None, what="merges whose order matters",
+              texts=["ababc", "abcab", "aaab", "aaaa abc"]),
+         dict(merges=CORPUS_MERGES, special_tokens=[EOT, EOT + EOT], extra=[EOT.encode()],
+              what="overlapping special tokens, <|endoftext|> already in vocab",
+              texts=["low<|endoftext|><|endoftext|>newest<|endoftext|> widest"]),
+     ],
+     outputs={"ids": "the ids of encode", "decoded": "decode's text (as code points)"},
+     free=("round_trip",),
+     mistakes={
+         "tokenizer_merges_by_frequency": "you merged the pair that occurs most often in the chunk; merge the "
+                                          "adjacent pair with the lowest rank (learned first: the smallest index "
+                                          "in merges), whatever its count",
+         "tokenizer_latest_merge_first": "you applied a later merge before an earlier one; merges apply in the "
+                                         "order learned: the adjacent pair with the lowest rank first",
+         "tokenizer_longest_match": "you took the longest token of vocab from the left; BPE replays the merges: "
+                                    "the adjacent pair with the lowest rank first, until no pair is a merge",
+         "tokenizer_specials_pretokenized": "your encoding splits <|endoftext|> into ordinary pieces: split the "
+                                            "text at the special tokens first (each one id), then pre-tokenize "
+                                            "the pieces between them",
+         "tokenizer_specials_not_longest_first": "where special tokens overlap the longest one must win: put them "
+                                                 "in the split pattern longest first",
+         "tokenizer_no_pretokenization": "your merges cross pre-token boundaries: split each piece with "
+                                         "regex.finditer(GPT2_PATTERN, piece) first and merge only inside each chunk",
+         "decode_per_token": "decode the bytes of all the ids joined, once: one token may hold part of a character",
+     },
+     passed="encode replays the merges by rank inside each chunk, special tokens stay whole, "
+            "decode(encode(text)) == text")
+
 # ---------------------------------------------------------------- 10: training
 
 

@@ -1,5 +1,6 @@
 """What a model scores on held-out tokens: the summed and mean cross-entropy in non-overlapping
-windows, bits per byte, and the unigram baseline. The training command reports them and the
+windows and in sliding ones (every token with at least half a context before it), bits per byte,
+and the unigram baseline. The training command reports them and the
 plots of notebooks 10 and 11 (minilm/course/viz/training.py) import them, so both measure alike."""
 
 from __future__ import annotations
@@ -41,6 +42,57 @@ def evaluate_sums(model, tokens: np.ndarray, context_length: int, batch_size: in
             windows = torch.from_numpy(windows).to(device)  # (b, length + 1)
             loss = minilm.cross_entropy(model(windows[:, :-1]), windows[:, 1:])
             total += torch.tensor([loss.item() * windows[:, 1:].numel(), windows[:, 1:].numel()], dtype=torch.float64)
+    model.train(was_training)
+    if dist is not None:
+        total = dist.sum(total)
+    return total[0].item(), int(total[1].item())
+
+
+def sliding_windows(n_targets: int, context_length: int, stride: int) -> list[tuple[int, int, int]]:
+    """The windows of a sliding evaluation of targets 1 … n_targets, as (start, length, scored): the
+    window reads tokens[start : start + length] and scores its last `scored` targets. The first window
+    scores all of its targets; each next one moves `stride` tokens on and scores only the targets
+    no window scored yet, so every target is scored once, and every target past the first window
+    sees at least context_length − stride tokens before it (the last window ends at n_targets)."""
+    if not 1 <= stride <= context_length:
+        raise ValueError(f"sliding_windows: need 1 <= stride <= context_length, got {stride} and {context_length}")
+    windows, done = [], 0
+    while done < n_targets:
+        end = min(done + (context_length if done == 0 else stride), n_targets)
+        start = max(0, end - context_length)
+        windows.append((start, end - start, end - done))
+        done = end
+    return windows
+
+
+def evaluate_sliding_sums(model, tokens: np.ndarray, context_length: int, stride: int | None = None,
+                          batch_size: int = 32, max_tokens: int | None = None, dist: Dist | None = None,
+                          device="cpu") -> tuple[float, int]:
+    """(total nats, n) of predicting tokens[1 : n + 1] in windows that slide by `stride` (default
+    context_length // 2; see sliding_windows): the same targets as evaluate_sums, each scored once,
+    but none with less than context_length − stride tokens of context past the first window, where
+    non-overlapping windows give a window's first target none and its others half a context on
+    average. It costs about context_length / stride times as many forward passes. max_tokens: only
+    the first max_tokens targets (all when None). Under DDP the ranks split the windows."""
+    stride = stride or max(1, context_length // 2)
+    rank, world_size = (dist.rank, dist.world_size) if dist is not None else (0, 1)
+    n_targets = len(tokens) - 1 if max_tokens is None else min(len(tokens) - 1, max_tokens)
+    mine = sliding_windows(n_targets, context_length, stride)[rank::world_size]
+    groups: dict[tuple[int, int], list[int]] = {}  # windows of one (length, scored) go in one batch
+    for start, length, scored in mine:
+        groups.setdefault((length, scored), []).append(start)
+    total = torch.zeros(2, dtype=torch.float64)
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        for (length, scored), starts in groups.items():
+            for i in range(0, len(starts), batch_size):
+                windows = torch.from_numpy(np.stack([np.asarray(tokens[s : s + length + 1], dtype=np.int64)
+                                                     for s in starts[i : i + batch_size]])).to(device)
+                logits = model(windows[:, :-1])[:, -scored:]
+                loss = minilm.cross_entropy(logits, windows[:, -scored:])
+                n = windows[:, -scored:].numel()
+                total += torch.tensor([loss.item() * n, n], dtype=torch.float64)
     model.train(was_training)
     if dist is not None:
         total = dist.sum(total)

@@ -14,8 +14,8 @@ from minilm.course.train.plan import DEFAULT_SIZE, parse_duration
 CONFIG_FILE, CHECKPOINT_FILE, VOCAB_FILE = "config.json", "checkpoint.pt", "vocab.npy"
 RESULT_FILE = "result.json"  # the final figures, for scripts (the benchmarks' time-to-quality race)
 # Options that fix the model's shape (the data fixes the vocabulary): --resume refuses other values.
-MODEL_KEYS = ("data", "full_vocab", "vocab_size", "d_model", "num_layers", "num_heads", "d_ff", "context_length",
-              "rope_theta")
+MODEL_KEYS = ("data", "tokenizer", "full_vocab", "vocab_size", "d_model", "num_layers", "num_heads", "d_ff",
+              "context_length", "rope_theta")
 
 DEFAULT_BUDGET = "3m"
 # The default vocabulary: the first 2,048 tokens of the training split's, in GPT-2's merge order.
@@ -40,6 +40,10 @@ def build_parser(prog: str = "minilm train") -> argparse.ArgumentParser:
                         "piece a token is merged from comes before it); 0 keeps all of them (12,806 for Tiny "
                         "Shakespeare). Text is encoded with GPT-2's BPE limited to these tokens: what they lack "
                         "is spelled in smaller pieces, never dropped")
+    g.add_argument("--tokenizer", choices=("gpt2", "mine"), default="gpt2",
+                   help="mine: your BPE (Tasks 9.2 and 9.3) instead of GPT-2's: your train_bpe learns "
+                        "--vocab-size − 257 merges from the training split's text alone, saved in OUT_DIR/merges.json, "
+                        "and your Tokenizer encodes both splits (<|endoftext|> its special token)")
     g.add_argument("--full-vocab", action="store_true",
                    help="use all 50,257 GPT-2 ids instead (ignores --vocab-size)")
     g = p.add_argument_group("model (default: the size --budget chooses; with --steps, "
@@ -70,6 +74,10 @@ def build_parser(prog: str = "minilm train") -> argparse.ArgumentParser:
                    help="steps between validation losses (default: 100 with --steps, 6 per run with --budget)")
     g.add_argument("--eval-tokens", type=int, default=8192,
                    help="validation tokens per periodic evaluation (the final one uses the whole set)")
+    g.add_argument("--eval-stride", type=int, default=None,
+                   help="the final evaluation also scores every validation token in windows that slide by this "
+                        "many tokens, so each has at least context − stride tokens before it (default and "
+                        "largest: context/2; costs context/stride times the forward passes)")
     g.add_argument("--checkpoint-interval", type=int, default=None,
                    help="steps between checkpoints (default: 250 with --steps, 3 per run with --budget)")
     g.add_argument("--out-dir", default=None,
@@ -166,7 +174,20 @@ def validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     if args.resume and not (Path(args.out_dir) / CHECKPOINT_FILE).is_file():
         parser.error(f"--resume: no checkpoint at {Path(args.out_dir) / CHECKPOINT_FILE}")
     if saved:
-        changed = [k for k in MODEL_KEYS if saved.get(k) != getattr(args, k)]
+        changed = [k for k in MODEL_KEYS if saved.get(k, "gpt2" if k == "tokenizer" else None) != getattr(args, k)]
         if changed:
             parser.error("--resume: the checkpoint's model has different " + ", ".join(
                 f"{k} ({saved.get(k)} there, {getattr(args, k)} now)" for k in changed))
+
+
+def validate_eval_and_tokenizer(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """After validate: --eval-stride (default context/2) and --tokenizer mine's vocabulary size."""
+    if args.eval_stride is None:
+        args.eval_stride = max(1, args.context_length // 2)
+    elif not 1 <= args.eval_stride <= max(1, args.context_length // 2):
+        parser.error(f"--eval-stride must lie in 1 … context/2 = {max(1, args.context_length // 2)} (so that every "
+                     f"token has at least half a context before it), got {args.eval_stride}")
+    if args.tokenizer == "mine" and (args.full_vocab or args.vocab_size < 257):
+        parser.error(f"--tokenizer mine learns --vocab-size − 257 merges (besides the 256 bytes and <|endoftext|>): "
+                     f"give --vocab-size of at least 257 and no --full-vocab, got --vocab-size {args.vocab_size}"
+                     + (" and --full-vocab" if args.full_vocab else ""))

@@ -17,8 +17,17 @@ import torch
 import minilm
 from minilm.course import corpus
 from minilm.course.train.dist import Dist, check_sync
-from minilm.course.train.metrics import bits_per_byte, evaluate_sums, unigram_nats
-from minilm.course.train.options import CHECKPOINT_FILE, CONFIG_FILE, RESULT_FILE, VOCAB_FILE, build_parser, validate
+from minilm.course.train.metrics import bits_per_byte, evaluate_sliding_sums, evaluate_sums, unigram_nats
+from minilm.course.train.options import (
+    CHECKPOINT_FILE,
+    CONFIG_FILE,
+    RESULT_FILE,
+    VOCAB_FILE,
+    build_parser,
+    validate,
+    validate_eval_and_tokenizer,
+)
+from minilm.course.train.own_tokenizer import OwnVocabulary, probe
 from minilm.course.train.plan import (
     COMPILE_SPEEDUP,
     DEFAULT_SIZE,
@@ -129,9 +138,14 @@ def load_data(args, dist: Dist, out_dir: Path) -> Data:
     train_tokens, val_tokens, _ = prepare(args, dist)
     enc = corpus.tokenizer()
     n_train_gpt2, n_val_gpt2 = len(train_tokens), len(val_tokens)
-    vocab = (Vocabulary(None, enc) if args.full_vocab
-             else Vocabulary.from_training(train_tokens, enc, args.vocab_size))
-    if not args.full_vocab:  # re-encoded copies in memory (Tiny Shakespeare: under 1 MB)
+    if args.tokenizer == "mine":  # the student's BPE, learned from the training split's text alone
+        train_text, val_text = (enc.decode(np.asarray(t, dtype=np.int64).tolist()) for t in (train_tokens, val_tokens))
+        vocab = OwnVocabulary.build(train_text, args.vocab_size, out_dir, dist.main, dist.barrier)
+        train_tokens, val_tokens = vocab.encode(train_text), vocab.encode(val_text)
+    else:
+        vocab = (Vocabulary(None, enc) if args.full_vocab
+                 else Vocabulary.from_training(train_tokens, enc, args.vocab_size))
+    if not args.full_vocab and args.tokenizer == "gpt2":  # re-encoded copies in memory (Tiny Shakespeare: under 1 MB)
         # Both splits' text is re-encoded with the vocabulary's own BPE: with all of the training
         # split's tokens the training split comes out as GPT-2 split it, and a word the training
         # split lacks is spelled in smaller pieces, never dropped.
@@ -158,7 +172,8 @@ def plan_run(run: Run) -> None:
     fixed = None if args.size_chosen_by_budget else {k: getattr(args, k) for k in DEFAULT_SIZE}
     left_s = dist.from_main(args.budget_s * SAFETY - (time.perf_counter() - run.clock_start))
     run.plan = plan = plan_budget(left_s, speed, data.vocab.size, args.context_length, args.batch_size,
-                                  len(data.val), args.sample_tokens, dist.world_size, fixed, args.compile)
+                                  eval_forward_tokens(args, len(data.val)), args.sample_tokens, dist.world_size,
+                                  fixed, args.compile)
     for key, value in plan.size.items():
         setattr(args, key, value)
     args.compile = plan.compile
@@ -201,7 +216,12 @@ def report_start(run: Run, model, start: int) -> None:
     (out_dir / CONFIG_FILE).write_text(json.dumps(vars(args), indent=1))
     print(f"implementation: {minilm.implementation()} | processes: {dist.world_size} | device: {run.device} "
           f"| threads: {torch.get_num_threads()}")
-    if args.full_vocab:
+    if args.tokenizer == "mine":
+        print(f"vocabulary: your BPE, {vocab.size:,} tokens (256 bytes, {len(vocab.merges):,} merges learned from the "
+              f"training split alone, <|endoftext|>)")
+        print(f"data: {data.n_train_gpt2:,} training and {data.n_val_gpt2:,} validation GPT-2 tokens' text, encoded "
+              f"with your Tokenizer as {len(train_tokens):,} and {len(val_tokens):,} tokens")
+    elif args.full_vocab:
         print(f"data: {len(train_tokens):,} training and {len(val_tokens):,} validation tokens (GPT-2 BPE); "
               f"vocabulary: all {enc.n_vocab:,} GPT-2 tokens (--full-vocab)")
     else:
@@ -237,8 +257,8 @@ def report_plan(run: Run) -> None:
     print(f"plan: ~{plan.tokens_per_s * (COMPILE_SPEEDUP if plan.compile else 1):,.0f} tokens/s, "
           f"~{plan.steps:,} steps in {plan.train_s:.0f} s, stopping by the clock; "
           f"{plan.reserve_s:.0f} s kept for the final evaluation and the sample")
-    for line in hardware_note(speed, vocab_size, args.context_length, args.batch_size, len(run.data.val),
-                              args.sample_tokens, run.dist.world_size):
+    for line in hardware_note(speed, vocab_size, args.context_length, args.batch_size,
+                              eval_forward_tokens(args, len(run.data.val)), args.sample_tokens, run.dist.world_size):
         print(line)
 
 
@@ -332,10 +352,27 @@ def train_loop(run: Run, model, optimizer, training_loss, start: int) -> Trained
     return Trained(start, it, first_loss, loss_value, started)
 
 
-def final_evaluation(run: Run, model) -> tuple[float, int, float | None]:
-    """(nats, n) of the last weights on the validation tokens, all of them unless a --budget has no
-    time left for all; and the seconds per token of a forward pass the plan assumes (None with
-    --steps)."""
+def eval_forward_tokens(args, n_tokens: int) -> float:
+    """Tokens the final evaluation of n_tokens validation tokens runs forward: once in non-overlapping
+    windows, and context/stride times in sliding ones."""
+    return n_tokens * (1 + args.context_length / args.eval_stride)
+
+
+@dataclass
+class Scores:
+    """The final evaluation: the same first n validation targets scored twice, in non-overlapping
+    windows (a window's first target has no context, its others half a context on average) and in
+    windows sliding by --eval-stride (every target past the first window sees ≥ context − stride)."""
+
+    nats: float
+    n: int
+    sliding_nats: float
+    per_token: float | None  # seconds per forward token the plan assumes (None with --steps)
+
+
+def final_evaluation(run: Run, model) -> Scores:
+    """The last weights on the validation tokens, all of them unless a --budget has no time left for
+    all, in non-overlapping windows and in sliding ones."""
     args, dist, plan, val_tokens = run.args, run.dist, run.plan, run.data.val
     final_tokens, per_token = None, None  # all of them
     if plan is not None:
@@ -343,24 +380,27 @@ def final_evaluation(run: Run, model) -> tuple[float, int, float | None]:
         # and the report says so) rather than overrun the budget.
         per_token = 1.3 * run.speed.forward_s_per_token(flops_per_token(plan.size, run.data.vocab.size,
                                                                         args.context_length))
-        others_s = plan.reserve_s - len(val_tokens) * per_token  # the sample and the end
+        others_s = plan.reserve_s - eval_forward_tokens(args, len(val_tokens)) * per_token  # the sample and the end
         # Half of the ±10% tolerance: a last step past the deadline is no reason to cut the evaluation.
         left_s = run.clock_start + args.budget_s * (SAFETY + 0.05) - time.perf_counter() - others_s
         left_s = dist.from_main(left_s)
-        if left_s < len(val_tokens) * per_token:
-            final_tokens = max(args.context_length, int(left_s / per_token))
+        if left_s < eval_forward_tokens(args, len(val_tokens)) * per_token:
+            final_tokens = max(args.context_length, int(left_s / per_token / eval_forward_tokens(args, 1)))
     val_nats, n_val = evaluate_sums(model, val_tokens, args.context_length, args.batch_size, final_tokens, dist,
                                     run.device)
+    sliding_nats, n_sliding = evaluate_sliding_sums(model, val_tokens, args.context_length, args.eval_stride,
+                                                    args.batch_size, n_val, dist, run.device)
+    assert n_sliding == n_val, (n_sliding, n_val)  # the same targets, scored once each
     if args.check_sync:
         check_sync(model, dist)
-    return val_nats, n_val, per_token
+    return Scores(val_nats, n_val, sliding_nats, per_token)
 
 
-def report_end(run: Run, model, trained: Trained, val_nats: float, n_val: int, per_token: float | None) -> None:
+def report_end(run: Run, model, trained: Trained, scores: Scores) -> None:
     """Rank 0: the losses, what was evaluated and how it scored, a sample, the time taken, and
     result.json for scripts."""
     args, data, out_dir = run.args, run.data, run.out_dir
-    val_tokens = data.val
+    val_tokens, val_nats, n_val = data.val, scores.nats, scores.n
     val, val_bpb = val_nats / n_val, data.bpb(val_nats, n_val)
     if trained.first_loss is None and run.plan is not None:
         print(f"no time was left to train: this machine is too busy or slow for --budget {args.budget} "
@@ -376,13 +416,18 @@ def report_end(run: Run, model, trained: Trained, val_nats: float, n_val: int, p
              f"no time for all)") + f" ({int(data.val_bytes[n_val - 1]):,} bytes)")
     print(f"final validation loss: {val:.3f} nats per token = {val_bpb:.3f} bits per byte "
           f"| unigram baseline: {data.baseline:.3f} nats per token = {data.baseline_bpb:.3f} bits per byte")
+    print(f"  (in non-overlapping windows of {args.context_length} tokens: the k-th token of a window sees only the "
+          f"k − 1 before it, {(args.context_length - 1) / 2:.1f} on average)")
+    print(f"  the same tokens in windows sliding by {args.eval_stride} (every token past the first window sees "
+          f"≥ {args.context_length - args.eval_stride} earlier tokens): {scores.sliding_nats / n_val:.3f} nats per "
+          f"token = {data.bpb(scores.sliding_nats, n_val):.3f} bits per byte")
     print(f"training took {time.time() - trained.started:.0f} s ({trained.final_step - trained.start} steps); "
           f"checkpoint: {out_dir / CHECKPOINT_FILE}")
-    print_sample(run, model, per_token)
+    print_sample(run, model, scores.per_token)
     wall_s = time.perf_counter() - run.clock_start
     if run.plan is not None:
         print(f"the whole run took {wall_s:.0f} s of the {args.budget_s:.0f} s budget")
-    write_result(run, model, trained.final_step, val_nats, n_val, wall_s)
+    write_result(run, model, trained.final_step, scores, wall_s)
 
 
 def print_sample(run: Run, model, per_token: float | None) -> None:
@@ -404,12 +449,13 @@ def print_sample(run: Run, model, per_token: float | None) -> None:
             prompt_ids = data.vocab.encode(args.prompt).tolist() or [0]
         ids = minilm.generate(model, prompt_ids, sample_tokens, temperature=0.8, top_k=50,
                               generator=torch.Generator(device=run.device).manual_seed(args.seed))
-        print("sample:\n" + data.enc.decode(data.vocab.to_gpt2(ids.tolist())))
+        print("sample:\n" + data.vocab.decode(ids.tolist()))
 
 
-def write_result(run: Run, model, final_step: int, val_nats: float, n_val: int, wall_s: float) -> None:
-    """out_dir/result.json: the run's final figures, for scripts (the benchmarks' time-to-quality race)."""
-    args, data = run.args, run.data
+def write_result(run: Run, model, final_step: int, scores: Scores, wall_s: float) -> None:
+    """out_dir/result.json: the run's final figures, for scripts (the benchmarks' time-to-quality race);
+    bits_per_byte is the non-overlapping windows' figure, sliding_bits_per_byte the sliding ones'."""
+    args, data, val_nats, n_val = run.args, run.data, scores.nats, scores.n
     (run.out_dir / RESULT_FILE).write_text(json.dumps(dict(
         budget_s=args.budget_s, wall_s=wall_s, steps=final_step, compile=bool(args.compile),
         threads=torch.get_num_threads(), processes=run.dist.world_size, vocab_size=data.vocab.size,
@@ -418,6 +464,8 @@ def write_result(run: Run, model, final_step: int, val_nats: float, n_val: int, 
         val_nats=val_nats, val_tokens=n_val, val_bytes=int(data.val_bytes[n_val - 1]),
         val_skipped_bytes=int(data.token_bytes[int(data.val[0])]),  # the first token: context only
         nats_per_token=val_nats / n_val, bits_per_byte=data.bpb(val_nats, n_val),
+        eval_stride=args.eval_stride, sliding_nats=scores.sliding_nats,
+        sliding_nats_per_token=scores.sliding_nats / n_val, sliding_bits_per_byte=data.bpb(scores.sliding_nats, n_val),
         baseline_nats_per_token=data.baseline, baseline_bits_per_byte=data.baseline_bpb), indent=1) + "\n")
 
 
@@ -428,6 +476,9 @@ def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
     parser = build_parser(prog)
     args = parser.parse_args(argv)
     validate(args, parser)
+    validate_eval_and_tokenizer(args, parser)
+    if args.tokenizer == "mine":
+        probe()  # a stub or an error in Tasks 9.2–9.3 stops the run here, in one line, before any data
     dist = Dist(args.device)
     out_dir = Path(args.out_dir)
     try:
@@ -449,9 +500,9 @@ def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
             save(model, optimizer, final_step, out_dir)
             if run.plan is not None:  # what the run did, for a --resume
                 (out_dir / CONFIG_FILE).write_text(json.dumps(dict(vars(args), steps=final_step), indent=1))
-        val_nats, n_val, per_token = final_evaluation(run, model)
+        scores = final_evaluation(run, model)
         if dist.main:
-            report_end(run, model, trained, val_nats, n_val, per_token)
+            report_end(run, model, trained, scores)
     finally:
         dist.close()
     return 0
