@@ -2,11 +2,15 @@
 
     minilm notebooks                 # all notebooks/NN_*.ipynb
     minilm notebooks 05_rope 06      # some of them (by name or number prefix)
+    minilm notebooks --launch-cells  # only insert or refresh the launch cells (solutions/launch.py), running nothing
 
 Runs each notebook top to bottom in a fresh kernel with MINILM_IMPL=solutions and progress
 bars off, then stores it with sequential execution counts and without widget state, so the
-stored outputs are exactly what nbval compares against and diffs stay small. Fails, writing
-nothing for that notebook, if a cell raises unexpectedly.
+stored outputs are exactly what nbval compares against and diffs stay small. Before it runs one, it adds
+the notebook's launch cells (the Colab and Binder badges, the install cell: solutions/launch.py). A widget
+output keeps a still picture of the widget (its Image widgets' PNG, from the widget state, which is then
+dropped): GitHub, nbviewer and the course's site show that picture where JupyterLab shows the live widget.
+Fails, writing nothing for that notebook, if a cell raises unexpectedly.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from nbclient import NotebookClient
 
 from minilm.course.nbenv import kernel_env
 from minilm.course.tasks import ROOT
+from solutions import launch
 
 NOTEBOOKS = ROOT / "notebooks"
 
@@ -41,8 +46,40 @@ def expects_error(cell) -> bool:
     return "raises-exception" in cell.metadata.get("tags", []) or "NBVAL_RAISES_EXCEPTION" in cell.source
 
 
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+
+def widget_pictures(nb) -> int:
+    """Give each widget output the PNG of the Image widget(s) inside it (from the notebook's widget state),
+    as that output's `image/png`: renderers without the live widget show it. The number of outputs given one."""
+    state = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+
+    def images(model_id: str, seen: set) -> list[str]:
+        if model_id in seen or model_id not in state:
+            return []
+        seen.add(model_id)
+        model = state[model_id]
+        if model.get("model_name") == "ImageModel" and model.get("state", {}).get("format") == "png":
+            return [b["data"] for b in model.get("buffers", []) if b.get("path") == ["value"]]
+        children = model.get("state", {}).get("children", [])
+        return [png for child in children if isinstance(child, str)
+                for png in images(child.removeprefix("IPY_MODEL_"), seen)]
+
+    given = 0
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            view = out.get("data", {}).get(WIDGET_VIEW)
+            pngs = images(view["model_id"], set()) if view else []
+            if pngs:
+                out["data"]["image/png"] = pngs[0]
+                given += 1
+    return given
+
+
 def run(path: Path, timeout: int = 600) -> float:
     nb = nbformat.read(path, as_version=4)
+    launch.add_launch_cells(nb, path.relative_to(ROOT).as_posix())
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
@@ -56,6 +93,7 @@ def run(path: Path, timeout: int = 600) -> float:
         if errors and not expects_error(cell):
             e = errors[0]
             raise SystemExit(f"{path.name} cell {i} raised {e.ename}: {e.evalue}\n{cell.source[:300]}")
+    widget_pictures(nb)
     nb.metadata.pop("widgets", None)  # widget state churns on every run; nbval does not need it
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
@@ -66,7 +104,14 @@ def run(path: Path, timeout: int = 600) -> float:
 def main(argv: list[str] | None = None, prog: str = "minilm notebooks") -> int:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="*", help="names or number prefixes (default: all)")
+    parser.add_argument("--launch-cells", action="store_true",
+                        help="only insert or refresh each notebook's launch cells (badges, install cell); run nothing")
     args = parser.parse_args(argv)
+    if args.launch_cells:
+        changed = launch.update_notebooks(notebook_paths(args.notebooks))
+        print(f"launch cells added or refreshed in {len(changed)} notebooks" + (f": {', '.join(changed)}"
+                                                                               if changed else ""))
+        return 0
     os.environ["MINILM_IMPL"] = "solutions"
     for key, value in kernel_env().items():
         os.environ.setdefault(key, value)

@@ -6,9 +6,10 @@
 The release holds minilm/ (the stubs and the provided modules, the grader included),
 notebooks/ with the reference's stored outputs, the visible tests/, the root conftest.py,
 a README.md of its own (what the course is, the student's two commands and loop) with docs/students.md
-(the loop in full, the rules and the tasks), environment.yml, a pyproject.toml that no longer mentions `solutions`, a
-.gitignore, and a GitHub Actions workflow (.github/workflows/grade.yml) generated from the task
-registry that runs the visible checks on every push.
+(the loop in full, the rules and the tasks), the tutor policy for AI assistants (AGENTS.md, and the same
+text as CLAUDE.md, GEMINI.md and .github/copilot-instructions.md), environment.yml, a pyproject.toml that
+no longer mentions `solutions`, a .gitignore, and a GitHub Actions workflow (.github/workflows/grade.yml)
+generated from the task registry that runs the visible checks on every push.
 It never holds solutions/ or the grader's hidden inputs: before it returns, every file written is
 searched for the reference's solution lines and the hidden inputs' lines, and any found fails
 the release (non-zero exit, naming the file and the leaked line). Nor does it hold provided code
@@ -45,6 +46,10 @@ IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", ".
                                 "*.egg-info")
 GITIGNORE_EXTRA = ["/grades/", "/feedback/"]  # what `minilm grade` and the visible checks write
 WORKFLOW = Path(".github/workflows/grade.yml")
+# The tutor policy for AI assistants (explain, ask, point at the check and the docstring, never write a task's
+# body): one text, written into every file where an assistant looks for a repository's instructions.
+TUTOR_POLICY = ROOT / "minilm" / "course" / "tutor_policy.md"
+TUTOR_FILES = ("AGENTS.md", "CLAUDE.md", "GEMINI.md", ".github/copilot-instructions.md")
 CPU_TORCH = "https://download.pytorch.org/whl/cpu"
 TORCH = "torch==2.13.0"  # pinned, from the CPU index: the same build everywhere, no multi-GB CUDA wheels
 FEEDBACK = "feedback"  # the folder the workflow uploads
@@ -422,6 +427,10 @@ def write_release(out: Path, regenerate: bool = False, probe: bool = True) -> li
                                     encoding="utf-8")
     (out / WORKFLOW).parent.mkdir(parents=True)
     (out / WORKFLOW).write_text(grade_workflow(), encoding="utf-8")
+    policy = TUTOR_POLICY.read_text(encoding="utf-8")
+    for name in TUTOR_FILES:
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text(policy, encoding="utf-8")
     problems = leaks(out, probe)
     if problems:
         raise ReleaseError("the release leaks solution or hidden-test text, or code that computes a task's "

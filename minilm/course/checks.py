@@ -49,6 +49,9 @@ class CheckFailed(AssertionError):
         self.message, self.mistake = message, mistake
         self.where = where  # the student's file:line to open, when the check knows it
         self.output: str | None = None  # the spec's output key that differs, set by run_spec
+        # Where and how the output differs, in words and naming no mistake ("rms_norm(x, w) on …: every
+        # value is 2 times the expected one"): the second rung of `minilm hint`; None when the message is all.
+        self.difference: str | None = None
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,9 @@ class Verdict:
     # Where to look first, "minilm/rope.py:31" (for `minilm status`'s Next): the line your code
     # raised at, or the definition of the function whose output differs; None: the task's own.
     where: str | None = None
+    # Where and how the output differs, naming no mistake (the second rung of `minilm hint`, which keeps the
+    # mistake for its third); None when the message says it all (an error, an invariant, a rule).
+    difference: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -245,7 +251,7 @@ def _verdict(task_id: str) -> Verdict:
             return Verdict(task_id, PASS, fn())
     except CheckFailed as e:
         where = e.where or (_definition_of(_spec_label(task_id, e.output)) if e.output else None)
-        return Verdict(task_id, FAIL, e.message, e.mistake, where)
+        return Verdict(task_id, FAIL, e.message, e.mistake, where, e.difference)
     except NotImplementedError as e:
         todo = todo_message(e)
         if todo is not None:
@@ -402,7 +408,10 @@ def _judge(got, want, what: str, key: str | None, mistakes: dict[str, str] | Non
         if output is None:
             continue
         if close(got, output, atol, rtol) or _both_nonfinite_alike(got, output):
-            raise CheckFailed(f"{what}: {advice}", mistake=label.split(" ")[0])
+            failed = CheckFailed(f"{what}: {advice}", mistake=label.split(" ")[0])
+            failed.difference = f"{what}: " + (how_it_differs(got, want, atol, rtol) if got.shape == want.shape
+                                               else f"expected {describe(want)}, got {describe(got)}")
+            raise failed
     why = explain(got, want) if explain is not None else None
     if why:
         raise CheckFailed(f"{what}: {why}")

@@ -4,6 +4,7 @@
     minilm check 3.1 3.2           # run tasks' checks and print their verdicts
     minilm test 3.1                # run a task's tests (add --notebook to run its notebook too)
     minilm test all                # the whole suite (--impl solutions: against the reference)
+    minilm hint 3.1 --rung 2       # a graduated hint: the contract, where you differ, the known mistake
     minilm train --budget 3m       # train a model (minilm/course/train/)
     minilm check all --markdown checks.md --json-out checks.json   # for CI: a table and the verdicts
 
@@ -34,6 +35,8 @@ COMMANDS = {
     "check": Command("minilm.course.commands.check", "run tasks' checks and print their verdicts"),
     "test": Command("minilm.course.commands.test",
                     "run a task's tests (with --notebook, its notebook too), or 'all' of them"),
+    "hint": Command("minilm.course.commands.hint",
+                    "a graduated hint for a task: the contract, where your output differs, the known mistake"),
     "train": Command("minilm.course.train.run", "train a model on Tiny Shakespeare or your own text"),
 }
 # Only where the reference is installed (the student edition does not ship `solutions`).

@@ -70,7 +70,7 @@ def test_the_readme_and_docs_use_only_minilm_subcommands():
     used = {argv[0] for argv in readme_commands()}
     assert {"status", "check", "test", "train", "grade", "release", "notebooks", "stubs", "export", "expected"} <= used
     # The README shows the two commands and the student's loop; everything else is in docs/.
-    assert {argv[0] for argv in readme_commands([ROOT / "README.md"])} == {"test", "check", "status"}
+    assert {argv[0] for argv in readme_commands([ROOT / "README.md"])} == {"test", "check", "status", "hint"}
 
 
 def test_help_lists_every_subcommand_and_each_has_complete_help():
@@ -87,8 +87,8 @@ def test_help_lists_every_subcommand_and_each_has_complete_help():
 def test_unknown_command_and_task_get_one_line_naming_the_valid_ones():
     r = minilm("stauts")
     assert r.returncode == 2 and r.stderr.count("\n") == 1
-    assert "unknown command 'stauts'" in r.stderr and "status, check, test, train, grade" in r.stderr
-    for command in ("check", "test"):
+    assert "unknown command 'stauts'" in r.stderr and "status, check, test, hint, train, grade" in r.stderr
+    for command in ("check", "test", "hint"):
         r = minilm(command, "3.9")
         assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
         assert "unknown task id '3.9'" in r.stderr and "3.1, 3.2" in r.stderr

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from minilm.course import checks, tasks
+from minilm.course import checks, hints, tasks
 from solutions import mistakes
+from solutions.tests.test_hints import assert_no_leak
 
 MUTANTS = mistakes.all_mutants()
 
@@ -21,13 +22,18 @@ def _test_files(task_id: str) -> list[str]:
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m["name"])
-def test_check_names_the_mistake(mutant):
+def test_check_names_the_mistake(mutant, tmp_path):
     with mistakes.applied(mutant):
         verdict = checks.run(mutant["task"])
     assert verdict.status == checks.FAIL, verdict.line
     assert verdict.mistake == mutant["name"], verdict.line
     assert mutant["diagnosis"] in verdict.message, verdict.line
     assert checks.run(mutant["task"]).ok, "the mutant was not undone"
+    # `minilm hint`'s ladder on this verdict: three rungs, the third names the mistake; no rung leaks.
+    ladder = hints.ladder(mutant["task"], verdict)
+    assert len(ladder.rungs) == hints.RUNGS and f"`{mutant['name']}`" in str(ladder.rungs[2]), ladder.show(3)
+    assert mutant["name"] not in ladder.show(2), ladder.show(2)
+    assert_no_leak(tmp_path, {f"{mutant['name']}-{n}": ladder.show(n) for n in range(1, hints.RUNGS + 1)})
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m["name"])

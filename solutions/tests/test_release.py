@@ -55,6 +55,17 @@ def test_release_has_the_student_files_and_nothing_secret(release):
     assert "/grades/" in (release / ".gitignore").read_text(encoding="utf-8").splitlines()
 
 
+def test_the_edition_asks_ai_assistants_to_tutor_and_ships_the_hint_ladder(release):
+    # One text wherever an assistant looks (AGENTS.md, CLAUDE.md, …): it cannot drift.
+    policy = rel.TUTOR_POLICY.read_text(encoding="utf-8")
+    assert {(release / name).read_text(encoding="utf-8") for name in rel.TUTOR_FILES} == {policy}
+    for words in ("never write", "minilm hint", "docstring", "check"):
+        assert words in policy.lower(), words
+    r = subprocess.run([sys.executable, "-m", "minilm", "hint", "3.1", "--rung", "3"], cwd=release,
+                       env=student_env(release), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "Rung 1 of 3" in r.stdout and "still a stub" in r.stdout, r.stdout + r.stderr
+
+
 def test_ls_minilm_shows_the_students_files_and_one_provided_package(release):
     listing = sorted(p.name for p in (release / "minilm").iterdir() if p.name != "__pycache__")
     assert listing == sorted(["__init__.py", "course", *(f"{m}.py" for m in tasks.EXERCISE_MODULES)])
@@ -187,7 +198,7 @@ def test_student_readme_gives_the_students_own_two_commands(release):
     # Every command the README shows is one of the edition's, and answers --help there; so does every
     # command of its docs.
     shown = {line.split()[1] for b in blocks for line in b.splitlines() if line.startswith("minilm ")}
-    assert shown == {"test", "check", "status"}, shown
+    assert shown == {"test", "check", "status", "hint"}, shown
     doc_blocks = re.findall(r"```bash\n(.*?)```", doc, flags=re.S)
     in_doc = {line.split()[1] for b in doc_blocks for line in b.splitlines() if line.startswith("minilm ")}
     assert {"test", "check", "status", "train"} <= in_doc, in_doc

@@ -1,4 +1,4 @@
-"""The student's subcommands of `minilm` (status, check, test), one module each with
+"""The student's subcommands of `minilm` (status, check, test, hint), one module each with
 `main(argv, prog)`; minilm/course/cli.py's COMMANDS table lists them beside the others."""
 
 from __future__ import annotations
