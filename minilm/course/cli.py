@@ -9,7 +9,7 @@
     minilm check all --markdown checks.md --json-out checks.json   # for CI: a table and the verdicts
 
 Where the `solutions` package is installed (instructors), also: minilm grade, minilm release,
-minilm notebooks, minilm stubs, minilm export and minilm expected.
+minilm notebooks, minilm site, minilm stubs, minilm export and minilm expected.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ INSTRUCTOR = {
     "grade": Command("solutions.grading.cli", "grade submissions, each in a sandbox"),
     "release": Command("solutions.release", "write the student edition"),
     "notebooks": Command("solutions.notebooks", "regenerate the notebooks' stored outputs from the reference"),
+    "site": Command("solutions.site", "build the course as a static website, readable offline"),
     "stubs": Command("solutions.make_stubs", "regenerate minilm/'s stubs from solutions/"),
     "export": Command("solutions.export", "export the grader for Gradescope or GitHub Classroom"),
     "expected": Command("solutions.expected", "regenerate minilm/course/expected.pt, what the checks compare with"),
