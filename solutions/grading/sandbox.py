@@ -20,8 +20,12 @@
   of its own per submission (setpriv: no groups, no capabilities, no_new_privs) with rlimits
   (address space, processes, CPU time, file size). The workspace is root's and read-only to it,
   its results folder its own only while it runs, HOME and TMPDIR fresh per process, classmates'
-  folders closed to it; afterwards every process of that uid is killed. It is refused where that
-  uid could read the reference or write the course or the Python it runs (`setpriv_exposure`).
+  folders closed to it; afterwards every process of that uid is killed and its System V IPC
+  objects removed. Where the kernel has Landlock (landlock.py), its files are only those
+  `landlock_rules` lists, whatever their modes: no copy of the reference or classmate's upload
+  elsewhere on the machine, no /tmp; and abstract sockets and signals stay inside (Landlock ABI
+  6). TCP and UDP stay open, and /proc shows every process's command line. It is refused where
+  that uid could read the reference or write the course or the Python it runs (`setpriv_exposure`).
 - **none**: only when asked for (`--no-sandbox`); every report then says UNSANDBOXED.
 """
 
@@ -41,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from minilm.course import tasks
+from solutions.grading import landlock
 
 WS, OUT, DATA = "/ws", "/out", "/data"  # where the workspace, the results and read-only data appear inside
 UID_BASE = 61000  # the sandbox's uids (as root): one per submission, none of them a real account
@@ -205,6 +210,28 @@ def _runtime_paths() -> list[str]:
     return sorted(p for p in found if not _course_files(p, course) and not _within(scratch, p))
 
 
+SYSTEM_READ = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/proc", "/sys")
+
+
+def landlock_rules(box: Sandbox, ws: Path, out: Path) -> tuple[list[str], list[str], list[str]]:
+    """What a setpriv run may open under Landlock (read, write, devices); nothing else. Read: the
+    system's programs and libraries, /etc, /proc and /sys, the Python the grader runs and the one
+    run inside (every folder on the grader's sys.path but the course's), the workspace and the data
+    files. Write: the results folder and the run's home (its TMPDIR), /dev/shm. No folder that
+    holds the workspace is ever listed: that would open the classmates' folders beside it."""
+    course = os.path.realpath(tasks.ROOT)
+    inside = [os.path.abspath(box.python), os.path.realpath(box.python)]
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, sysconfig.get_paths()["purelib"],
+             sysconfig.get_paths()["platlib"], os.path.dirname(python()), *sys.path,
+             *[os.path.dirname(os.path.dirname(p)) for p in inside]}
+    found = {os.path.abspath(p) for p in paths if p and os.path.isabs(p) and os.path.isdir(p)}
+    found |= {os.path.realpath(p) for p in found}
+    runtime = [p for p in found if not _course_files(p, course) and not _within(str(ws), p)
+               and not _within(os.path.realpath(ws), p)]
+    read = [*SYSTEM_READ, *sorted(runtime), str(ws), *[os.path.realpath(h) for h in box.data.values()]]
+    return read, [str(out), str(_home(ws)), "/dev/shm"], ["/dev"]
+
+
 def _within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
@@ -238,6 +265,8 @@ class Sandbox:
     tmp_mb: int = 512  # the size of /tmp inside (bwrap), where the notebooks' temporary files go
     cpus: float = 1.0  # CPU time per submission, in cores (a cgroup's quota under bwrap, --cpus with docker)
     python: str = field(default_factory=python)  # the interpreter run inside (bwrap, setpriv, none)
+    # setpriv: Landlock confines its files to landlock_rules' (where the kernel has it; see landlock.py)
+    landlock: bool = field(default_factory=lambda: landlock.abi() >= 1)
 
     @property
     def unsandboxed(self) -> bool:
@@ -405,6 +434,7 @@ def _end_uid(uid: int) -> None:
             break
         if r.returncode != 0:  # nothing left to kill
             break
+    _remove_ipc(uid)
     for folder in WORLD_WRITABLE:
         try:
             entries = list(os.scandir(folder))
@@ -419,6 +449,33 @@ def _end_uid(uid: int) -> None:
                 else:
                     os.unlink(entry.path)
             except OSError:
+                pass
+
+
+IPC_KINDS = {"shm": "-m", "sem": "-s", "msg": "-q"}  # /proc/sysvipc/<kind> → ipcrm's option
+
+
+def _remove_ipc(uid: int) -> None:
+    """Remove the System V shared memory segments, semaphores and message queues `uid` created or
+    owns: they outlive every process (a segment keeps its memory until removed), and nothing of a
+    run may. Matched on the creator's uid too, which IPC_SET cannot change (the owner it can)."""
+    for kind, flag in IPC_KINDS.items():
+        try:
+            lines = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()
+        except OSError:
+            continue
+        if not lines:
+            continue
+        head = lines[0].split()
+        ids = []
+        for line in lines[1:]:
+            row = dict(zip(head, line.split()))
+            if str(uid) in (row.get("uid"), row.get("cuid")):
+                ids += [flag, row[head[1]]]  # shmid, semid or msqid
+        if ids:
+            try:
+                subprocess.run(["ipcrm", *ids], capture_output=True, timeout=30)
+            except (OSError, subprocess.SubprocessError):
                 pass
 
 
@@ -464,7 +521,8 @@ class Limits:
                     time.sleep(0.1)
 
 
-def _limit(memory_mb: int, limits: Limits | None, nproc: int | None = None, cpu_seconds: int | None = None):
+def _limit(memory_mb: int, limits: Limits | None, nproc: int | None = None, cpu_seconds: int | None = None,
+           rules: landlock.Ruleset | None = None):
     def limit():
         os.setsid()
         if limits is not None:
@@ -483,6 +541,8 @@ def _limit(memory_mb: int, limits: Limits | None, nproc: int | None = None, cpu_
                 resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
         except (ImportError, ValueError, OSError):
             pass
+        if rules is not None:  # last, and never skipped: a failure stops the run before setpriv runs
+            rules.restrict()
     return limit
 
 
@@ -508,9 +568,15 @@ def run(box: Sandbox, argv: list[str], ws: Path, out: Path, env: dict[str, str],
                                                    "setpriv") else dict(env={"PATH": os.environ.get("PATH",
                                                                                                     "/usr/bin:/bin")})
         rlimits = dict(nproc=PIDS_MAX, cpu_seconds=int(timeout * max(1.0, box.cpus)) + 10) if setpriv else {}
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT,
-                                preexec_fn=_limit(box.memory_mb, limits, **rlimits) if os.name == "posix" else None,
-                                **kw)
+        rules = landlock.Ruleset(*landlock_rules(box, ws, out)) if setpriv and box.landlock else None
+        try:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT,
+                                    preexec_fn=(_limit(box.memory_mb, limits, **rlimits, rules=rules)
+                                                if os.name == "posix" else None),
+                                    **kw)
+        finally:
+            if rules is not None:
+                rules.close()
         rc = None
         try:
             rc = proc.wait(timeout=timeout)

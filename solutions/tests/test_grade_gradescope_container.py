@@ -147,7 +147,8 @@ COURSE_INSIDE = "/autograder/source/course"
 # poisoned; results.json forged.
 REACH_IN_THE_CONTAINER = f"""import glob as _g
 _found = None
-for _p in ["{COURSE_INSIDE}/solutions/linear.py", *_g.glob("/*/*/*/solutions/linear.py"), "{COURSE_INSIDE}/solutions/hidden_cases.py"]:
+for _p in ["{COURSE_INSIDE}/solutions/linear.py", *_g.glob("/*/*/*/solutions/linear.py"), *_g.glob("/tmp/*/solutions/linear.py"),
+           "{COURSE_INSIDE}/solutions/hidden_cases.py"]:
     try:
         _found = _found or open(_p).read()
     except OSError:
@@ -229,7 +230,10 @@ def container_batch() -> dict[str, tuple[dict[str, str], int]]:
 # No submission here hangs: time limits far above what a cell takes on a loaded machine cost nothing.
 GRADE_ARGS = "--notebooks 01_linear 03_rmsnorm --cell-timeout 120 --timeout 900 --memory-mb 2500"
 # Run as Gradescope does, then list what changed under the bundle, the venv and run_autograder.
-RUN = ('touch /tmp/.before && sleep 1 && /autograder/run_autograder; rc=$?; echo "CHANGED-FILES:"; '
+# First a stale copy of the reference that anyone may read, as an instructor may leave one: setpriv
+# alone (file modes) would show it to the submission; Landlock, where the kernel has it, does not.
+RUN = ('cp -r /autograder/source/course/solutions /tmp/stale-copy && chmod -R a+rX /tmp/stale-copy && '
+       'touch /tmp/.before && sleep 1 && /autograder/run_autograder; rc=$?; echo "CHANGED-FILES:"; '
        'find /autograder/source /autograder/venv /autograder/run_autograder -newer /tmp/.before -type f '
        '! -path "*/__pycache__/*"; exit $rc')
 
@@ -289,7 +293,8 @@ def test_each_submission_scores_exactly_its_work_in_gradescopes_container(contai
     assert r.stdout.split("CHANGED-FILES:")[-1].split() == [], log
     text = json.dumps(doc, ensure_ascii=False)
     assert "EXFIL" not in text and "AAAAAAAAAA" not in text and "root:" not in text
-    if name == "reads_poisons_forges_outlives":  # it found nothing to run: its own stub is what was judged
+    if name == "reads_poisons_forges_outlives" and "Landlock confines" in r.stdout:
+        # It found nothing to run, the stale copy in /tmp neither: its own stub is what was judged.
         assert tasks.get("1.1").todo_message() in graded["Task 1.1: linear: y = x Wᵀ: graded"]["output"], graded
 
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from minilm.course import tasks
-from solutions.grading import judge, sandbox, submissions
+from solutions.grading import judge, landlock, sandbox, submissions
 from solutions.tests.grading_helpers import (
     ALL,
     NOTEBOOKS,
@@ -297,8 +297,8 @@ def _uid_processes(uid: int) -> list[int]:
 
 
 SETPRIV_PROBE = r"""
-import json, os, resource, sys, time
-secret, other_ws, other_out, scratch, out = sys.argv[1:6]
+import ctypes, json, os, resource, socket, sys, time
+secret, other_ws, other_out, scratch, out, ending, open_copy, abstract = sys.argv[1:9]
 def attempt(f):
     try:
         f()
@@ -323,6 +323,10 @@ got = {
     "home": attempt(lambda: open(home + "/x", "w").write("x")) + oct(os.stat(home).st_mode & 0o777),
     "tmpdir": attempt(lambda: open(tmp + "/x", "w").write("x")),
     "world-tmp": attempt(lambda: open("/tmp/minilm-setpriv-probe-left", "w").write("x")),
+    "open-copy": attempt(lambda: open(open_copy).read()),  # a copy of the reference anyone may read
+    "abstract": attempt(lambda: socket.socket(socket.AF_UNIX).connect("\0" + abstract)),  # a service outside
+    # System V shared memory outlives every process: 64 MB held until someone removes it.
+    "shm": ctypes.CDLL(None).shmget(0, 64 << 20, 0o1600) >= 0,
 }
 if os.fork() == 0:  # a daemon: its own session, then sleeps far past the run
     os.setsid()
@@ -330,7 +334,7 @@ if os.fork() == 0:  # a daemon: its own session, then sleeps far past the run
         time.sleep(300)
     os._exit(0)
 print(json.dumps(got), flush=True)
-if sys.argv[6] == "hang":
+if ending == "hang":
     time.sleep(300)
 """
 
@@ -347,6 +351,19 @@ def test_setpriv_closes_the_reference_classmates_and_the_workspace_and_leaves_no
     os.chmod(scratch, 0o711)
     secret = Path(tempfile.mkdtemp(prefix="minilm-reference-")) / "hidden_cases.py"  # root's alone, as in the bundle
     secret.write_text("ANSWER = 42\n")
+    # Found by the fifth red team: without namespaces, a copy of the reference anyone may read
+    # anywhere on the machine (a snapshot in /tmp, an instructor's home) was the student's to run.
+    # Landlock closes every file its rules do not list, whatever the file's mode.
+    copy = Path(tempfile.mkdtemp(prefix="minilm-open-copy-"))
+    os.chmod(copy, 0o755)
+    (copy / "linear.py").write_text("ANSWER = 42\n")
+    os.chmod(copy / "linear.py", 0o644)
+    import socket
+
+    listener = socket.socket(socket.AF_UNIX)
+    abstract = f"minilm-probe-{os.getpid()}"
+    listener.bind("\0" + abstract)
+    listener.listen(1)
     box = sandbox.Sandbox("setpriv", python=SYSTEM_PYTHON)
     try:
         for slot in (0, 1):
@@ -358,8 +375,7 @@ def test_setpriv_closes_the_reference_classmates_and_the_workspace_and_leaves_no
             box.prepare(ws, out, slot)
         ws, out, log = scratch / "s0" / "ws", scratch / "s0" / "out", scratch / "s0" / "log"
         argv = ["probe.py", str(secret), str(scratch / "s1" / "ws"), str(scratch / "s1" / "out"), str(scratch),
-                str(out),
-                ending]
+                str(out), ending, str(copy / "linear.py"), abstract]
         run = sandbox.run(box, argv, ws, out, box.env({}, ws, out), 0, timeout=5 if ending == "hang" else 60, log=log)
         uid = sandbox.setpriv_uid(0)
         got = json.loads(log.read_text().splitlines()[0])
@@ -368,16 +384,27 @@ def test_setpriv_closes_the_reference_classmates_and_the_workspace_and_leaves_no
         assert got["nproc"] == sandbox.PIDS_MAX and got["as"] == box.memory_mb * 2**20 and got["cpu"] > 0, got
         for what in ("secret", "other-ws", "other-out", "list-scratch", "ws-write", "ws-new", "ws-rename", "ws-chmod"):
             assert got[what] == "PermissionError", (what, got)
-        assert got["out-write"] == got["tmpdir"] == got["world-tmp"] == "yes" and got["home"] == "yes0o700", got
+        assert got["out-write"] == got["tmpdir"] == "yes" and got["home"] == "yes0o700" and got["shm"], got
+        # Landlock where the kernel has it: nothing outside its rules (world-writable /tmp neither); its
+        # scope (ABI 6) closes abstract sockets made outside. Without it, only the file modes hold.
+        closed = "PermissionError" if box.landlock else "yes"
+        assert got["world-tmp"] == got["open-copy"] == closed, got
+        if box.landlock and landlock.abi() >= 6:
+            assert got["abstract"] == "PermissionError", got
         # Afterwards: nothing of its uid runs (the daemon neither), its results are root's, its home
         # and what it left in /tmp are gone, and the workspace is as it was.
         assert _uid_processes(uid) == [], _uid_processes(uid)
         assert (out / "1.1.pt").read_text() == "mine" and (out / "1.1.pt").stat().st_uid == 0 and out.stat().st_uid == 0
         assert not (ws.parent / "home").exists() and not Path("/tmp/minilm-setpriv-probe-left").exists()
+        ipc = [line.split() for kind in ("shm", "sem", "msg") for line in
+               Path(f"/proc/sysvipc/{kind}").read_text().splitlines()[1:]]
+        assert not [row for row in ipc if str(uid) in row], ipc  # its shared memory removed with it
         assert (ws / "minilm" / "linear.py").read_text() == "# provided\n"
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         shutil.rmtree(secret.parent, ignore_errors=True)
+        shutil.rmtree(copy, ignore_errors=True)
+        listener.close()
 
 
 @needs_setpriv
