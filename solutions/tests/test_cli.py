@@ -144,7 +144,7 @@ def test_instructor_commands_are_offered_only_where_solutions_is_installed(monke
     assert capsys.readouterr().err.startswith("minilm release: an instructor's command; it needs the reference")
     assert cli.main(["nonsense"]) == 2
     assert capsys.readouterr().err == ("minilm: unknown command 'nonsense'; "
-                                       "the commands are: status, check, test, train\n")
+                                       "the commands are: status, check, test, hint, train\n")
     with pytest.raises(SystemExit):
         cli.main(["--help"])
     assert "release" not in capsys.readouterr().out
