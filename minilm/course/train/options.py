@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from minilm.course import corpus
+from minilm.course.recipe import FFNS, OPTIMIZERS, SCHEDULES, Recipe
 from minilm.course.train import __doc__ as USAGE
 from minilm.course.train.plan import DEFAULT_SIZE, parse_duration
 
@@ -15,7 +16,9 @@ CONFIG_FILE, CHECKPOINT_FILE, VOCAB_FILE = "config.json", "checkpoint.pt", "voca
 RESULT_FILE = "result.json"  # the final figures, for scripts (the benchmarks' time-to-quality race)
 # Options that fix the model's shape (the data fixes the vocabulary): --resume refuses other values.
 MODEL_KEYS = ("data", "full_vocab", "vocab_size", "d_model", "num_layers", "num_heads", "d_ff", "context_length",
-              "rope_theta")
+              "rope_theta", "ffn", "qk_norm", "optimizer")
+# The recipe `minilm train` uses unless told otherwise: chosen by the measurements in docs/training.md.
+DEFAULT_RECIPE = Recipe()
 
 DEFAULT_BUDGET = "3m"
 # The default vocabulary: the first 2,048 tokens of the training split's, in GPT-2's merge order.
@@ -65,6 +68,33 @@ def build_parser(prog: str = "minilm train") -> argparse.ArgumentParser:
     g.add_argument("--beta1", type=float, default=0.9)
     g.add_argument("--beta2", type=float, default=0.95)
     g.add_argument("--clip", type=float, default=1.0, help="max global gradient norm")
+    g = p.add_argument_group("recipe (notebook 14; the defaults are what docs/training.md measured best)")
+    d = DEFAULT_RECIPE
+    g.add_argument("--optimizer", default=d.optimizer, metavar="{" + ",".join(OPTIMIZERS) + "}",
+                   help="adamw: AdamW for everything; muon: Muon (Task 14.2) for the hidden matrices, AdamW for "
+                        "the embeddings, the head and the gains")
+    g.add_argument("--muon-lr", type=float, default=None,
+                   help=f"Muon's peak learning rate (with --optimizer muon; default {d.muon_lr:g})")
+    g.add_argument("--schedule", default=d.schedule, metavar="{" + ",".join(SCHEDULES) + "}",
+                   help="cosine: warmup then cosine decay (Task 10.3); wsd: warmup, stable, then a linear decay over "
+                        "the last --decay-frac of the run (Task 14.4)")
+    g.add_argument("--decay-frac", type=float, default=None,
+                   help=f"with --schedule wsd: the fraction of the run spent decaying (default {d.decay_frac:g})")
+    g.add_argument("--decay-groups", action=argparse.BooleanOptionalAction, default=d.decay_groups,
+                   help="no weight decay on the norms' gains and the embeddings (Task 14.3)")
+    g.add_argument("--zero-init", action=argparse.BooleanOptionalAction, default=d.zero_init,
+                   help="start the residual output projections (attn.output_proj, ffn.w2) at zero")
+    g.add_argument("--qk-norm", action=argparse.BooleanOptionalAction, default=d.qk_norm,
+                   help="RMS-normalize each head's queries and keys (with a learned gain)")
+    g.add_argument("--softcap", type=float, default=d.softcap,
+                   help="cap the logits at ±CAP with CAP·tanh(logits/CAP) (Task 14.5); 0: off")
+    g.add_argument("--ffn", default=d.ffn, metavar="{" + ",".join(FFNS) + "}",
+                   help="swiglu, or relu2: ReLU² (Task 14.6) at SwiGLU's parameter count")
+    g.add_argument("--dropout", type=float, default=d.dropout,
+                   help="residual dropout on the embeddings and every sublayer's output (0: off)")
+    g.add_argument("--reshuffle", action=argparse.BooleanOptionalAction, default=d.reshuffle,
+                   help="batches that visit every window of the training data once per epoch, reshuffled each "
+                        "epoch, instead of windows drawn at random")
     g = p.add_argument_group("run")
     g.add_argument("--eval-interval", type=int, default=None,
                    help="steps between validation losses (default: 100 with --steps, 6 per run with --budget)")
@@ -92,6 +122,25 @@ def build_parser(prog: str = "minilm train") -> argparse.ArgumentParser:
 
 def validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     """Reject a bad configuration before any work starts (parser.error exits with status 2)."""
+    for flag, value, valid in (("--optimizer", args.optimizer, OPTIMIZERS), ("--schedule", args.schedule, SCHEDULES),
+                               ("--ffn", args.ffn, FFNS)):
+        if value not in valid:
+            parser.error(f"{flag}: unknown value {value!r}; valid values: {', '.join(valid)}")
+    if args.muon_lr is not None and args.optimizer != "muon":
+        parser.error(f"--muon-lr {args.muon_lr:g} is Muon's learning rate, but --optimizer is {args.optimizer}: "
+                     f"give --optimizer muon, or drop --muon-lr")
+    if args.decay_frac is not None and args.schedule != "wsd":
+        parser.error(f"--decay-frac {args.decay_frac:g} belongs to the wsd schedule, but --schedule is "
+                     f"{args.schedule}: give --schedule wsd, or drop --decay-frac")
+    args.muon_lr = DEFAULT_RECIPE.muon_lr if args.muon_lr is None else args.muon_lr
+    args.decay_frac = DEFAULT_RECIPE.decay_frac if args.decay_frac is None else args.decay_frac
+    if not args.muon_lr > 0:
+        parser.error(f"--muon-lr must be > 0, got {args.muon_lr}")
+    if not 0 < args.decay_frac <= 1:
+        parser.error(f"--decay-frac must lie in (0, 1], got {args.decay_frac}")
+    if args.softcap < 0 or not 0 <= args.dropout < 1:
+        parser.error(f"need --softcap >= 0 (0: off) and 0 <= --dropout < 1, got softcap={args.softcap} and "
+                     f"dropout={args.dropout}")
     if args.out_dir is None:
         args.out_dir = str(corpus.data_dir() / "runs" / "minilm")
     if args.budget is not None and args.steps is not None:
@@ -170,3 +219,10 @@ def validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         if changed:
             parser.error("--resume: the checkpoint's model has different " + ", ".join(
                 f"{k} ({saved.get(k)} there, {getattr(args, k)} now)" for k in changed))
+
+
+def recipe_of(args: argparse.Namespace) -> Recipe:
+    """The run's recipe from its (validated) flags."""
+    return Recipe(optimizer=args.optimizer, muon_lr=args.muon_lr, schedule=args.schedule, decay_frac=args.decay_frac,
+                  decay_groups=args.decay_groups, zero_init=args.zero_init, qk_norm=args.qk_norm,
+                  softcap=args.softcap, ffn=args.ffn, dropout=args.dropout, reshuffle=args.reshuffle)
