@@ -65,11 +65,11 @@ def _muon_collect(m, c):
 
 
 def _muon_cases():
-    shapes = ((12, 5), (5, 12), (8, 8))
+    shapes = ((5, 12), (12, 5), (8, 8))  # wide first: a missing and an inverted scale differ at [0] or [1]
     init = [randn(150 + i, *s, scale=0.3) for i, s in enumerate(shapes)]
     grads = [[randn(160 + 10 * t + i, *s) for i, s in enumerate(shapes)] for t in range(4)]
     return [dict(init=init, grads=grads, hparams=dict(lr=0.05, momentum=0.9, weight_decay=0.1),
-                 what="4 steps of a tall, a wide and a square matrix (lr 0.05, momentum 0.9, weight_decay 0.1)"),
+                 what="4 steps of a wide, a tall and a square matrix (lr 0.05, momentum 0.9, weight_decay 0.1)"),
             dict(init=init, grads=grads[:3], hparams=dict(lr=0.02, momentum=0.95, nesterov=False, ns_steps=3),
                  what="3 steps without Nesterov, ns_steps=3")]
 

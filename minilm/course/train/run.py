@@ -229,7 +229,7 @@ def report_start(run: Run, model, start: int) -> None:
     changes = run.recipe.changes()
     print("recipe: " + (", ".join(f"{k} {v}" for k, v in changes.items()) if changes else
                         "the course's (AdamW, cosine schedule, no switches)"))
-    for note in run.notes:
+    for note in (*getattr(args, "recipe_notes", ()), *run.notes):
         print(note)
     print(f"model: {n_params / 1e6:.2f}M parameters | "
           + (f"~{args.steps} steps" if run.plan else f"{args.steps} steps")

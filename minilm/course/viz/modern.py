@@ -135,6 +135,7 @@ CHANGES: tuple[Change, ...] = (
     Change("soft-cap 30", dict(softcap=30.0)),
     Change("ReLU² (matched)", dict(ffn="relu2")),
     Change("decay groups", dict(decay_groups=True)),
+    Change("Muon + WSD", dict(optimizer="muon", schedule="wsd")),
 )
 # The data-limited regime: the first 8,192 training tokens, seen about 6 times in 100 steps.
 LIMITED = 8192
