@@ -1,13 +1,18 @@
 """A character-level GPT from PyTorch's own modules: the baseline of the time-to-quality benchmark.
 
+    python -m benchmarks.charlm --iters 2000 --data-dir RUN/data --val-bytes N --json out.json
     python -m benchmarks.charlm --budget 3m --data-dir RUN/data --val-bytes N --json out.json
 
-The classic small recipe for a CPU (nanoGPT's Shakespeare-char settings for a laptop): 4 layers,
-4 heads, width 128, context 64, batch 12, dropout 0, AdamW at 1e-3 (betas 0.9, 0.99, weight
-decay 0.1 on the matrices) with 100 warmup steps and a cosine decay to 1e-4, gradients clipped at
-1. The model is GPT-2's shape: learned position embeddings, pre-norm blocks
+nanoGPT's CPU recipe for Shakespeare-char (its README's `--device=cpu` command on
+config/train_shakespeare_char.py): 4 layers, 4 heads, width 128, context 64, batch 12, dropout
+0, no biases, 2,000 iterations, AdamW at 1e-3 (betas 0.9, 0.99, weight decay 0.1 on the 2-D
+parameters) with 100 warmup steps and a cosine decay to 1e-4 at iteration 2,000, gradients
+clipped at 1. The model is GPT-2's shape: learned position embeddings, pre-norm blocks
 (nn.TransformerEncoderLayer: LayerNorm, multi-head attention, a GELU MLP 4× wide), a final
-LayerNorm and an output layer tied to the embedding.
+LayerNorm and an output layer tied to the embedding; N(0, 0.02) weights, the residual output
+projections at 0.02/√(2 · layers). --iters N runs that recipe for N iterations however long it
+takes (the benchmark's baseline: 2,000); --budget instead stops by the clock, its cosine
+following the fraction of the training time gone.
 
 Its characters are bytes (256 ids), so any text can be encoded and a character is a byte of Tiny
 Shakespeare (ASCII). It trains on the bytes of the training split `minilm train` prepared in
@@ -33,7 +38,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 RECIPE = dict(num_layers=4, num_heads=4, d_model=128, context_length=64, batch_size=12, lr=1e-3, min_lr=1e-4,
-              warmup=100, betas=(0.9, 0.99), weight_decay=0.1, clip=1.0)
+              warmup=100, betas=(0.9, 0.99), weight_decay=0.1, clip=1.0, iters=2000)
 
 
 class CharGPT(nn.Module):
@@ -44,14 +49,15 @@ class CharGPT(nn.Module):
         self.token_embeddings = nn.Embedding(vocab_size, d_model)
         self.position_embeddings = nn.Embedding(context_length, d_model)
         layer = nn.TransformerEncoderLayer(d_model, num_heads, 4 * d_model, dropout=0.0, activation="gelu",
-                                           batch_first=True, norm_first=True)
+                                           batch_first=True, norm_first=True, bias=False)
         self.blocks = nn.TransformerEncoder(layer, num_layers, enable_nested_tensor=False)
-        self.ln_final = nn.LayerNorm(d_model)
+        self.ln_final = nn.LayerNorm(d_model, bias=False)
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
         self.lm_head.weight = self.token_embeddings.weight  # tied, as in GPT-2
         for name, p in self.named_parameters():  # GPT-2's initialization: N(0, 0.02) matrices
-            if p.dim() >= 2:
-                nn.init.normal_(p, mean=0.0, std=0.02)
+            if p.dim() >= 2:  # … and the residual projections at 0.02/√(2 · layers), as nanoGPT
+                residual = name.endswith(("self_attn.out_proj.weight", "linear2.weight"))
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * num_layers) if residual else 0.02)
 
     def forward(self, ids: Tensor) -> Tensor:
         t = ids.shape[-1]
@@ -70,10 +76,15 @@ def optimizer_for(model: nn.Module) -> torch.optim.AdamW:
                               {"params": no_decay, "weight_decay": 0.0}], lr=RECIPE["lr"], betas=RECIPE["betas"])
 
 
-def lr_at(step: int, gone: float) -> float:
-    """Linear warmup over the first RECIPE['warmup'] steps, then a cosine from lr to min_lr over the
-    fraction `gone` of the training time."""
-    if step < RECIPE["warmup"]:
+def lr_at(step: int, gone: float | None, iters: int | None = None) -> float:
+    """Linear warmup over the first RECIPE['warmup'] steps, then a cosine from lr to min_lr: with
+    `iters`, nanoGPT's get_lr (warmup (it + 1)/(warmup + 1), the cosine from the warmup's end to
+    iteration `iters`); else over the fraction `gone` of the training time."""
+    if iters is not None:
+        if step < RECIPE["warmup"]:
+            return RECIPE["lr"] * (step + 1) / (RECIPE["warmup"] + 1)
+        gone = min((step - RECIPE["warmup"]) / (iters - RECIPE["warmup"]), 1.0)
+    elif step < RECIPE["warmup"]:
         return RECIPE["lr"] * (step + 1) / RECIPE["warmup"]
     cosine = 0.5 * (1 + math.cos(math.pi * min(gone, 1.0)))
     return RECIPE["min_lr"] + cosine * (RECIPE["lr"] - RECIPE["min_lr"])
@@ -123,7 +134,9 @@ def evaluate_bytes_sliding(model: CharGPT, ids: np.ndarray, stride: int, batch_s
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.charlm", description=__doc__.splitlines()[0])
-    parser.add_argument("--budget", required=True, help="wall-clock time for the run, e.g. 90s, 3m")
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--budget", help="wall-clock time for the run, e.g. 90s, 3m")
+    what.add_argument("--iters", type=int, help="train this many iterations however long they take (nanoGPT: 2000)")
     parser.add_argument("--data-dir", type=Path, required=True, help="train.npy and val.npy of `minilm train`")
     parser.add_argument("--val-bytes", type=int, required=True, help="score this many validation bytes …")
     parser.add_argument("--skip-bytes", type=int, default=None,
@@ -154,9 +167,11 @@ def main(argv: list[str] | None = None) -> int:
     clock_start = time.perf_counter() - process_age_s()  # like minilm train: from the start of the process
     parser = build_parser()
     args = parser.parse_args(argv)
-    budget_s = parse_duration(args.budget)
-    if not budget_s or budget_s <= 0:
+    budget_s = parse_duration(args.budget) if args.budget is not None else None
+    if args.budget is not None and (not budget_s or budget_s <= 0):
         parser.error(f"--budget: expected a positive duration such as 90s or 3m, got {args.budget!r}")
+    if args.iters is not None and args.iters <= RECIPE["warmup"]:
+        parser.error(f"--iters must exceed the {RECIPE['warmup']} warmup iterations, got {args.iters}")
     train_ids, val_ids = load_bytes(args, parser)
 
     torch.manual_seed(args.seed)
@@ -189,11 +204,11 @@ def main(argv: list[str] | None = None) -> int:
     # The same choice of threads as `minilm train --budget`: all of them, or one if that is faster here.
     # These steps train too (a warm-up step, then one each way): the clock counts them.
     threads = torch.get_num_threads()
-    losses = [step(lr_at(0, 0.0))]
+    losses = [step(lr_at(0, 0.0, args.iters))]
     if threads > 1:
-        many = timed(lambda: losses.append(step(lr_at(1, 0.0))))
+        many = timed(lambda: losses.append(step(lr_at(1, 0.0, args.iters))))
         torch.set_num_threads(1)
-        one = timed(lambda: losses.append(step(lr_at(2, 0.0))))
+        one = timed(lambda: losses.append(step(lr_at(2, 0.0, args.iters))))
         torch.set_num_threads(1 if one < many else threads)
     # Keep back the final evaluation: one eval batch forward, timed, scaled to the validation windows.
     rows = max(1, min(32, (len(val_ids) - 1) // t))
@@ -205,7 +220,10 @@ def main(argv: list[str] | None = None) -> int:
     stride = max(1, t // 2)
     reserve_s = 1.3 * forward_s * math.ceil(args.val_bytes / t / rows) * (1 + t / stride) + 1.0
     loop_start = time.perf_counter()
-    deadline = clock_start + budget_s * SAFETY - reserve_s
+    if args.iters is not None:  # nanoGPT's recipe: a fixed number of iterations
+        while len(losses) < args.iters:
+            losses.append(step(lr_at(len(losses), None, args.iters)))
+    deadline = clock_start + budget_s * SAFETY - reserve_s if budget_s is not None else loop_start
     while True:
         gone = (time.perf_counter() - loop_start) / max(deadline - loop_start, 1e-9)
         if gone >= 1.0:
@@ -215,7 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     nats, n = evaluate_bytes(model, val_ids)
     sliding_nats, _ = evaluate_bytes_sliding(model, val_ids, stride)
     wall_s = time.perf_counter() - clock_start
-    result = dict(budget_s=budget_s, wall_s=wall_s, train_s=train_s, steps=len(losses), threads=torch.get_num_threads(),
+    result = dict(budget_s=budget_s, iters=args.iters, wall_s=wall_s,
+                  train_s=train_s, steps=len(losses), threads=torch.get_num_threads(),
                   parameters=sum(p.numel() for p in model.parameters()), recipe=RECIPE, first_loss=losses[0],
                   last_loss=losses[-1], val_nats=nats, val_bytes=n, nats_per_byte=nats / n,
                   bits_per_byte=nats / math.log(2) / n, eval_stride=stride, sliding_nats=sliding_nats,
@@ -224,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     args.json.write_text(json.dumps(result, indent=1) + "\n")
     print(f"char baseline: {len(losses)} steps, validation {nats / n:.3f} nats per byte = "
           f"{result['bits_per_byte']:.3f} bits per byte ({result['sliding_bits_per_byte']:.3f} in windows sliding "
-          f"by {stride}), {wall_s:.0f} s of {budget_s:.0f} s")
+          f"by {stride}), {wall_s:.0f} s" + (f" of {budget_s:.0f} s" if budget_s is not None else ""))
     return 0
 
 

@@ -526,3 +526,64 @@ def _classic_lm(g):
                       ids=torch.randint(0, 97, (1, 32), generator=g),
                       what="the classic model, 3 layers, over the full context"))
     return cases
+
+
+# ---------------------------------------------------------------- 14: the modern recipe
+
+
+@hidden("14.1")
+def _newton_schulz(g):
+    r, c = _int(g, 2, 30), _int(g, 2, 30)
+    G = _randn(g, 7, 4)
+    return [dict(G=G * (0.3 / G.norm()), what="G (7, 4) with Frobenius norm 0.3"),
+            dict(G=_randn(g, r, c, scale=10.0), what=f"G ({r}, {c})"),
+            dict(G=_randn(g, 1, c), what=f"a single row (1, {c})"),
+            dict(G=_randn(g, 9, 6, dtype=torch.float64), steps=_int(g, 1, 7), what="float64 G (9, 6), other steps")]
+
+
+@hidden("14.2")
+def _muon(g):
+    shapes = ((_int(g, 6, 20), _int(g, 2, 5)), (_int(g, 2, 5), _int(g, 6, 20)), (1, _int(g, 2, 9)))
+    init = [_randn(g, *s, scale=0.3) for s in shapes]
+    grads = [[_randn(g, *s) for s in shapes] for _ in range(5)]
+    return [dict(init=init, grads=grads, hparams=dict(lr=0.03, momentum=0.8, weight_decay=0.2),
+                 what="5 steps of a tall, a wide and a one-row matrix"),
+            dict(init=init, grads=grads[:2], hparams=dict(lr=0.1, momentum=0.0, nesterov=True, ns_steps=4),
+                 what="2 steps with momentum 0"),
+            dict(init=init[:1], grads=[[gr[0]] for gr in grads], hparams=dict(lr=0.01, nesterov=False),
+                 what="5 steps without Nesterov, defaults otherwise")]
+
+
+@hidden("14.3")
+def _parameter_groups(g):
+    return [dict(config=dict(vocab=_int(g, 5, 20), d=_int(g, 2, 8), f=_int(g, 3, 12), layers=_int(g, 1, 3),
+                             tied=tied, positions=pos), what=f"a model (tied head {tied}, positions {pos})")
+            for tied, pos in ((False, False), (True, True), (False, True))]
+
+
+@hidden("14.4")
+def _wsd(g):
+    warmup = float(torch.rand((), generator=g)) * 0.2
+    decay = 0.1 + float(torch.rand((), generator=g)) * 0.5
+    return [dict(args=dict(max_lr=0.02, min_lr=0.002, warmup=warmup, decay=decay),
+                 progress=torch.rand(30, generator=g).mul(1.2).tolist(), what="random progress in [0, 1.2)"),
+            dict(args=dict(max_lr=1.0, min_lr=1.0, warmup=0.5, decay=0.5), progress=[0.0, 0.25, 0.5, 0.75, 1.0],
+                 what="min_lr = max_lr, warmup + decay = 1"),
+            dict(args=dict(max_lr=1.0, min_lr=0.0, warmup=0.0, decay=0.2), progress=[0.0, 0.79, 0.8, 0.9, 2.0],
+                 what="no warmup, decay 0.2")]
+
+
+@hidden("14.5")
+def _softcap(g):
+    return [dict(x=_randn(g, 3, 5, scale=40), cap=float(_int(g, 5, 50)), what="logits (3, 5)"),
+            dict(x=torch.tensor([0.0, 1e-3, -1e4, 1e4]), cap=15.0, what="0, tiny and huge logits"),
+            dict(x=_randn(g, 2, 4, scale=3).half(), cap=2.0, what="float16 logits")]
+
+
+@hidden("14.6")
+def _relu2(g):
+    d, f = _int(g, 1, 12), _int(g, 1, 40)
+    return [dict(d=d, f=f, state=weights(g, {"w1.weight": (f, d), "w2.weight": (d, f)}), x=_randn(g, 2, 5, d),
+                 what=f"ReLUSquaredFFN({d}, {f})"),
+            dict(d=4, f=6, state=weights(g, {"w1.weight": (6, 4), "w2.weight": (4, 6)}), x=_randn(g, 4),
+                 what="a single vector")]

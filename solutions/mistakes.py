@@ -315,8 +315,9 @@ def all_mutants() -> list[dict]:
     except ModuleNotFoundError:
         quantization = []
     from solutions.mistakes_classic import MUTANTS as classic_mutants  # notebook 13
+    from solutions.mistakes_modern import MUTANTS as modern_mutants  # notebook 14
 
-    return MUTANTS + list(training) + list(quantization) + list(classic_mutants)
+    return MUTANTS + list(training) + list(quantization) + list(classic_mutants) + list(modern_mutants)
 
 
 def get(name: str) -> dict:

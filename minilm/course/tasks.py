@@ -158,6 +158,20 @@ TASKS: tuple[Task, ...] = (
        ("norm", "use your RMSNorm (Task 3.2) or LayerNorm (Task 13.1)"),
        ("activation", "use your ClassicBlock (Task 13.5)"), _LINEAR,
        uses=("1.2", "2.2", "3.2", "13.1", "13.2", "13.5")),
+) + (
+    # Notebook 14: the modern recipe, measured on the course's model.
+    _t("14.1", "Newton–Schulz orthogonalization (quintic)", "newton_schulz", "modern", "14_modern_recipe", 2,
+       ("optim", "matmuls only: X Xᵀ and the quintic's three terms")),
+    _t("14.2", "Muon", "Muon", "modern", "14_modern_recipe", 4,
+       ("optim", "update p and the momentum buffer yourself (mul_, add_) and call your newton_schulz (Task 14.1)"),
+       uses=("14.1",)),
+    _t("14.3", "parameter groups: Muon, AdamW with and without decay", "parameter_groups", "modern",
+       "14_modern_recipe", 2, ("optim", "sort model.named_parameters() yourself"), uses=("2.2",)),
+    _t("14.4", "warmup–stable–decay learning rate", "lr_wsd_schedule", "modern", "14_modern_recipe", 2,
+       ("optim", "write the four cases yourself")),
+    _t("14.5", "logit soft-cap", "softcap", "modern", "14_modern_recipe", 1),
+    _t("14.6", "ReLU² feed-forward network", "ReLUSquaredFFN", "modern", "14_modern_recipe", 2,
+       ("activation", "square torch.relu(x)"), _LINEAR, uses=("1.2",)),
 )
 
 BY_ID: dict[str, Task] = {t.id: t for t in TASKS}
@@ -168,6 +182,9 @@ BY_ID: dict[str, Task] = {t.id: t for t in TASKS}
 EXPORTS: dict[str, str] = {name: t.module for t in TASKS for name in t.names}
 # Notebook 13: ClassicConfig is provided, beside the tasks that build from it.
 EXPORTS["ClassicConfig"] = "classic"
+# Notebook 14: the provided constants and helpers beside its tasks.
+EXPORTS["NS_COEFFICIENTS"] = "modern"
+EXPORTS["matched_relu2_d_ff"] = "modern"
 
 EXERCISE_MODULES: tuple[str, ...] = tuple(dict.fromkeys(t.module for t in TASKS))
 

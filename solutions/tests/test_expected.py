@@ -75,6 +75,8 @@ NAMED_BY_INVARIANTS = {"targets_not_shifted", "last_start_never_drawn", "tied_lm
 # Parameter).
 NAMED_BY_INVARIANTS |= {"layer_norm_no_bias", "classic_missing_final_norm", "final_norm_in_post_norm",
                         "head_copied_not_shared"}
+# Notebook 14: the parameter groups are names, judged by the invariant.
+NAMED_BY_INVARIANTS |= {"muon_on_embeddings", "muon_on_head", "decay_on_gains", "decay_on_embeddings"}
 
 
 def test_every_catalogued_mistake_has_stored_outputs_for_its_task():

@@ -449,6 +449,77 @@ HONEST = {
             def forward(self, x):
                 return self.w2(gelu(self.w1(x)))
     """),
+    "modern": ("modern.py", """
+        import math
+        import torch
+        from torch import nn
+        from .embedding import Embedding
+        from .linear import Linear
+
+        def newton_schulz(G, steps=5, eps=1e-7):
+            a, b, c = 3.4445, -4.7750, 2.0315
+            X = G.to(torch.float32)
+            wide = X.shape[0] <= X.shape[1]
+            X = X if wide else X.mT
+            X = X / (torch.sqrt((X * X).sum()) + eps)
+            for _ in range(steps):
+                A = torch.matmul(X, X.mT)
+                X = a * X + torch.matmul(b * A + c * torch.matmul(A, A), X)
+            return (X if wide else X.mT).to(G.dtype)
+
+        class Muon(torch.optim.Optimizer):
+            def __init__(self, params, lr=0.02, momentum=0.95, nesterov=True, weight_decay=0.0, ns_steps=5):
+                super().__init__(params, dict(lr=lr, momentum=momentum, nesterov=nesterov,
+                                              weight_decay=weight_decay, ns_steps=ns_steps))
+
+            @torch.no_grad()
+            def step(self, closure=None):
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        if p.grad is None:
+                            continue
+                        if "buf" not in self.state[p]:
+                            self.state[p]["buf"] = torch.zeros_like(p)
+                        buf = self.state[p]["buf"]
+                        buf.lerp_(p.grad, 1 - group["momentum"])
+                        u = p.grad.lerp(buf, group["momentum"]) if group["nesterov"] else buf
+                        rows, cols = p.shape
+                        p.mul_(1 - group["lr"] * group["weight_decay"])
+                        p.sub_(newton_schulz(u, group["ns_steps"]) * group["lr"] * max(1.0, rows / cols) ** 0.5)
+
+        def parameter_groups(model, muon=True):
+            embedded = [m.weight for m in model.modules() if isinstance(m, Embedding)]
+            out = {"muon": [], "decay": [], "no_decay": []}
+            for name, p in model.named_parameters():
+                if any(p is e for e in embedded) or p.dim() != 2:
+                    out["no_decay"].append(p)
+                elif muon and p is not model.lm_head.weight:
+                    out["muon"].append(p)
+                else:
+                    out["decay"].append(p)
+            return out
+
+        def lr_wsd_schedule(progress, max_lr, min_lr, warmup, decay):
+            if progress >= 1:
+                return min_lr
+            if progress < warmup:
+                return progress / warmup * max_lr
+            t = max(0.0, (progress - 1 + decay) / decay)
+            return (1 - t) * max_lr + t * min_lr
+
+        def softcap(logits, cap):
+            return torch.tanh(logits / cap) * cap
+
+        class ReLUSquaredFFN(nn.Module):
+            def __init__(self, d_model, d_ff, device=None, dtype=None):
+                super().__init__()
+                self.w1 = Linear(d_model, d_ff, device=device, dtype=dtype)
+                self.w2 = Linear(d_ff, d_model, device=device, dtype=dtype)
+
+            def forward(self, x):
+                h = torch.clamp(self.w1(x), min=0)
+                return self.w2(h * h)
+    """),
 }
 
 

@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 # The notebook groups' modules: importing one registers its tasks' specs.
-GROUPS = ("basics", "rope_attention", "model", "training", "generation", "quantization", "classic")
+GROUPS = ("basics", "rope_attention", "model", "training", "generation", "quantization", "classic", "modern")
 
 
 class Problem(str):

@@ -16,6 +16,7 @@ import torch
 
 import minilm
 from minilm.course import corpus
+from minilm.course import recipe as recipes
 from minilm.course.train.dist import Dist, check_sync
 from minilm.course.train.metrics import bits_per_byte, evaluate_sliding_sums, evaluate_sums, unigram_nats
 from minilm.course.train.options import (
@@ -24,6 +25,7 @@ from minilm.course.train.options import (
     RESULT_FILE,
     VOCAB_FILE,
     build_parser,
+    recipe_of,
     validate,
     validate_eval_and_tokenizer,
 )
@@ -119,6 +121,8 @@ class Run:
     data: Data
     plan: Plan | None = None
     speed: Speed | None = None
+    recipe: recipes.Recipe = recipes.Recipe()
+    notes: tuple[str, ...] = ()  # what the recipe's optimizer trains with what
 
 
 @dataclass
@@ -190,8 +194,9 @@ def build_model(run: Run):
     torch.manual_seed(args.seed)  # the same initial weights on every rank
     model = minilm.TransformerLM(run.data.vocab.size, args.context_length, args.d_model, args.num_layers,
                                  args.num_heads, args.d_ff, args.rope_theta, device=run.device)
-    optimizer = minilm.AdamW(model.parameters(), lr=args.lr, betas=(args.beta1, args.beta2),
-                             weight_decay=args.weight_decay)
+    recipes.apply(model, run.recipe, seed=args.seed + 1)  # the same new parameters on every rank
+    optimizer, notes = recipes.make_optimizer(model, run.recipe, args.lr, (args.beta1, args.beta2), args.weight_decay)
+    run.notes = tuple(notes)
     start = 0
     if args.resume:
         start = minilm.load_checkpoint(run.out_dir / CHECKPOINT_FILE, model, optimizer)
@@ -234,6 +239,11 @@ def report_start(run: Run, model, start: int) -> None:
               f"spelled in smaller pieces; no unknown token)")
     if run.plan is not None:
         report_plan(run)
+    changes = run.recipe.changes()
+    print("recipe: " + (", ".join(f"{k} {v}" for k, v in changes.items()) if changes else
+                        "the course's (AdamW, cosine schedule, no switches)"))
+    for note in (*getattr(args, "recipe_notes", ()), *run.notes):
+        print(note)
     print(f"model: {n_params / 1e6:.2f}M parameters | "
           + (f"~{args.steps} steps" if run.plan else f"{args.steps} steps")
           + f" of {args.batch_size * dist.world_size} × {args.context_length} tokens")
@@ -287,7 +297,8 @@ def learning_rate(run: Run, it: int, loop_start: float, deadline: float | None) 
     if run.plan is None:
         if it >= args.steps:
             return None, 0.0
-        return minilm.lr_cosine_schedule(it, args.lr, args.min_lr, args.warmup, args.steps), 0.0
+        return recipes.scheduled_lr(run.recipe, it / args.steps, it, args.lr, args.min_lr, args.warmup,
+                                    args.steps), 0.0
     # The schedule follows the clock: the fraction of the training time gone, in planned steps.
     # Every rank uses rank 0's clock, so the replicas keep the same learning rate.
     gone = torch.tensor([(time.perf_counter() - loop_start) / max(deadline - loop_start, 1e-9)],
@@ -296,8 +307,8 @@ def learning_rate(run: Run, it: int, loop_start: float, deadline: float | None) 
         dist.dist.broadcast(gone, src=0)
     if gone.item() >= 1.0:
         return None, gone.item()
-    lr = minilm.lr_cosine_schedule(min(int(gone.item() * args.steps), args.steps), args.lr, args.min_lr,
-                                   args.warmup, args.steps)
+    lr = recipes.scheduled_lr(run.recipe, gone.item(), min(int(gone.item() * args.steps), args.steps), args.lr,
+                              args.min_lr, args.warmup, args.steps)
     return lr, gone.item()
 
 
@@ -315,13 +326,18 @@ def train_loop(run: Run, model, optimizer, training_loss, start: int) -> Trained
     loop_start = time.perf_counter()
     deadline = run.clock_start + args.budget_s * SAFETY - plan.reserve_s if plan is not None else None
     it = start
+    epochs = None
+    if run.recipe.reshuffle:  # every window once per epoch, in a new order each epoch
+        epochs = recipes.EpochBatches(data.train, args.batch_size, args.context_length,
+                                      torch.Generator().manual_seed(args.seed + 1 + dist.rank + 7919 * start))
     while True:
         lr, gone = learning_rate(run, it, loop_start, deadline)
         if lr is None:
             break
         for group in optimizer.param_groups:
-            group["lr"] = lr
-        x, y = minilm.get_batch(data.train, args.batch_size, args.context_length, run.device)
+            group["lr"] = lr * group.get("lr_scale", 1.0)  # Muon's groups: its own peak over the run's
+        x, y = (epochs(run.device) if epochs is not None else
+                minilm.get_batch(data.train, args.batch_size, args.context_length, run.device))
         loss = training_loss(x, y)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -460,7 +476,7 @@ def write_result(run: Run, model, final_step: int, scores: Scores, wall_s: float
         budget_s=args.budget_s, wall_s=wall_s, steps=final_step, compile=bool(args.compile),
         threads=torch.get_num_threads(), processes=run.dist.world_size, vocab_size=data.vocab.size,
         size={k: getattr(args, k) for k in DEFAULT_SIZE}, parameters=sum(p.numel() for p in model.parameters()),
-        batch_size=args.batch_size, context_length=args.context_length,
+        batch_size=args.batch_size, context_length=args.context_length, recipe=vars(run.recipe),
         val_nats=val_nats, val_tokens=n_val, val_bytes=int(data.val_bytes[n_val - 1]),
         val_skipped_bytes=int(data.token_bytes[int(data.val[0])]),  # the first token: context only
         nats_per_token=val_nats / n_val, bits_per_byte=data.bpb(val_nats, n_val),
@@ -487,7 +503,7 @@ def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
         if dist.main:
             out_dir.mkdir(parents=True, exist_ok=True)
         data = load_data(args, dist, out_dir)
-        run = Run(args, dist, torch.device(args.device), out_dir, clock_start, data)
+        run = Run(args, dist, torch.device(args.device), out_dir, clock_start, data, recipe=recipe_of(args))
         if args.budget_s is not None:
             plan_run(run)
         model, optimizer, start, training_loss = build_model(run)

@@ -1,0 +1,265 @@
+"""Specs of notebook 14: the modern recipe (provided). See minilm/course/spec/__init__.py."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from minilm.course.spec import Problem, count, first, keys_problem, randn, shown, spec, state_keys, weights
+
+# ---------------------------------------------------------------- 14.1: Newton–Schulz
+
+
+def _ns_collect(m, c):
+    G = c["G"]
+    X = m.newton_schulz(G, c["steps"]) if "steps" in c else m.newton_schulz(G)
+    return {"X": X, "shape": list(X.shape) if type(X) is torch.Tensor else "?", "dtype": str(getattr(X, "dtype", "?"))}
+
+
+def _ns_invariant(got, c) -> Problem | None:
+    G = c["G"]
+    if got["shape"] != list(G.shape) or got["dtype"] != str(G.dtype):
+        return Problem(f"newton_schulz must return a tensor of G's shape {list(G.shape)} and dtype "
+                       f"{str(G.dtype).replace('torch.', '')}, got shape {shown(got['shape'])}", "wrong_shape")
+    return None
+
+
+def _ns_cases():
+    small = randn(140, 6, 10)
+    return [dict(G=small * (0.5 / small.norm()), what="G (6, 10) with Frobenius norm 0.5"),
+            dict(G=randn(141, 8, 20), what="G (8, 20)"),
+            dict(G=randn(142, 24, 9, scale=3.0), what="a tall G (24, 9)"),
+            dict(G=randn(143, 12, 12), steps=2, what="G (12, 12), steps=2"),
+            dict(G=randn(144, 5, 7, dtype=torch.float64), steps=0, what="float64 G (5, 7), steps=0")]
+
+
+spec("14.1", collect=_ns_collect, cases=_ns_cases, invariant=_ns_invariant, free=("shape", "dtype"), atol=1e-4,
+     outputs={"X": "the result"},
+     mistakes={
+         "ns_cubic": "that is the cubic Newton–Schulz step X ← 1.5·X − 0.5·X Xᵀ X; use the quintic, "
+                     "X ← a·X + (b·A + c·A·A)·X with A = X Xᵀ and (a, b, c) = NS_COEFFICIENTS",
+         "ns_not_normalized": "divide G by its Frobenius norm (+ eps) first: the iteration only maps singular "
+                              "values in [0, 1] towards 1",
+         "ns_ignores_steps": "run the iteration `steps` times (steps=0: only the normalization)",
+     },
+     passed="matches the quintic iteration on wide, tall and square matrices (SVD check in the tests)")
+
+# ---------------------------------------------------------------- 14.2: Muon
+
+
+def _muon_collect(m, c):
+    params = [nn.Parameter(p.clone()) for p in c["init"]]
+    opt = m.Muon(params, **c["hparams"])
+    for step_grads in c["grads"]:
+        for p, g in zip(params, step_grads):
+            p.grad = g.clone()
+        opt.step()
+    out = {"params": [p.detach().clone() for p in params]}
+    p = nn.Parameter(torch.ones(3, 2))  # a schedule changes group["lr"]: read it at every step
+    opt = m.Muon([p], lr=0.1)
+    opt.param_groups[0]["lr"] = 0.0
+    p.grad = torch.ones(3, 2)
+    opt.step()
+    out["lr_zero_step"] = p.detach().clone()
+    return out
+
+
+def _muon_cases():
+    shapes = ((5, 12), (12, 5), (8, 8))  # wide first: a missing and an inverted scale differ at [0] or [1]
+    init = [randn(150 + i, *s, scale=0.3) for i, s in enumerate(shapes)]
+    grads = [[randn(160 + 10 * t + i, *s) for i, s in enumerate(shapes)] for t in range(4)]
+    return [dict(init=init, grads=grads, hparams=dict(lr=0.05, momentum=0.9, weight_decay=0.1),
+                 what="4 steps of a wide, a tall and a square matrix (lr 0.05, momentum 0.9, weight_decay 0.1)"),
+            dict(init=init, grads=grads[:3], hparams=dict(lr=0.02, momentum=0.95, nesterov=False, ns_steps=3),
+                 what="3 steps without Nesterov, ns_steps=3")]
+
+
+spec("14.2", collect=_muon_collect, cases=_muon_cases, atol=1e-5,
+     invariant=lambda got, c: None if type(got["lr_zero_step"]) is torch.Tensor and torch.equal(
+         got["lr_zero_step"], torch.ones(3, 2)) else Problem(
+         "after setting param_groups[0]['lr'] = 0 a step must not move the parameters: read lr from the param group "
+         "at every step"),
+     outputs={"params": "the parameters"},
+     mistakes={
+         "muon_no_nesterov": "with nesterov=True orthogonalize the look-ahead (1 − μ)·g + μ·B, not the buffer B itself",
+         "muon_no_scale": "multiply the step by sqrt(max(1, rows / cols)): a tall matrix (rows > cols) takes a larger "
+                          "step",
+         "muon_scale_inverted": "the scale is sqrt(max(1, rows / cols)), rows = p.shape[0]: yours uses cols / rows",
+         "muon_not_orthogonalized": "pass the momentum through newton_schulz: without it Muon is SGD with momentum",
+         "muon_decay_without_lr": "decay by lr · weight_decay: p ← p − lr · weight_decay · p, as AdamW does",
+     },
+     passed="matches Muon's update for 4 steps: momentum, Nesterov, Newton–Schulz and the shape's scale")
+
+# ---------------------------------------------------------------- 14.3: parameter groups
+
+
+class _Block(nn.Module):
+    def __init__(self, m, d: int, f: int):
+        super().__init__()
+        self.ln1 = nn.Parameter(torch.ones(d))
+        self.q_proj = m.Linear(d, d)
+        self.w1 = m.Linear(d, f)
+        self.w2 = m.Linear(f, d)
+        self.bias = nn.Parameter(torch.zeros(f))
+
+
+class _ToyLM(nn.Module):
+    """An LM-shaped model: embeddings (token and position), blocks of Linears, 1-D gains and a bias,
+    a final gain and a head (tied or not)."""
+
+    def __init__(self, m, vocab: int, d: int, f: int, layers: int, tied: bool, positions: bool):
+        super().__init__()
+        self.token_embeddings = m.Embedding(vocab, d)
+        if positions:
+            self.position_embeddings = m.Embedding(16, d)
+        self.layers = nn.ModuleList(_Block(m, d, f) for _ in range(layers))
+        self.ln_final = nn.Parameter(torch.ones(d))
+        self.lm_head = m.Linear(d, vocab)
+        if tied:
+            self.lm_head.weight = self.token_embeddings.weight
+
+
+def toy_groups(cfg: dict, muon: bool) -> dict[str, list[str]]:
+    """The expected groups of _ToyLM(cfg), by name (in any order)."""
+    emb = ["token_embeddings.weight"] + (["position_embeddings.weight"] if cfg["positions"] else [])
+    out = {"muon": [], "decay": [], "no_decay": list(emb)}
+    for i in range(cfg["layers"]):
+        out["no_decay"] += [f"layers.{i}.ln1", f"layers.{i}.bias"]
+        out["muon" if muon else "decay"] += [f"layers.{i}.{n}.weight" for n in ("q_proj", "w1", "w2")]
+    out["no_decay"].append("ln_final")
+    if not cfg["tied"]:
+        out["decay"].append("lm_head.weight")
+    return out
+
+
+def _groups_collect(m, c):
+    cfg = c["config"]
+    model = _ToyLM(m, cfg["vocab"], cfg["d"], cfg["f"], cfg["layers"], cfg["tied"], cfg["positions"])
+    names = {id(p): n for n, p in model.named_parameters()}
+    out = {}
+    for muon in (True, False):
+        groups = m.parameter_groups(model, muon=muon)
+        if type(groups) is not dict:
+            raise TypeError(f"parameter_groups returned {type(groups).__name__}, expected a dict of three lists")
+        for key in ("muon", "decay", "no_decay"):
+            out[f"{key}{'' if muon else '_adamw'}"] = [names.get(id(p), "?") for p in groups.get(key, ["?"])]
+    return out
+
+
+def _groups_invariant(got, c) -> Problem | None:
+    cfg = c["config"]
+    for muon in (True, False):
+        suffix = "" if muon else "_adamw"
+        want = toy_groups(cfg, muon)
+        have = {k: got[f"{k}{suffix}"] for k in want}
+        call = f"parameter_groups(model, muon={muon}) on {c['what']}"
+        everything = [n for v in want.values() for n in v]
+        listed = [n for v in have.values() for n in v]
+        if "?" in listed or sorted(listed) != sorted(everything):
+            return Problem(f"{call}: list every parameter of the model exactly once, in one of the three groups "
+                           f"({count(len(everything))} parameters; your groups hold {count(len(listed))})",
+                           "groups_not_a_partition")
+        emb = [n for n in want["no_decay"] if "embeddings" in n]
+        if any(n in have["muon"] for n in emb):
+            return Problem(f"{call}: an embedding went to Muon: an embedding's rows are looked up one at a time, "
+                           "not multiplied as a matrix; it goes to AdamW without decay", "muon_on_embeddings")
+        if "lm_head.weight" in have["muon"]:
+            return Problem(f"{call}: the output head went to Muon: Muon is for the hidden matrices; AdamW trains "
+                           "lm_head (with decay)", "muon_on_head")
+        if any(n in have["decay"] for n in emb):
+            return Problem(f"{call}: an embedding is decayed: no weight decay on embeddings (they go to "
+                           "'no_decay')", "decay_on_embeddings")
+        if any(n not in emb and n in have["decay"] + have["muon"] for n in want["no_decay"]):
+            return Problem(f"{call}: a gain or bias (a 1-D parameter) is decayed or given to Muon: those go to "
+                           "'no_decay'", "decay_on_gains")
+        if {k: sorted(v) for k, v in have.items()} != {k: sorted(v) for k, v in want.items()}:
+            return Problem(f"{call}: the groups differ from the rule (muon: the 2-D parameters but the embeddings "
+                           f"and lm_head{'' if muon else ', none with muon=False'}; decay: lm_head"
+                           f"{'' if muon else ' and the hidden matrices'}; no_decay: embeddings and 1-D)",
+                           "groups_wrong")
+    return None
+
+
+GROUP_CASES = [dict(vocab=11, d=6, f=10, layers=2, tied=False, positions=True),
+               dict(vocab=11, d=6, f=10, layers=1, tied=True, positions=False)]
+
+spec("14.3", collect=_groups_collect, invariant=_groups_invariant,
+     free=tuple(f"{k}{s}" for k in ("muon", "decay", "no_decay") for s in ("", "_adamw")),
+     cases=lambda: [dict(config=GROUP_CASES[0], what="a 2-layer model with learned positions"),
+                    dict(config=GROUP_CASES[1], what="a 1-layer model with a tied head")],
+     mistakes={"muon_on_embeddings": "embeddings go to AdamW (without decay), not to Muon",
+               "muon_on_head": "lm_head goes to AdamW, not to Muon",
+               "decay_on_gains": "1-D parameters (gains, biases) go to 'no_decay'",
+               "decay_on_embeddings": "embeddings go to 'no_decay'"},
+     passed="hidden matrices to Muon, lm_head to AdamW with decay, embeddings and gains without, tied head once")
+
+# ---------------------------------------------------------------- 14.4: WSD
+
+
+def _wsd_collect(m, c):
+    return {"lr": torch.tensor([float(m.lr_wsd_schedule(p, **c["args"])) for p in c["progress"]],
+                               dtype=torch.float64)}
+
+
+spec("14.4", collect=_wsd_collect, atol=1e-9, rtol=1e-9, outputs={"lr": "the learning rates"},
+     cases=lambda: [dict(args=dict(max_lr=1.0, min_lr=0.1, warmup=0.1, decay=0.3),
+                         progress=[i / 40 for i in range(45)],
+                         what="progress 0, 0.025, … 1.1 (max_lr 1, min_lr 0.1, warmup 0.1, decay 0.3)"),
+                    dict(args=dict(max_lr=3e-3, min_lr=0.0, warmup=0.0, decay=1.0), progress=[0.0, 0.25, 0.5, 1.0],
+                         what="no warmup, decay over the whole run")],
+     mistakes={
+         "wsd_decay_after_warmup": "the decay is the LAST part of the run, from progress 1 − decay to 1; yours decays "
+                                   "right after the warmup",
+         "wsd_decay_to_zero": "decay to min_lr, not to 0",
+         "wsd_no_warmup": "rise linearly from 0 to max_lr over the first `warmup` of the run",
+     },
+     passed="warmup, stable and the final linear decay to min_lr, as fractions of the run")
+
+# ---------------------------------------------------------------- 14.5: soft-cap
+
+spec("14.5", collect=lambda m, c: {"y": m.softcap(c["x"], c["cap"])},
+     cases=lambda: [dict(x=torch.linspace(-100, 100, 81), cap=30.0, what="logits on [-100, 100], cap 30"),
+                    dict(x=randn(145, 2, 3, 7, scale=5), cap=15.0, what="logits (2, 3, 7), cap 15"),
+                    dict(x=randn(146, 4, scale=50, dtype=torch.float64), cap=1.0, what="float64 logits, cap 1")],
+     outputs={"y": "softcap"}, atol=1e-5,
+     mistakes={
+         "softcap_unscaled_input": "divide the logits by cap inside the tanh: cap · tanh(logits / cap), so that small "
+                                   "logits pass unchanged",
+         "softcap_clamp": "that is a hard clamp at ±cap; the soft-cap is smooth: cap · tanh(logits / cap)",
+         "softcap_no_outer_cap": "multiply tanh(logits / cap) by cap: the result lies in (−cap, cap), not (−1, 1)",
+     },
+     passed="cap · tanh(logits / cap): unchanged near 0, never beyond ±cap")
+
+# ---------------------------------------------------------------- 14.6: ReLU² FFN
+
+
+def _relu2_collect(m, c):
+    ffn = m.ReLUSquaredFFN(c["d"], c["f"])
+    out = {"keys": state_keys(ffn), "shapes": [list(v.shape) for _, v in sorted(ffn.state_dict().items())],
+           "parameters": sum(p.numel() for p in ffn.parameters())}
+    own = ffn.state_dict()
+    ffn.load_state_dict({k: v.clone() for k, v in c["state"].items() if k in own}, strict=False)
+    out["y"] = ffn(c["x"])
+    return out
+
+
+def _relu2_invariant(got, c) -> Problem | None:
+    d, f = c["d"], c["f"]
+    return first(keys_problem(got["keys"], ["w1.weight", "w2.weight"], f"ReLUSquaredFFN({d}, {f})"),
+                 None if got["shapes"] == [[f, d], [d, f]] else Problem(
+                     f"ReLUSquaredFFN({d}, {f}) weights must be w1 ({f}, {d}) and w2 ({d}, {f}), got "
+                     f"{shown(got['shapes'])}", "weight_shapes"))
+
+
+spec("14.6", collect=_relu2_collect, invariant=_relu2_invariant,
+     cases=lambda: [dict(d=16, f=48, state=weights(147, {"w1.weight": (48, 16), "w2.weight": (16, 48)}),
+                         x=randn(148, 2, 7, 16), what="ReLUSquaredFFN(16, 48) and x (2, 7, 16)")],
+     outputs={"y": "the output"},
+     mistakes={
+         "relu2_not_squared": "square the ReLU: w2(ReLU(w1 x)²); yours is a plain ReLU FFN",
+         "relu2_square_without_relu": "apply ReLU before squaring: (w1 x)² alone turns negative pre-activations "
+                                      "into positive ones",
+         "relu2_after_w2": "apply ReLU² between the layers, to w1's output, not after w2",
+     },
+     passed=f"w1, w2 shaped as the contract, forward matches w2(ReLU(w1 x)²); {2 * 16 * 48:,} parameters "
+            f"(SwiGLU(16, 32): {3 * 16 * 32:,})")

@@ -1,0 +1,280 @@
+"""Pictures and the ablation runs of notebook 14 (the modern recipe).
+
+- plot_newton_schulz: what the iteration does to singular values (the quintic beside the cubic),
+  and the singular values of a gradient before and after.
+- plot_schedules: warmup–stable–decay beside the cosine schedule.
+- The ablation: named recipes (minilm.course.recipe.Recipe), each trained by the loop of notebook
+  10 with the student's code (TransformerLM, AdamW, Muon, parameter_groups, the schedules, …) and
+  the same data, steps and batches; runs cached on disk (keyed by the settings and the code);
+  the baseline with several seeds, and more seeds for a change whose effect is small.
+- ablation_table, plot_deltas: validation bits per byte and the difference from the baseline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+
+import minilm
+import minilm.course.viz  # noqa: F401  (the course's shared matplotlib style)
+from minilm.course import corpus
+from minilm.course import recipe as recipes
+from minilm.course.train import metrics
+from minilm.course.viz.data import _locked, shakespeare_dataset
+from minilm.course.viz.training import ShakespeareData, _code_fingerprint
+
+# ---------------------------------------------------------------- pictures of the pieces
+
+
+def _phi(s: np.ndarray, a: float, b: float, c: float) -> np.ndarray:
+    return a * s + b * s**3 + c * s**5
+
+
+def plot_newton_schulz(newton_schulz, G: torch.Tensor) -> Figure:
+    """Left: one step of the quintic (NS_COEFFICIENTS) and of the cubic (1.5, −0.5, 0) as maps
+    s → φ(s) of a singular value, and the quintic applied five times. Right: the singular values of
+    G (divided by its Frobenius norm) and of newton_schulz(G), sorted."""
+    a, b, c = minilm.NS_COEFFICIENTS
+    s = np.linspace(0, 1.05, 300)
+    five = s.copy()
+    for _ in range(5):
+        five = _phi(five, a, b, c)
+    cubic5 = s.copy()
+    for _ in range(5):
+        cubic5 = _phi(cubic5, 1.5, -0.5, 0.0)
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 3.8))
+    ax.plot(s, _phi(s, a, b, c), color="C0", lw=1.2, ls="--", label=f"quintic, 1 step (a, b, c = {a}, {b}, {c})")
+    ax.plot(s, five, color="C0", lw=2, label="quintic, 5 steps")
+    ax.plot(s, cubic5, color="C3", lw=1.5, label="cubic (1.5, −0.5, 0), 5 steps")
+    ax.axhline(1, color="k", ls=":", lw=0.8)
+    ax.set(title="What Newton–Schulz does to one singular value", xlabel="singular value s (after ÷ ‖G‖_F)",
+           ylabel="after the iteration", ylim=(0, 1.6))
+    ax.legend(fontsize=8, loc="lower right")
+    before = torch.linalg.svdvals(G.double() / G.double().norm()).numpy()  # release: not a task (a picture)
+    after = torch.linalg.svdvals(newton_schulz(G).double()).numpy()  # release: not a task (a picture)
+    k = np.arange(1, len(before) + 1)
+    bx.plot(k, before, "o-", color="0.5", ms=4, label="G / ‖G‖_F")
+    bx.plot(k, after, "o-", color="C0", ms=4, label="newton_schulz(G)")
+    bx.axhline(1, color="k", ls=":", lw=0.8)
+    bx.set(title=f"Singular values of a {tuple(G.shape)} gradient-like matrix", xlabel="index (largest first)",
+           ylabel="singular value", ylim=(0, 1.6))
+    bx.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    return fig
+
+
+def plot_schedules(wsd, cosine, max_lr: float = 1.0, min_lr: float = 0.1, warmup: float = 0.05,
+                   decay: float = 0.2, steps: int = 400) -> Figure:
+    """The student's WSD (fraction-driven) beside the cosine schedule of Task 10.3, over one run."""
+    its = np.arange(steps + 1)
+    fig, ax = plt.subplots(figsize=(8, 3.4))
+    ax.plot(its, [wsd(i / steps, max_lr, min_lr, warmup, decay) for i in its], color="C0", lw=2,
+            label=f"warmup–stable–decay (warmup {warmup:g}, decay {decay:g} of the run)")
+    ax.plot(its, [cosine(int(i), max_lr, min_lr, round(warmup * steps), steps) for i in its], color="C3", lw=1.5,
+            ls="--", label="cosine with warmup (Task 10.3)")
+    ax.axvspan((1 - decay) * steps, steps, color="C0", alpha=0.08)
+    ax.set(title="Two learning-rate schedules over one run", xlabel="step", ylabel="learning rate / max_lr")
+    ax.legend(fontsize=8, loc="lower left")
+    fig.tight_layout()
+    return fig
+
+
+# ---------------------------------------------------------------- the ablation
+
+
+@dataclass(frozen=True)
+class Change:
+    """One run's difference from the baseline: recipe fields, and training settings."""
+
+    name: str
+    recipe: dict = field(default_factory=dict)
+    train: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Setup:
+    """The model and the run every change is measured at (notebook 13's model and steps)."""
+
+    vocab_size: int = 1024
+    context_length: int = 64
+    d_model: int = 64
+    num_layers: int = 2
+    num_heads: int = 4
+    d_ff: int = 172  # SwiGLU's width; even, so ReLU²'s matched width (258) is exact
+    batch_size: int = 8
+    steps: int = 100
+    max_lr: float = 5e-3
+    min_lr: float = 5e-4
+    warmup: int = 10
+    weight_decay: float = 0.1
+    betas: tuple[float, float] = (0.9, 0.95)
+    clip: float = 1.0
+    eval_tokens: int = 4096
+    train_tokens: int = 0  # 0: all of the training split; else its first N tokens (the data-limited regime)
+
+    def replace(self, **changes) -> Setup:
+        return Setup(**(asdict(self) | changes))
+
+
+BASELINE = Change("baseline (AdamW, cosine)")
+CHANGES: tuple[Change, ...] = (
+    Change("Muon", dict(optimizer="muon")),
+    Change("WSD schedule", dict(schedule="wsd")),
+    Change("zero-init projections", dict(zero_init=True)),
+    Change("QK-norm", dict(qk_norm=True)),
+    Change("soft-cap 30", dict(softcap=30.0)),
+    Change("ReLU² (matched)", dict(ffn="relu2")),
+    Change("decay groups", dict(decay_groups=True)),
+    Change("Muon + WSD", dict(optimizer="muon", schedule="wsd")),
+)
+# The data-limited regime: the first 8,192 training tokens, seen about 6 times in 100 steps.
+LIMITED = 8192
+LIMITED_BASELINE = Change("baseline, data-limited", {}, dict(train_tokens=LIMITED))
+LIMITED_CHANGES: tuple[Change, ...] = (
+    Change("dropout 0.1, data-limited", dict(dropout=0.1), dict(train_tokens=LIMITED)),
+    Change("weight decay 0.5, data-limited", {}, dict(train_tokens=LIMITED, weight_decay=0.5)),
+    Change("reshuffle epochs, data-limited", dict(reshuffle=True), dict(train_tokens=LIMITED)),
+)
+
+
+def _val_bytes(data: ShakespeareData, n: int) -> int:
+    """The UTF-8 bytes of the first n validation targets (a RARE id counts its GPT-2 token's bytes)."""
+    enc = corpus.tokenizer()
+    _, val_path = shakespeare_dataset()
+    gpt2_val = np.asarray(corpus.load_tokens(val_path), dtype=np.int64)[1 : n + 1]
+    return sum(len(enc.decode_single_token_bytes(int(i))) for i in gpt2_val)
+
+
+def train_run(setup: Setup, change: Change, data: ShakespeareData, seed: int = 0, cache: bool = True) -> dict:
+    """{"bpb", "nats", "parameters", "curve"} of one run: a TransformerLM (the student's) with the
+    change's recipe, trained by notebook 10's loop; seed decides the weights and the batches."""
+    setup = setup.replace(**change.train)
+    recipe = recipes.Recipe(**change.recipe)
+
+    def train() -> dict:
+        torch.manual_seed(seed)
+        model = minilm.TransformerLM(setup.vocab_size, setup.context_length, setup.d_model, setup.num_layers,
+                                     setup.num_heads, setup.d_ff)
+        recipes.apply(model, recipe, seed=seed + 1)
+        optimizer, _ = recipes.make_optimizer(model, recipe, setup.max_lr, setup.betas, setup.weight_decay)
+        tokens = data.train[: setup.train_tokens] if setup.train_tokens else data.train
+        epochs = (recipes.EpochBatches(tokens, setup.batch_size, setup.context_length,
+                                       torch.Generator().manual_seed(seed)) if recipe.reshuffle else None)
+        curve = []
+        model.train()
+        for step in range(setup.steps):
+            lr = recipes.scheduled_lr(recipe, step / setup.steps, step, setup.max_lr, setup.min_lr, setup.warmup,
+                                      setup.steps)
+            for group in optimizer.param_groups:
+                group["lr"] = lr * group.get("lr_scale", 1.0)
+            torch.manual_seed(1000 * (seed + 1) + step)
+            x, y = epochs() if epochs is not None else minilm.get_batch(tokens, setup.batch_size,
+                                                                        setup.context_length)
+            loss = minilm.cross_entropy(model(x), y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            minilm.clip_grad_norm(model.parameters(), setup.clip)
+            optimizer.step()
+            curve.append(loss.item())
+        nats, n = metrics.evaluate_sums(model, data.val, setup.context_length, max_tokens=setup.eval_tokens)
+        return {"nats": nats / n, "bpb": metrics.bits_per_byte(nats, _val_bytes(data, n)), "tokens": n,
+                "parameters": sum(p.numel() for p in model.parameters()), "curve": curve,
+                "diverged": not math.isfinite(nats)}
+
+    if not cache:
+        return train()
+    key = json.dumps({"setup": asdict(setup), "recipe": asdict(recipe), "seed": seed}, sort_keys=True)
+    digest = hashlib.sha256((key + _code_fingerprint()).encode()).hexdigest()
+    path = corpus.data_dir() / "models" / f"recipe-{digest[:16]}.pt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(path.with_suffix(".lock")):
+        if path.exists():
+            return torch.load(path, map_location="cpu", weights_only=True)
+        result = train()
+        fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".part", dir=path.parent)
+        os.close(fd)
+        try:
+            torch.save(result, tmp)
+            os.replace(tmp, path)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+        return result
+
+
+def ablation(setup: Setup, baseline: Change, changes, data: ShakespeareData, seeds: tuple[int, ...] = (0, 1, 2),
+             cache: bool = True) -> dict[str, dict]:
+    """The baseline with every seed; each change with the first seed, and with every seed when its
+    difference from the baseline (same seed) is within the baseline's spread between seeds.
+    Per run name: {"seeds": [...], "bpb": [...], "delta": [...] (paired with the baseline's seed),
+    "parameters"}."""
+    base = [train_run(setup, baseline, data, s, cache) for s in seeds]
+    spread = max(r["bpb"] for r in base) - min(r["bpb"] for r in base)
+    out = {baseline.name: {"seeds": list(seeds), "bpb": [r["bpb"] for r in base], "delta": [0.0] * len(seeds),
+                           "parameters": base[0]["parameters"], "spread": spread}}
+    for change in changes:
+        runs = {seeds[0]: train_run(setup, change, data, seeds[0], cache)}
+        if abs(runs[seeds[0]]["bpb"] - base[0]["bpb"]) <= spread:
+            runs |= {s: train_run(setup, change, data, s, cache) for s in seeds[1:]}
+        out[change.name] = {"seeds": list(runs), "bpb": [r["bpb"] for r in runs.values()],
+                            "delta": [r["bpb"] - base[seeds.index(s)]["bpb"] for s, r in runs.items()],
+                            "parameters": runs[seeds[0]]["parameters"]}
+    return out
+
+
+def verdict(row: dict, spread: float) -> str:
+    """Whether a change's effect stands out of the seed noise: every paired delta beyond the
+    baseline's spread between seeds, on one side."""
+    d = row["delta"]
+    if len(d) == 1:
+        return "better" if d[0] < -spread else "worse" if d[0] > spread else "within noise"
+    if all(x < 0 for x in d) and max(d) < -spread / 2:
+        return f"better ({len(d)} seeds)"
+    if all(x > 0 for x in d) and min(d) > spread / 2:
+        return f"worse ({len(d)} seeds)"
+    return f"within noise ({len(d)} seeds)"
+
+
+def ablation_table(results: dict[str, dict]) -> str:
+    """Run, seeds, parameters, mean bits per byte and the mean paired difference from the baseline (the
+    first row), with the verdict."""
+    first = next(iter(results.values()))
+    spread = first["spread"]
+    lines = [f"{'run':<34}{'seeds':>6}{'parameters':>12}{'bits/byte':>11}{'Δ vs baseline':>15}  verdict",
+             "-" * 100]
+    for name, r in results.items():
+        mean, delta = float(np.mean(r["bpb"])), float(np.mean(r["delta"]))
+        shown = "" if r is first else verdict(r, spread)
+        lines.append(f"{name:<34}{len(r['seeds']):>6}{r['parameters']:>12,}{mean:>11.3f}{delta:>+15.3f}  {shown}")
+    lines.append(f"(the baseline's spread between seeds {', '.join(map(str, first['seeds']))}: {spread:.3f} bits per "
+                 "byte)")
+    return "\n".join(lines)
+
+
+def plot_deltas(*tables: dict[str, dict], title: str) -> Figure:
+    """Bars of each change's mean paired difference from its baseline, in bits per byte, with every
+    seed's difference as a dot and the baselines' spread between seeds shaded."""
+    rows = [(name, r, t) for t in tables for k, (name, r) in enumerate(t.items()) if k > 0]
+    fig, ax = plt.subplots(figsize=(9, 0.45 * len(rows) + 1.6))
+    spread = max(next(iter(t.values()))["spread"] for t in tables)
+    ax.axvspan(-spread, spread, color="0.85", label=f"baseline's spread between seeds (±{spread:.3f})")
+    for i, (name, r, _) in enumerate(rows):
+        mean = float(np.mean(r["delta"]))
+        ax.barh(i, mean, color="C2" if mean < 0 else "C3", alpha=0.8)
+        ax.plot(r["delta"], [i] * len(r["delta"]), "k.", ms=5)
+    ax.axvline(0, color="k", lw=0.8)
+    ax.set_yticks(range(len(rows)), [name for name, _, _ in rows])
+    ax.invert_yaxis()
+    ax.set(title=title, xlabel="Δ validation bits per byte vs the baseline (negative: better)")
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    return fig
