@@ -159,14 +159,12 @@ def _defined_by(root: ast.AST, stored_only: bool = False) -> frozenset[str]:
 def _alias_pairs(stmt: ast.stmt) -> list[tuple[str, ast.expr]]:
     """(name, value) for `name = value`, `F = G = value` or `a, b = x, y`."""
     targets = stmt.targets if isinstance(stmt, ast.Assign) else (
-        [stmt.target] if isinstance(stmt, ast.AnnAssign) and stmt.value is not None else [])
-    if all(isinstance(t, ast.Name) for t in targets):
-        return [(t.id, stmt.value) for t in targets]
-    [target], value = targets[:1], stmt.value
-    if (len(targets) == 1 and isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List))
-            and len(target.elts) == len(value.elts) and all(isinstance(t, ast.Name) for t in target.elts)):
-        return [(t.id, v) for t, v in zip(target.elts, value.elts)]
-    return []
+        [stmt.target] if isinstance(stmt, ast.AnnAssign) and stmt.value else [])
+    pairs = [(t, stmt.value) for t in targets]
+    if len(pairs) == 1 and all(isinstance(x, (ast.Tuple, ast.List)) for x in pairs[0]) and len(
+            targets[0].elts) == len(stmt.value.elts):
+        pairs = list(zip(targets[0].elts, stmt.value.elts))
+    return [(t.id, v) for t, v in pairs] if all(isinstance(t, ast.Name) for t, _ in pairs) else []
 
 
 def _from_module(node: ast.ImportFrom) -> str | None:
@@ -249,10 +247,10 @@ class _Module:
         q = self.resolve(base) if base is not None else None
         return f"{q}.{attr}" if q else None
 
-    def findings(self, node: ast.AST, ways_only: bool = False) -> list[_Finding]:
+    def findings(self, node: ast.AST) -> list[_Finding]:
         self.exempt, self.local, self.out = frozenset(), frozenset(), []
         self._walk(node)
-        return [f for f in self.out if f.kind == "way"] if ways_only else self.out
+        return self.out
 
     def _way(self, node, verb, what, advice, unlisted=False):
         self.out.append(_Finding(getattr(node, "lineno", 1), verb, what, "way", what, advice, not unlisted))
@@ -327,7 +325,7 @@ class _Module:
             self.exempt, self.local = outer
             return
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and self.is_alias_binding(node):
-            self._walk_all(node.targets if isinstance(node, ast.Assign) else [node.target])
+            self._walk_all(c for c in ast.iter_child_nodes(node) if c is not node.value)  # targets, annotation
             for value in {id(v): v for _, v in _alias_pairs(node)}.values():  # F = G = value: one value
                 self._walk(value, alias=True)
             return
