@@ -94,12 +94,10 @@ def _importable_minilm(q: str) -> bool:
 
 
 def _bound_names(stmt: ast.stmt) -> list[str]:
-    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return [stmt.name]
-    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-        return [a.asname or a.name.split(".")[0] for a in stmt.names if a.name != "*"]
+    """A def's, a class's or an import's names, or every name in an assignment's or a loop's targets."""
     targets = stmt.targets if isinstance(stmt, ast.Assign) else [getattr(stmt, "target", None)]
-    return [n.id for t in targets if t is not None for n in ast.walk(t) if isinstance(n, ast.Name)]
+    return [b for n in [stmt, *getattr(stmt, "names", [])] if (b := _binding(n))] + [
+        n.id for t in targets if t is not None for n in ast.walk(t) if isinstance(n, ast.Name)]
 
 
 def _rebinds(fn: ast.AST, name: str, own: ast.arg) -> bool:
@@ -167,10 +165,10 @@ def _alias_pairs(stmt: ast.stmt) -> list[tuple[str, ast.expr]]:
     return [(t.id, v) for t, v in pairs] if all(isinstance(t, ast.Name) for t, _ in pairs) else []
 
 
-def _from_module(node: ast.ImportFrom) -> str | None:
-    """`from .linear import Linear` is a sibling exercise module's; beyond the package is None."""
-    return node.module if node.level == 0 else ("minilm" + (f".{node.module}" if node.module else "")
-                                                if node.level == 1 else None)
+def _from_module(node: ast.Import | ast.ImportFrom) -> str | None:
+    """"" for `import x`; `from .linear import Linear` is a sibling exercise module's; beyond the package, None."""
+    return "" if isinstance(node, ast.Import) else node.module if node.level == 0 else (
+        "minilm" + (f".{node.module}" if node.module else "") if node.level == 1 else None)
 
 
 def _plain_call(call: ast.Call, q: str) -> bool:
@@ -201,10 +199,9 @@ class _Module:
         sites = collections.Counter(b for n in nodes if (b := _binding(n)))
         self.own = set(sites)
         self.defined = _defined_attrs([tree]) | set(defined)  # attribute names the student's code defines
-        imports = [(a.asname or a.name.split(".")[0], a.name if a.asname else a.name.split(".")[0])
-                   for n in nodes if isinstance(n, ast.Import) for a in n.names]
-        imports += [(a.asname or a.name, f"{base}.{a.name}") for n in nodes if isinstance(n, ast.ImportFrom)
-                    and (base := _from_module(n)) for a in n.names if a.name != "*"]
+        imports = [(b, f"{base}.{a.name}" if base else a.name if a.asname else b) for n in nodes
+                   if isinstance(n, (ast.Import, ast.ImportFrom)) and (base := _from_module(n)) is not None
+                   for a in n.names if (b := _binding(a))]
         # `name = <a resolved name>` or an import anywhere: one namespace, so F = torch.nn.functional; F.linear(…)
         # is seen wherever it is written. Twice: an alias of an alias defined later. A name bound to different
         # things, or also by a parameter, a def, a loop …, is ambiguous: no alias, and refused where it is used;
@@ -290,8 +287,7 @@ class _Module:
         self.out.append(_Finding(getattr(node, "lineno", 1), verb, text, "method", attr, known=known, value=not call))
 
     def _import(self, node: ast.Import | ast.ImportFrom) -> None:
-        base = _from_module(node) if isinstance(node, ast.ImportFrom) else ""
-        if base is None:
+        if (base := _from_module(node)) is None:
             return self._way(node, "imports", "." * node.level + (node.module or ""), allowed.IMPORT_ADVICE)
         if any(a.name == "*" for a in node.names):
             self._way(node, "imports", f"* from {base}", allowed.STAR_ADVICE)
