@@ -544,11 +544,11 @@ def _scan_tree(tree: ast.Module, module: str, defined: set[str]) -> dict[str, tu
             code = [s for h in _reach([name], calls) for s in helpers[h]]
             units[pid] = (module, [(f"your {name}", f) for stmt in code for f in mod.findings(stmt)],
                           _tasks_named(mod, code, owner), _defined_attrs(code))
-    for tid in ids:  # module-level code is every task's
-        units[tid][1].extend(("your module", f) for stmt in module_stmts for f in mod.findings(stmt))
-    for h, tids in payers.items():
+    everyone = [(ids, "your module", f) for stmt in module_stmts for f in mod.findings(stmt)]
+    for tids, where, f in everyone + [(payers[h], f"your helper {h}", f) for h in helpers for stmt in helpers[h]
+                                        for f in mod.findings(stmt)]:
         for tid in tids:
-            units[tid][1].extend((f"your helper {h}", f) for stmt in helpers[h] for f in mod.findings(stmt))
+            units[tid][1].append((where, f))
     # A family's built-in as a value (a default, a dict entry, a decorator's argument) may be filed anywhere
     # and used by any task of the module: it costs every task whose families have it.
     values = [(u, where, f) for u, (_, found, _, _) in units.items() for where, f in found if f.value]
