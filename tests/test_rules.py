@@ -685,6 +685,24 @@ CORPUS = {
         def rope(x, token_positions, theta=10000.0):
             return torch._VF.stack([x])  # flag: 5.1
     """),
+    # An alias binding's annotation runs at module level: F: exec(…) = torch.nn.functional ran unscanned.
+    "code-in-an-alias-annotation": ("attention.py", """
+        import torch
+        F: exec("import os") = torch.nn.functional  # flag: 6.1 6.2 6.3
+
+        def softmax(x, dim):
+            return x
+    """),
+    # torch.load reached through getattr is still a pickler's call: its options are checked.
+    "pickler-options-through-getattr": ("training.py", """
+        import torch
+
+        def save_checkpoint(model, optimizer, iteration, out):
+            torch.save(model.state_dict(), out)
+
+        def load_checkpoint(src, model, optimizer):
+            return getattr(torch, "load")(src, pickle_module=None)  # flag: 10.5
+    """),
 }
 
 

@@ -94,12 +94,10 @@ def _importable_minilm(q: str) -> bool:
 
 
 def _bound_names(stmt: ast.stmt) -> list[str]:
-    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return [stmt.name]
-    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-        return [a.asname or a.name.split(".")[0] for a in stmt.names if a.name != "*"]
+    """A def's, a class's or an import's names, or every name in an assignment's or a loop's targets."""
     targets = stmt.targets if isinstance(stmt, ast.Assign) else [getattr(stmt, "target", None)]
-    return [n.id for t in targets if t is not None for n in ast.walk(t) if isinstance(n, ast.Name)]
+    return [b for n in [stmt, *getattr(stmt, "names", [])] if (b := _binding(n))] + [
+        n.id for t in targets if t is not None for n in ast.walk(t) if isinstance(n, ast.Name)]
 
 
 def _rebinds(fn: ast.AST, name: str, own: ast.arg) -> bool:
@@ -139,8 +137,8 @@ def _locals(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> frozense
     return frozenset(names - outside - {None})
 
 
-def _defined_attrs(nodes: list[ast.AST]) -> set[str]:
-    return set().union(*(_defined_by(n) for n in nodes))
+def _defined_attrs(nodes: list[ast.AST], stored_only: bool = False) -> set[str]:
+    return set().union(*(_defined_by(n, stored_only) for n in nodes))
 
 
 @functools.lru_cache(maxsize=1024)  # by statement: a scan asks for each task's code
@@ -159,20 +157,18 @@ def _defined_by(root: ast.AST, stored_only: bool = False) -> frozenset[str]:
 def _alias_pairs(stmt: ast.stmt) -> list[tuple[str, ast.expr]]:
     """(name, value) for `name = value`, `F = G = value` or `a, b = x, y`."""
     targets = stmt.targets if isinstance(stmt, ast.Assign) else (
-        [stmt.target] if isinstance(stmt, ast.AnnAssign) and stmt.value is not None else [])
-    if all(isinstance(t, ast.Name) for t in targets):
-        return [(t.id, stmt.value) for t in targets]
-    [target], value = targets[:1], stmt.value
-    if (len(targets) == 1 and isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List))
-            and len(target.elts) == len(value.elts) and all(isinstance(t, ast.Name) for t in target.elts)):
-        return [(t.id, v) for t, v in zip(target.elts, value.elts)]
-    return []
+        [stmt.target] if isinstance(stmt, ast.AnnAssign) and stmt.value else [])
+    pairs = [(t, stmt.value) for t in targets]
+    if len(pairs) == 1 and all(isinstance(x, (ast.Tuple, ast.List)) for x in pairs[0]) and len(
+            targets[0].elts) == len(stmt.value.elts):
+        pairs = list(zip(targets[0].elts, stmt.value.elts))
+    return [(t.id, v) for t, v in pairs] if all(isinstance(t, ast.Name) for t, _ in pairs) else []
 
 
-def _from_module(node: ast.ImportFrom) -> str | None:
-    """`from .linear import Linear` is a sibling exercise module's; beyond the package is None."""
-    return node.module if node.level == 0 else ("minilm" + (f".{node.module}" if node.module else "")
-                                                if node.level == 1 else None)
+def _from_module(node: ast.Import | ast.ImportFrom) -> str | None:
+    """"" for `import x`; `from .linear import Linear` is a sibling exercise module's; beyond the package, None."""
+    return "" if isinstance(node, ast.Import) else node.module if node.level == 0 else (
+        "minilm" + (f".{node.module}" if node.module else "") if node.level == 1 else None)
 
 
 def _plain_call(call: ast.Call, q: str) -> bool:
@@ -203,10 +199,9 @@ class _Module:
         sites = collections.Counter(b for n in nodes if (b := _binding(n)))
         self.own = set(sites)
         self.defined = _defined_attrs([tree]) | set(defined)  # attribute names the student's code defines
-        imports = [(a.asname or a.name.split(".")[0], a.name if a.asname else a.name.split(".")[0])
-                   for n in nodes if isinstance(n, ast.Import) for a in n.names]
-        imports += [(a.asname or a.name, f"{base}.{a.name}") for n in nodes if isinstance(n, ast.ImportFrom)
-                    and (base := _from_module(n)) for a in n.names if a.name != "*"]
+        imports = [(b, f"{base}.{a.name}" if base else a.name if a.asname else b) for n in nodes
+                   if isinstance(n, (ast.Import, ast.ImportFrom)) and (base := _from_module(n)) is not None
+                   for a in n.names if (b := _binding(a))]
         # `name = <a resolved name>` or an import anywhere: one namespace, so F = torch.nn.functional; F.linear(…)
         # is seen wherever it is written. Twice: an alias of an alias defined later. A name bound to different
         # things, or also by a parameter, a def, a loop …, is ambiguous: no alias, and refused where it is used;
@@ -249,10 +244,10 @@ class _Module:
         q = self.resolve(base) if base is not None else None
         return f"{q}.{attr}" if q else None
 
-    def findings(self, node: ast.AST, ways_only: bool = False) -> list[_Finding]:
+    def findings(self, node: ast.AST) -> list[_Finding]:
         self.exempt, self.local, self.out = frozenset(), frozenset(), []
         self._walk(node)
-        return [f for f in self.out if f.kind == "way"] if ways_only else self.out
+        return self.out
 
     def _way(self, node, verb, what, advice, unlisted=False):
         self.out.append(_Finding(getattr(node, "lineno", 1), verb, what, "way", what, advice, not unlisted))
@@ -292,8 +287,7 @@ class _Module:
         self.out.append(_Finding(getattr(node, "lineno", 1), verb, text, "method", attr, known=known, value=not call))
 
     def _import(self, node: ast.Import | ast.ImportFrom) -> None:
-        base = _from_module(node) if isinstance(node, ast.ImportFrom) else ""
-        if base is None:
+        if (base := _from_module(node)) is None:
             return self._way(node, "imports", "." * node.level + (node.module or ""), allowed.IMPORT_ADVICE)
         if any(a.name == "*" for a in node.names):
             self._way(node, "imports", f"* from {base}", allowed.STAR_ADVICE)
@@ -327,7 +321,7 @@ class _Module:
             self.exempt, self.local = outer
             return
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and self.is_alias_binding(node):
-            self._walk_all(node.targets if isinstance(node, ast.Assign) else [node.target])
+            self._walk_all(c for c in ast.iter_child_nodes(node) if c is not node.value)  # targets, annotation
             for value in {id(v): v for _, v in _alias_pairs(node)}.values():  # F = G = value: one value
                 self._walk(value, alias=True)
             return
@@ -439,59 +433,51 @@ _TASK_OF = {(t.module, n): t.id for t in tasks.TASKS for n in t.names}
 _TASK_OF |= {(m, n): f"{m}:{n}" for n, m in tasks.EXPORTS.items() if (m, n) not in _TASK_OF}
 
 
-def _parse(source, filename: str) -> ast.Module | Exception:
-    try:
-        return ast.parse(source, filename)
-    except (SyntaxError, ValueError) as e:
-        return e
-
-
 def _scan(sources: dict[str, str | bytes], file_of, reach: bool = True) -> dict[str, list[Violation]]:
-    trees = {m: _parse(s, file_of(m)) for m, s in sources.items()}
-    modules = [t for t in trees.values() if isinstance(t, ast.Module)]
-    defined = _defined_attrs(modules)  # attribute names the student's code defines, in any module
-    # By task id or pseudo id: its findings before any rule judges them, the file they are in, the other
+    # units: task id or pseudo id → its module, its ("your …", finding)s before any rule judges them, the other
     # tasks (ids, any module) its code names and the attribute names its code defines.
-    result, findings, files, names, defines = {}, {}, {}, {}, {}
+    trees, problems, units, result = {}, {}, {}, {t.id: [] for t in tasks.TASKS if t.module in sources}
+    for m, source in sources.items():
+        try:
+            trees[m] = ast.parse(source, file_of(m))
+        except (SyntaxError, ValueError) as e:
+            what = f"a syntax error: {getattr(e, 'msg', None) or e}"
+            problems[m] = _Finding(getattr(e, "lineno", None) or 1, "has", what, "way", what, allowed.SYNTAX_ADVICE)
+    defined = _defined_attrs(list(trees.values()))  # attribute names the student's code defines, in any module
     for m, tree in trees.items():
-        mod_tasks, problem, found = [t for t in tasks.TASKS if t.module == m], None, []
-        if isinstance(tree, Exception):
-            what = f"a syntax error: {getattr(tree, 'msg', None) or tree}"
-            problem = _Finding(getattr(tree, "lineno", None) or 1, "has", what, "way", what, allowed.SYNTAX_ADVICE)
-        elif mod_tasks:
-            try:
-                found = _scan_tree(tree, mod_tasks, defined, names, defines)
-            except RecursionError:
-                problem = _Finding(1, "has", allowed.NESTING, "way", allowed.NESTING, allowed.NESTING_ADVICE)
-        for t in mod_tasks:
-            result[t.id], findings[t.id], files[t.id] = [], [], file_of(m)
-        for tid, where, f in [(t.id, "your module", problem) for t in mod_tasks] if problem else found:
-            findings.setdefault(tid, []).append(f)
-            files[tid] = file_of(m)
-            if ":" not in tid and (judged := _judge(tasks.get(tid), f)):
-                _add(result[tid], Violation(tid, file_of(m), f.line, *judged, f.verb, where))
-        for t in mod_tasks:
-            result[t.id].sort(key=lambda v: v.line)
+        try:
+            units |= _scan_tree(tree, m, defined) if m in tasks.EXERCISE_MODULES else {}
+        except RecursionError:
+            problems[m] = _Finding(1, "has", allowed.NESTING, "way", allowed.NESTING, allowed.NESTING_ADVICE)
+    units |= {t.id: (m, [("your module", f)], set(), set()) for m, f in problems.items() for t in tasks.TASKS
+              if t.module == m}
+    for tid, violations in result.items():
+        for where, f in units[tid][1]:
+            if judged := _judge(tasks.get(tid), f):
+                _add(violations, Violation(tid, file_of(units[tid][0]), f.line, *judged, f.verb, where))
+        violations.sort(key=lambda v: v.line)
     if not reach:
         return result
     # A tensor's method's name set on an object may be a plant on torch.Tensor (type(x).training = …, or
     # self.exp = … in a method called with torch.Tensor as self): its readers are followed to it like any other's.
-    stored = set().union(*(_defined_by(t, True) for t in modules))
-    for tid, found in findings.items():  # an attribute of the student's own: the code that defines it
-        used = {f.name for f in found if f.kind in ("method", "self") and (f.name not in allowed.METHODS
-                                                                          or f.name in stored)}
-        names.setdefault(tid, set()).update(o for o, attrs in defines.items() if o != tid and used & attrs)
-    for tid in result:
-        task, reached = tasks.get(tid), _reach(list(names.get(tid, ())), lambda o: list(names.get(o, ()))) - {tid}
-        for other in sorted(reached, key=lambda o: (":" not in o, o)):  # provided code by its own name first
+    stored = _defined_attrs(list(trees.values()), stored_only=True)
+    for u, (_, found, names, _) in units.items():  # an attribute of the student's own: the code that defines it
+        used = {f.name for _, f in found if f.kind in ("method", "self") and (f.name not in allowed.METHODS
+                                                                             or f.name in stored)}
+        names |= {o for o, (*_, attrs) in units.items() if o != u and used & attrs}
+    graph = {u: names for u, (_, _, names, _) in units.items()}
+    for tid, violations in result.items():
+        task = tasks.get(tid)
+        for other in sorted(_reach(list(graph[tid]), graph) - {tid}, key=lambda o: (":" not in o, o)):
             via = f"your {other.split(':')[1]}" if ":" in other else f"your {tasks.get(other).function} (Task {other})"
-            for f in findings.get(other, ()):
+            module, found, _, _ = units.get(other, ("", [], None, None))
+            for _, f in found:
                 if ":" not in other and _judge(tasks.get(other), f) is not None:
                     continue  # that task's own rules refuse it already: it costs that task, not every caller
                 if judged := _judge(task, f):
                     what = judged[0].replace(f.what, f"{f.what} through {via}", 1)
-                    _add(result[tid], Violation(tid, files[other], f.line, what, judged[1], "reaches",
-                                                f"your {task.function}"))
+                    _add(violations, Violation(tid, file_of(module), f.line, what, judged[1], "reaches",
+                                               f"your {task.function}"))
     return result
 
 
@@ -513,30 +499,26 @@ def _tasks_named(mod: _Module, nodes: list[ast.AST], owner: dict[str, str]) -> s
     return out
 
 
-def _reach(todo: list[str], edges) -> set[str]:
-    """Every name `todo` leads to, following edges(name)."""
+def _named(nodes: list[ast.AST], names) -> list[str]:
+    return [n.id for root in nodes for n in ast.walk(root) if isinstance(n, ast.Name) and n.id in names]
+
+
+def _reach(todo: list[str], graph: dict) -> set[str]:
+    """Every name `todo` leads to in `graph` (name → names)."""
     seen = set()
     while todo:
         if (name := todo.pop()) not in seen:
             seen.add(name)
-            todo += edges(name)
+            todo += graph.get(name, ())
     return seen
 
 
-def _uses(nodes: list[ast.AST], helpers: dict[str, list[ast.stmt]]) -> set[str]:
-    """The helpers `nodes` use, directly or through other helpers."""
-    def named(roots):
-        return [n.id for root in roots for n in ast.walk(root) if isinstance(n, ast.Name) and n.id in helpers]
-    return _reach(named(nodes), lambda h: named(helpers[h]))
-
-
-def _scan_tree(tree: ast.Module, mod_tasks: list[tasks.Task], defined: set[str], names: dict[str, set[str]],
-               defines: dict[str, set[str]]) -> list[tuple[str, str, _Finding]]:
-    """(task id, "your …", finding) for every finding; fills names and defines."""
-    owner = {name: t.id for t in mod_tasks for name in t.names}
-    mod, module, all_ids = _Module(tree, set(owner), defined), mod_tasks[0].module, [t.id for t in mod_tasks]
-    regions: dict[str, list[tuple[str, ast.stmt]]] = {t.id: [] for t in mod_tasks}  # task → (name, stmt)
-    helpers, module_stmts, out = {}, [], []  # helper → its defs; the rest of the module's code; findings
+def _scan_tree(tree: ast.Module, module: str, defined: set[str]) -> dict[str, tuple]:
+    """The units of an exercise module: its tasks, and the provided names other modules import."""
+    ids = [t.id for t in tasks.TASKS if t.module == module]
+    owner = {name: t.id for t in tasks.TASKS if t.module == module for name in t.names}
+    mod, regions = _Module(tree, set(owner), defined), {tid: [] for tid in ids}  # task → (name, stmt)
+    helpers, module_stmts, ways = {}, [], []  # helper → its defs; the rest of the module's code; alias bindings'
     for stmt in tree.body:
         mine = [n for n in _bound_names(stmt) if n in owner]
         for name in mine:
@@ -544,33 +526,36 @@ def _scan_tree(tree: ast.Module, mod_tasks: list[tasks.Task], defined: set[str],
         if not mine and isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             helpers.setdefault(stmt.name, []).append(stmt)
         elif not mine and mod.is_alias_binding(stmt):
-            out += [(tid, "your module", f) for f in mod.findings(stmt, ways_only=True) for tid in all_ids]
+            ways += [("your module", f) for f in mod.findings(stmt) if f.kind == "way"]
         elif not mine:
             module_stmts.append(stmt)
     # A helper costs the tasks whose code uses it; one that module-level code or no task uses, every task.
-    used = {tid: _uses([s for _, s in r], helpers) for tid, r in regions.items()}
-    module_uses = _uses(module_stmts, helpers)
-    payers = {h: [tid for tid in all_ids if h in used[tid] and h not in module_uses] or all_ids for h in helpers}
-    shared = _tasks_named(mod, module_stmts, owner)
-    for tid, stmts in regions.items():
+    calls = {h: _named(helpers[h], helpers) for h in helpers}
+    module_uses = _reach(_named(module_stmts, helpers), calls)
+    used = {tid: _reach(_named([s for _, s in r], helpers), calls) - module_uses for tid, r in regions.items()}
+    payers = {h: [tid for tid in ids if h in used[tid]] or ids for h in helpers}
+    units, shared = {}, _tasks_named(mod, module_stmts, owner)
+    for tid, stmts in regions.items():  # `from torch import softmax`: the task's name is the built-in itself
         code = [s for _, s in stmts] + [s for h in helpers if tid in payers[h] for s in helpers[h]]
-        names[tid] = (_tasks_named(mod, code, owner) | shared) - {tid}
-        defines[tid] = _defined_attrs(code + module_stmts)  # module-level code is every task's
-        for name, stmt in stmts:  # `from torch import softmax`: the task's name is the built-in itself
-            out += [(tid, f"your {name}", f) for f in mod.findings(stmt)]
+        units[tid] = (module, ways + [(f"your {name}", f) for name, stmt in stmts for f in mod.findings(stmt)],
+                      (_tasks_named(mod, code, owner) | shared) - {tid}, _defined_attrs(code + module_stmts))
     for name in helpers:
         if ":" in (pid := _TASK_OF.get((module, name), "")):  # provided code: its own and its helpers'
-            code = [s for h in {name} | _uses(helpers[name], helpers) for s in helpers[h]]
-            names[pid], defines[pid] = _tasks_named(mod, code, owner), _defined_attrs(code)
-            out += [(pid, f"your {name}", f) for stmt in code for f in mod.findings(stmt)]
-    for stmt in module_stmts:
-        out += [(tid, "your module", f) for f in mod.findings(stmt) for tid in all_ids]
-    for h, ids in payers.items():
-        out += [(tid, f"your helper {h}", f) for stmt in helpers[h] for f in mod.findings(stmt) for tid in ids]
+            code = [s for h in _reach([name], calls) for s in helpers[h]]
+            units[pid] = (module, [(f"your {name}", f) for stmt in code for f in mod.findings(stmt)],
+                          _tasks_named(mod, code, owner), _defined_attrs(code))
+    everyone = [(ids, "your module", f) for stmt in module_stmts for f in mod.findings(stmt)]
+    for tids, where, f in everyone + [(payers[h], f"your helper {h}", f) for h in helpers for stmt in helpers[h]
+                                        for f in mod.findings(stmt)]:
+        for tid in tids:
+            units[tid][1].append((where, f))
     # A family's built-in as a value (a default, a dict entry, a decorator's argument) may be filed anywhere
     # and used by any task of the module: it costs every task whose families have it.
-    return out + [(t.id, where, f) for tid, where, f in out if f.value for t in mod_tasks
-                  if t.id != tid and any(_forbidden(FAMILIES[family], f) for family, _ in t.forbidden)]
+    values = [(u, where, f) for u, (_, found, _, _) in units.items() for where, f in found if f.value]
+    for t in map(tasks.get, ids):
+        units[t.id][1].extend((where, f) for u, where, f in values if u != t.id
+                              and any(_forbidden(FAMILIES[family], f) for family, _ in t.forbidden))
+    return units
 
 
 def implementation_file(module: str) -> Path:
