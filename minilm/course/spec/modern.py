@@ -163,7 +163,7 @@ def _groups_invariant(got, c) -> Problem | None:
             return Problem(f"{call}: an embedding went to Muon: an embedding's rows are looked up one at a time, "
                            "not multiplied as a matrix; it goes to AdamW without decay", "muon_on_embeddings")
         if "lm_head.weight" in have["muon"]:
-            return Problem(f"{call}: the output head went to Muon: Muon is for the hidden matrices; AdamW trains "
+            return Problem(f"{call}: the output head went to Muon: Muon is for the blocks' matrices; AdamW trains "
                            "lm_head (with decay)", "muon_on_head")
         if any(n in have["decay"] for n in emb):
             return Problem(f"{call}: an embedding is decayed: no weight decay on embeddings (they go to "
@@ -174,7 +174,7 @@ def _groups_invariant(got, c) -> Problem | None:
         if {k: sorted(v) for k, v in have.items()} != {k: sorted(v) for k, v in want.items()}:
             return Problem(f"{call}: the groups differ from the rule (muon: the 2-D parameters but the embeddings "
                            f"and lm_head{'' if muon else ', none with muon=False'}; decay: lm_head"
-                           f"{'' if muon else ' and the hidden matrices'}; no_decay: embeddings and 1-D)",
+                           f"{'' if muon else ' and the block matrices'}; no_decay: embeddings and 1-D)",
                            "groups_wrong")
     return None
 
@@ -190,7 +190,7 @@ spec("14.3", collect=_groups_collect, invariant=_groups_invariant,
                "muon_on_head": "lm_head goes to AdamW, not to Muon",
                "decay_on_gains": "1-D parameters (gains, biases) go to 'no_decay'",
                "decay_on_embeddings": "embeddings go to 'no_decay'"},
-     passed="hidden matrices to Muon, lm_head to AdamW with decay, embeddings and gains without, tied head once")
+     passed="the blocks' matrices to Muon, lm_head to AdamW with decay, embeddings and gains without, tied head once")
 
 # ---------------------------------------------------------------- 14.4: WSD
 
