@@ -140,8 +140,13 @@ def _groups_collect(m, c):
         groups = m.parameter_groups(model, muon=muon)
         if type(groups) is not dict:
             raise TypeError(f"parameter_groups returned {type(groups).__name__}, expected a dict of three lists")
-        for key in ("muon", "decay", "no_decay"):
-            out[f"{key}{'' if muon else '_adamw'}"] = [names.get(id(p), "?") for p in groups.get(key, ["?"])]
+        suffix = "" if muon else "_adamw"
+        code = {}  # each parameter's group, in named_parameters order: 0 muon, 1 decay, 2 no_decay (-1: none)
+        for k, key in enumerate(("muon", "decay", "no_decay")):
+            out[f"{key}{suffix}"] = [names.get(id(p), "?") for p in groups.get(key, ["?"])]
+            for p in groups.get(key, []):
+                code[id(p)] = k if id(p) not in code else -1  # listed twice: -1
+        out[f"groups{suffix}"] = torch.tensor([code.get(id(p), -1) for _, p in model.named_parameters()])
     return out
 
 
@@ -183,6 +188,7 @@ GROUP_CASES = [dict(vocab=11, d=6, f=10, layers=2, tied=False, positions=True),
                dict(vocab=11, d=6, f=10, layers=1, tied=True, positions=False)]
 
 spec("14.3", collect=_groups_collect, invariant=_groups_invariant,
+     outputs={"groups": "each parameter's group (muon=True)", "groups_adamw": "each parameter's group (muon=False)"},
      free=tuple(f"{k}{s}" for k in ("muon", "decay", "no_decay") for s in ("", "_adamw")),
      cases=lambda: [dict(config=GROUP_CASES[0], what="a 2-layer model with learned positions"),
                     dict(config=GROUP_CASES[1], what="a 1-layer model with a tied head")],
