@@ -543,11 +543,12 @@ def _newton_schulz(g):
 
 @hidden("14.2")
 def _muon(g):
-    shapes = ((_int(g, 6, 20), _int(g, 2, 5)), (_int(g, 2, 5), _int(g, 6, 20)), (1, _int(g, 2, 9)))
+    # wide first: a missing and an inverted scale then differ at different matrices
+    shapes = ((_int(g, 2, 5), _int(g, 6, 20)), (_int(g, 6, 20), _int(g, 2, 5)), (1, _int(g, 2, 9)))
     init = [_randn(g, *s, scale=0.3) for s in shapes]
     grads = [[_randn(g, *s) for s in shapes] for _ in range(5)]
     return [dict(init=init, grads=grads, hparams=dict(lr=0.03, momentum=0.8, weight_decay=0.2),
-                 what="5 steps of a tall, a wide and a one-row matrix"),
+                 what="5 steps of a wide, a tall and a one-row matrix"),
             dict(init=init, grads=grads[:2], hparams=dict(lr=0.1, momentum=0.0, nesterov=True, ns_steps=4),
                  what="2 steps with momentum 0"),
             dict(init=init[:1], grads=[[gr[0]] for gr in grads], hparams=dict(lr=0.01, nesterov=False),

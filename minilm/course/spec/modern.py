@@ -140,8 +140,13 @@ def _groups_collect(m, c):
         groups = m.parameter_groups(model, muon=muon)
         if type(groups) is not dict:
             raise TypeError(f"parameter_groups returned {type(groups).__name__}, expected a dict of three lists")
-        for key in ("muon", "decay", "no_decay"):
-            out[f"{key}{'' if muon else '_adamw'}"] = [names.get(id(p), "?") for p in groups.get(key, ["?"])]
+        suffix = "" if muon else "_adamw"
+        code = {}  # each parameter's group, in named_parameters order: 0 muon, 1 decay, 2 no_decay (-1: none)
+        for k, key in enumerate(("muon", "decay", "no_decay")):
+            out[f"{key}{suffix}"] = [names.get(id(p), "?") for p in groups.get(key, ["?"])]
+            for p in groups.get(key, []):
+                code[id(p)] = k if id(p) not in code else -1  # listed twice: -1
+        out[f"groups{suffix}"] = torch.tensor([code.get(id(p), -1) for _, p in model.named_parameters()])
     return out
 
 
@@ -163,7 +168,7 @@ def _groups_invariant(got, c) -> Problem | None:
             return Problem(f"{call}: an embedding went to Muon: an embedding's rows are looked up one at a time, "
                            "not multiplied as a matrix; it goes to AdamW without decay", "muon_on_embeddings")
         if "lm_head.weight" in have["muon"]:
-            return Problem(f"{call}: the output head went to Muon: Muon is for the hidden matrices; AdamW trains "
+            return Problem(f"{call}: the output head went to Muon: Muon is for the blocks' matrices; AdamW trains "
                            "lm_head (with decay)", "muon_on_head")
         if any(n in have["decay"] for n in emb):
             return Problem(f"{call}: an embedding is decayed: no weight decay on embeddings (they go to "
@@ -174,7 +179,7 @@ def _groups_invariant(got, c) -> Problem | None:
         if {k: sorted(v) for k, v in have.items()} != {k: sorted(v) for k, v in want.items()}:
             return Problem(f"{call}: the groups differ from the rule (muon: the 2-D parameters but the embeddings "
                            f"and lm_head{'' if muon else ', none with muon=False'}; decay: lm_head"
-                           f"{'' if muon else ' and the hidden matrices'}; no_decay: embeddings and 1-D)",
+                           f"{'' if muon else ' and the block matrices'}; no_decay: embeddings and 1-D)",
                            "groups_wrong")
     return None
 
@@ -183,6 +188,7 @@ GROUP_CASES = [dict(vocab=11, d=6, f=10, layers=2, tied=False, positions=True),
                dict(vocab=11, d=6, f=10, layers=1, tied=True, positions=False)]
 
 spec("14.3", collect=_groups_collect, invariant=_groups_invariant,
+     outputs={"groups": "each parameter's group (muon=True)", "groups_adamw": "each parameter's group (muon=False)"},
      free=tuple(f"{k}{s}" for k in ("muon", "decay", "no_decay") for s in ("", "_adamw")),
      cases=lambda: [dict(config=GROUP_CASES[0], what="a 2-layer model with learned positions"),
                     dict(config=GROUP_CASES[1], what="a 1-layer model with a tied head")],
@@ -190,7 +196,7 @@ spec("14.3", collect=_groups_collect, invariant=_groups_invariant,
                "muon_on_head": "lm_head goes to AdamW, not to Muon",
                "decay_on_gains": "1-D parameters (gains, biases) go to 'no_decay'",
                "decay_on_embeddings": "embeddings go to 'no_decay'"},
-     passed="hidden matrices to Muon, lm_head to AdamW with decay, embeddings and gains without, tied head once")
+     passed="the blocks' matrices to Muon, lm_head to AdamW with decay, embeddings and gains without, tied head once")
 
 # ---------------------------------------------------------------- 14.4: WSD
 

@@ -8,8 +8,8 @@
 
 It trains with YOUR exercise code: minilm.TransformerLM, get_batch, cross_entropy,
 clip_grad_norm, lr_cosine_schedule, AdamW, save/load_checkpoint and generate, and notebook 14's
-Muon and parameter_groups for its default recipe (AdamW until you have written those; --help
-lists the recipe's flags) (with MINILM_IMPL=solutions it uses the reference instead). It
+lr_wsd_schedule for its default schedule (the cosine until you have written it; --help lists the
+recipe's flags) (with MINILM_IMPL=solutions it uses the reference instead). It
 prints the unigram baseline (the loss of a model that ignores context), the validation loss
 every --eval-interval steps, the final one in nats per token and in bits per byte (comparable across tokenizers), and a
 sample of generated text at the end. The latest checkpoint is out_dir/checkpoint.pt; unless
