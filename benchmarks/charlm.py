@@ -161,6 +161,26 @@ def load_bytes(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tup
             np.frombuffer(val_bytes, dtype=np.uint8)[skip - 1 : skip + args.val_bytes])
 
 
+def stepper(model: CharGPT, data: torch.Tensor):
+    """step(lr) -> loss: one AdamW step of nanoGPT's recipe on a random batch of `data` (byte ids)."""
+    optimizer = optimizer_for(model)
+    b, t = RECIPE["batch_size"], RECIPE["context_length"]
+
+    def step(lr: float) -> float:
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        starts = torch.randint(0, len(data) - t, (b,))
+        windows = torch.stack([data[s : s + t + 1] for s in starts.tolist()])
+        loss = F.cross_entropy(model(windows[:, :-1]).flatten(0, 1), windows[:, 1:].flatten())
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), RECIPE["clip"])
+        optimizer.step()
+        return loss.item()
+
+    return step
+
+
 def main(argv: list[str] | None = None) -> int:
     from minilm.course.train.plan import SAFETY, parse_duration, process_age_s
 
@@ -176,25 +196,7 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.manual_seed(args.seed)
     model = CharGPT(256, RECIPE["context_length"], RECIPE["d_model"], RECIPE["num_layers"], RECIPE["num_heads"])
-    optimizer = optimizer_for(model)
-    b, t = RECIPE["batch_size"], RECIPE["context_length"]
-    data = torch.from_numpy(train_ids.astype(np.int64))
-
-    def batch():
-        starts = torch.randint(0, len(data) - t, (b,))
-        windows = torch.stack([data[s : s + t + 1] for s in starts.tolist()])
-        return windows[:, :-1], windows[:, 1:]
-
-    def step(lr: float) -> float:
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        x, y = batch()
-        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), RECIPE["clip"])
-        optimizer.step()
-        return loss.item()
+    step, t = stepper(model, torch.from_numpy(train_ids.astype(np.int64))), RECIPE["context_length"]
 
     def timed(fn) -> float:
         start = time.perf_counter()

@@ -322,7 +322,12 @@ def committed_notebook(name: str) -> dict:
 
 
 def stored_image_count(nb: dict) -> int:
-    return sum("image/png" in o.get("data", {}) for c in nb["cells"] for o in c.get("outputs", []))
+    """The stored plots. Not an explorer's stored picture: in JupyterLab the live widget takes its place."""
+    return sum("image/png" in o.get("data", {}) and WIDGET_VIEW not in o.get("data", {})
+               for c in nb["cells"] for o in c.get("outputs", []))
+
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
 def cell_index(nb: dict, pattern: str) -> int:

@@ -142,4 +142,5 @@ def test_quick_time_to_quality(quick):
         assert r["eval_stride"] == 32
         assert math.isclose(r["sliding_bits_per_byte"], r["sliding_nats"] / math.log(2) / r["val_bytes"])
         assert f"{r['sliding_bits_per_byte']:.3f} (stride 32)" in stdout
-    assert math.isclose(q["sliding_reduction"], 1 - course["sliding_bits_per_byte"] / char["sliding_bits_per_byte"])
+    # The sliding figure's target compares the same runs as the plain one's: the default in the char model's time.
+    assert math.isclose(q["sliding_reduction"], 1 - same["sliding_bits_per_byte"] / char["sliding_bits_per_byte"])

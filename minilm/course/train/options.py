@@ -49,7 +49,7 @@ def unwritten_tasks(args: argparse.Namespace, given: set[str], parser: argparse.
 
     def groups():
         model = torch.nn.Module()
-        model.lm_head = torch.nn.Linear(2, 2, bias=False)
+        model.lm_head = torch.nn.Linear(2, 2, bias=False)  # release: not a task (a head for the probe to sort)
         minilm.parameter_groups(model)
 
     def muon():
@@ -128,6 +128,37 @@ def build_parser(prog: str = "minilm train") -> argparse.ArgumentParser:
     g.add_argument("--beta1", type=float, default=0.9)
     g.add_argument("--beta2", type=float, default=0.95)
     g.add_argument("--clip", type=float, default=1.0, help="max global gradient norm")
+    _add_recipe_flags(p)
+    g = p.add_argument_group("run")
+    g.add_argument("--eval-interval", type=int, default=None,
+                   help="steps between validation losses (default: 100 with --steps, 6 per run with --budget)")
+    g.add_argument("--eval-tokens", type=int, default=8192,
+                   help="validation tokens per periodic evaluation (the final one uses the whole set)")
+    g.add_argument("--eval-stride", type=int, default=None,
+                   help="the final evaluation also scores every validation token in windows that slide by this "
+                        "many tokens, so each has at least context − stride tokens before it (default and "
+                        "largest: context/2; costs context/stride times the forward passes)")
+    g.add_argument("--checkpoint-interval", type=int, default=None,
+                   help="steps between checkpoints (default: 250 with --steps, 3 per run with --budget)")
+    g.add_argument("--out-dir", default=None,
+                   help="checkpoint, config and encoded data go here (default: $MINILM_DATA_DIR or "
+                        "~/.cache/minilm, then runs/minilm)")
+    g.add_argument("--resume", action="store_true", help="continue from out_dir/checkpoint.pt")
+    g.add_argument("--seed", type=int, default=1337)
+    g.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps …")
+    g.add_argument("--compile", action="store_true", default=None,
+                   help="train through torch.compile (a minute or so to compile, then faster steps); "
+                        "falls back to eager, saying why, where it is unavailable. Default: with --budget, "
+                        "on when the budget is long enough for it to pay off; with --steps, off")
+    g.add_argument("--no-compile", dest="compile", action="store_false", help="never torch.compile")
+    g.add_argument("--prompt", default=None, help="the start of the final sample (default: the data's first line)")
+    g.add_argument("--sample-tokens", type=int, default=120, help="length of the final sample (0: none)")
+    g.add_argument("--check-sync", action="store_true",
+                   help="at the end, verify that every process holds identical parameters (for tests)")
+    return p
+
+
+def _add_recipe_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("recipe (notebook 14; the defaults are what docs/training.md measured best)")
     d = DEFAULT_RECIPE
     g.add_argument("--optimizer", default=None, metavar="{" + ",".join(OPTIMIZERS) + "}",
@@ -159,59 +190,11 @@ def build_parser(prog: str = "minilm train") -> argparse.ArgumentParser:
     g.add_argument("--reshuffle", action=argparse.BooleanOptionalAction, default=None,
                    help="batches that visit every window of the training data once per epoch, reshuffled each "
                         f"epoch, instead of windows drawn at random (default: {_on(d.reshuffle)})")
-    g = p.add_argument_group("run")
-    g.add_argument("--eval-interval", type=int, default=None,
-                   help="steps between validation losses (default: 100 with --steps, 6 per run with --budget)")
-    g.add_argument("--eval-tokens", type=int, default=8192,
-                   help="validation tokens per periodic evaluation (the final one uses the whole set)")
-    g.add_argument("--eval-stride", type=int, default=None,
-                   help="the final evaluation also scores every validation token in windows that slide by this "
-                        "many tokens, so each has at least context − stride tokens before it (default and "
-                        "largest: context/2; costs context/stride times the forward passes)")
-    g.add_argument("--checkpoint-interval", type=int, default=None,
-                   help="steps between checkpoints (default: 250 with --steps, 3 per run with --budget)")
-    g.add_argument("--out-dir", default=None,
-                   help="checkpoint, config and encoded data go here (default: $MINILM_DATA_DIR or "
-                        "~/.cache/minilm, then runs/minilm)")
-    g.add_argument("--resume", action="store_true", help="continue from out_dir/checkpoint.pt")
-    g.add_argument("--seed", type=int, default=1337)
-    g.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps …")
-    g.add_argument("--compile", action="store_true", default=None,
-                   help="train through torch.compile (a minute or so to compile, then faster steps); "
-                        "falls back to eager, saying why, where it is unavailable. Default: with --budget, "
-                        "on when the budget is long enough for it to pay off; with --steps, off")
-    g.add_argument("--no-compile", dest="compile", action="store_false", help="never torch.compile")
-    g.add_argument("--prompt", default=None, help="the start of the final sample (default: the data's first line)")
-    g.add_argument("--sample-tokens", type=int, default=120, help="length of the final sample (0: none)")
-    g.add_argument("--check-sync", action="store_true",
-                   help="at the end, verify that every process holds identical parameters (for tests)")
-    return p
 
 
 def validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     """Reject a bad configuration before any work starts (parser.error exits with status 2)."""
-    for flag, value, valid in (("--optimizer", args.optimizer, OPTIMIZERS), ("--schedule", args.schedule, SCHEDULES),
-                               ("--ffn", args.ffn, FFNS)):
-        if value is not None and value not in valid:
-            parser.error(f"{flag}: unknown value {value!r}; valid values: {', '.join(valid)}")
-    given = {k for k in RECIPE_FLAGS if getattr(args, k) is not None}
-    for key in RECIPE_FLAGS:  # what was not given comes from the default recipe
-        if getattr(args, key) is None:
-            setattr(args, key, getattr(DEFAULT_RECIPE, key))
-    if "muon_lr" in given and args.optimizer != "muon":
-        parser.error(f"--muon-lr {args.muon_lr:g} is Muon's learning rate, but --optimizer is {args.optimizer}: "
-                     f"give --optimizer muon, or drop --muon-lr")
-    if "decay_frac" in given and args.schedule != "wsd":
-        parser.error(f"--decay-frac {args.decay_frac:g} belongs to the wsd schedule, but --schedule is "
-                     f"{args.schedule}: give --schedule wsd, or drop --decay-frac")
-    args.recipe_notes = unwritten_tasks(args, given, parser)
-    if not args.muon_lr > 0:
-        parser.error(f"--muon-lr must be > 0, got {args.muon_lr}")
-    if not 0 < args.decay_frac <= 1:
-        parser.error(f"--decay-frac must lie in (0, 1], got {args.decay_frac}")
-    if args.softcap < 0 or not 0 <= args.dropout < 1:
-        parser.error(f"need --softcap >= 0 (0: off) and 0 <= --dropout < 1, got softcap={args.softcap} and "
-                     f"dropout={args.dropout}")
+    validate_recipe(args, parser)
     if args.out_dir is None:
         args.out_dir = str(corpus.data_dir() / "runs" / "minilm")
     if args.budget is not None and args.steps is not None:
@@ -230,17 +213,7 @@ def validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         parser.error(f"--resume: give --steps, the total to reach (no {config} says how many)")
     if args.budget is None and args.steps is None:
         args.budget = DEFAULT_BUDGET
-    args.budget_s = None
-    if args.budget is not None:
-        args.budget_s = parse_duration(args.budget)
-        if args.budget_s is None:
-            parser.error(f"--budget: expected a duration such as 90s, 3m, 1h or 1m30s, got {args.budget!r}")
-        if args.budget_s <= 0:
-            parser.error(f"--budget must be a positive duration such as 90s, 3m or 1h, got {args.budget}")
-        if args.budget_s < MIN_BUDGET_S:
-            parser.error(f"--budget {args.budget} is too short to train anything: loading the data, measuring "
-                         f"this machine, the final evaluation and the sample need most of "
-                         f"{MIN_BUDGET_S:.0f} s; give at least --budget {MIN_BUDGET_S:.0f}s")
+    _parse_budget(args, parser)
     sizes = ("d_model", "num_layers", "num_heads", "d_ff")
     # A budget chooses the model size unless any of it is given; the rest then comes from DEFAULT_SIZE.
     args.size_chosen_by_budget = args.budget_s is not None and all(getattr(args, k) is None for k in sizes)
@@ -290,6 +263,48 @@ def validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         if changed:
             parser.error("--resume: the checkpoint's model has different " + ", ".join(
                 f"{k} ({saved.get(k)} there, {getattr(args, k)} now)" for k in changed))
+
+
+def validate_recipe(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """The recipe's flags (notebook 14): known values, no contradiction, and the default recipe's where not
+    given (the earlier setting, said in args.recipe_notes, where it needs a task still unwritten)."""
+    for flag, value, valid in (("--optimizer", args.optimizer, OPTIMIZERS), ("--schedule", args.schedule, SCHEDULES),
+                               ("--ffn", args.ffn, FFNS)):
+        if value is not None and value not in valid:
+            parser.error(f"{flag}: unknown value {value!r}; valid values: {', '.join(valid)}")
+    given = {k for k in RECIPE_FLAGS if getattr(args, k) is not None}
+    for key in RECIPE_FLAGS:  # what was not given comes from the default recipe
+        if getattr(args, key) is None:
+            setattr(args, key, getattr(DEFAULT_RECIPE, key))
+    if "muon_lr" in given and args.optimizer != "muon":
+        parser.error(f"--muon-lr {args.muon_lr:g} is Muon's learning rate, but --optimizer is {args.optimizer}: "
+                     f"give --optimizer muon, or drop --muon-lr")
+    if "decay_frac" in given and args.schedule != "wsd":
+        parser.error(f"--decay-frac {args.decay_frac:g} belongs to the wsd schedule, but --schedule is "
+                     f"{args.schedule}: give --schedule wsd, or drop --decay-frac")
+    args.recipe_notes = unwritten_tasks(args, given, parser)
+    if not args.muon_lr > 0:
+        parser.error(f"--muon-lr must be > 0, got {args.muon_lr}")
+    if not 0 < args.decay_frac <= 1:
+        parser.error(f"--decay-frac must lie in (0, 1], got {args.decay_frac}")
+    if args.softcap < 0 or not 0 <= args.dropout < 1:
+        parser.error(f"need --softcap >= 0 (0: off) and 0 <= --dropout < 1, got softcap={args.softcap} and "
+                     f"dropout={args.dropout}")
+
+
+def _parse_budget(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """args.budget_s: --budget in seconds (None with --steps), refused when it is no duration or too short."""
+    args.budget_s = None
+    if args.budget is not None:
+        args.budget_s = parse_duration(args.budget)
+        if args.budget_s is None:
+            parser.error(f"--budget: expected a duration such as 90s, 3m, 1h or 1m30s, got {args.budget!r}")
+        if args.budget_s <= 0:
+            parser.error(f"--budget must be a positive duration such as 90s, 3m or 1h, got {args.budget}")
+        if args.budget_s < MIN_BUDGET_S:
+            parser.error(f"--budget {args.budget} is too short to train anything: loading the data, measuring "
+                         f"this machine, the final evaluation and the sample need most of "
+                         f"{MIN_BUDGET_S:.0f} s; give at least --budget {MIN_BUDGET_S:.0f}s")
 
 
 def validate_eval_and_tokenizer(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
