@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -29,7 +27,7 @@ from matplotlib.figure import Figure
 import minilm
 import minilm.course.viz  # noqa: F401  (the course's shared matplotlib style)
 from minilm.course import corpus
-from minilm.course.viz.data import _locked
+from minilm.course.viz.data import cached_result
 from minilm.course.viz.training import ShakespeareData, TrainConfig, _code_fingerprint, new_history, train_steps
 
 # ---------------------------------------------------------------- pictures of the pieces
@@ -152,19 +150,7 @@ def train_run(setup: AblationSetup, run: Ablation, data: ShakespeareData, cache:
     if not cache:
         return train()
     path = _cache_path(setup, run)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(path.with_suffix(".lock")):
-        if path.exists():
-            return torch.load(path, map_location="cpu", weights_only=True)
-        result = train()
-        fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".part", dir=path.parent)
-        os.close(fd)
-        try:
-            torch.save(result, tmp)
-            os.replace(tmp, path)
-        finally:
-            Path(tmp).unlink(missing_ok=True)
-        return result
+    return cached_result(path, train)
 
 
 def train_runs(setup: AblationSetup, runs, data: ShakespeareData, cache: bool = True) -> dict[str, dict]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import html
 import os
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -196,6 +197,26 @@ def _locked(path: Path) -> Iterator[None]:
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
 
+
+
+def cached_result(path: Path, compute: Callable[[], dict]) -> dict:
+    """compute()'s result, saved at `path` the first time (under a lock, written whole or not at all) and
+    read back afterwards: the notebooks' training runs, shared by notebooks running side by side."""
+    import torch
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(path.with_suffix(".lock")):
+        if path.exists():
+            return torch.load(path, map_location="cpu", weights_only=True)
+        result = compute()
+        fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".part", dir=path.parent)
+        os.close(fd)
+        try:
+            torch.save(result, tmp)
+            os.replace(tmp, path)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+        return result
 
 def shakespeare_dataset(out_dir: str | os.PathLike | None = None) -> tuple[Path, Path]:
     """Tiny Shakespeare downloaded (once), encoded with GPT-2 and split (once) into

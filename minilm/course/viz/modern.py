@@ -15,10 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -30,7 +27,7 @@ import minilm.course.viz  # noqa: F401  (the course's shared matplotlib style)
 from minilm.course import corpus
 from minilm.course import recipe as recipes
 from minilm.course.train import metrics
-from minilm.course.viz.data import _locked, shakespeare_dataset
+from minilm.course.viz.data import cached_result, shakespeare_dataset
 from minilm.course.viz.training import ShakespeareData, _code_fingerprint
 
 # ---------------------------------------------------------------- pictures of the pieces
@@ -196,19 +193,7 @@ def train_run(setup: Setup, change: Change, data: ShakespeareData, seed: int = 0
     key = json.dumps({"setup": asdict(setup), "recipe": asdict(recipe), "seed": seed}, sort_keys=True)
     digest = hashlib.sha256((key + _code_fingerprint()).encode()).hexdigest()
     path = corpus.data_dir() / "models" / f"recipe-{digest[:16]}.pt"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(path.with_suffix(".lock")):
-        if path.exists():
-            return torch.load(path, map_location="cpu", weights_only=True)
-        result = train()
-        fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".part", dir=path.parent)
-        os.close(fd)
-        try:
-            torch.save(result, tmp)
-            os.replace(tmp, path)
-        finally:
-            Path(tmp).unlink(missing_ok=True)
-        return result
+    return cached_result(path, train)
 
 
 def ablation(setup: Setup, baseline: Change, changes, data: ShakespeareData, seeds: tuple[int, ...] = (0, 1, 2),
