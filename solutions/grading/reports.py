@@ -16,8 +16,8 @@ from solutions.grading.results import StudentGrade, TaskGrade
 
 UNSANDBOXED = "UNSANDBOXED: graded without a sandbox (--no-sandbox); these points are not certified."
 SETPRIV = ("SANDBOX setpriv: your code ran as an unprivileged user of its own, without namespaces (this machine "
-           "forbids them, so no bubblewrap): the reference, the hidden inputs' source and classmates' files were "
-           "closed to it, but it was not cut off from the network.")
+           "forbids them, so no bubblewrap): the reference, the hidden inputs' source, classmates' files and the "
+           "network (it could make unix sockets only) were closed to it.")
 ISOLATION = {"bwrap": "bubblewrap: own PID and network namespaces, an unprivileged uid", "setpriv": SETPRIV,
              "docker": "Docker: networking off, read-only root, an unprivileged user", "none": UNSANDBOXED}
 MAX_FEEDBACK_CHARS = 20_000

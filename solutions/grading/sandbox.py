@@ -15,8 +15,9 @@
   root (the grader's uid otherwise), no capabilities, no_new_privs. The container is removed
   after each run (at its time limit too, not only its `docker run` client): everything in it dies.
 - **setpriv** (Linux, as root, where namespaces are forbidden: Docker's default seccomp
-  profile, so Gradescope's container): no namespaces, so no network isolation and the
-  machine's files are seen with an ordinary user's rights; the code runs as an unprivileged uid
+  profile, so Gradescope's container): no namespaces, so the machine's files are seen with an
+  ordinary user's rights and its network is shared; a seccomp filter (seccomp.py) lets the code
+  make unix sockets only, so no TCP or UDP, to the internet or to localhost; the code runs as an unprivileged uid
   of its own per submission (setpriv: no groups, no capabilities, no_new_privs) with rlimits
   (address space, processes, CPU time, file size). The workspace is root's and read-only to it,
   its results folder its own only while it runs, HOME and TMPDIR fresh per process, classmates'
@@ -24,7 +25,7 @@
   objects removed. Where the kernel has Landlock (landlock.py), its files are only those
   `landlock_rules` lists, whatever their modes: no copy of the reference or classmate's upload
   elsewhere on the machine, no /tmp; and abstract sockets and signals stay inside (Landlock ABI
-  6). TCP and UDP stay open, and /proc shows every process's command line. It is refused where
+  6). /proc still shows every process's command line. It is refused where
   that uid could read the reference or write the course or the Python it runs (`setpriv_exposure`).
 - **none**: only when asked for (`--no-sandbox`); every report then says UNSANDBOXED.
 """
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import os
+import platform
 import secrets
 import shutil
 import signal
@@ -45,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from minilm.course import tasks
-from solutions.grading import landlock
+from solutions.grading import landlock, seccomp
 
 WS, OUT, DATA = "/ws", "/out", "/data"  # where the workspace, the results and read-only data appear inside
 UID_BASE = 61000  # the sandbox's uids (as root): one per submission, none of them a real account
@@ -180,6 +182,9 @@ def container_name(slot: int) -> str:
 
 
 def _check_setpriv(why: str) -> None:
+    if not seccomp.available():
+        raise SandboxUnavailable(f"{why} it has no seccomp filter to cut the network off on "
+                                 f"{platform.system()} {platform.machine()} (only x86_64 and aarch64 Linux)")
     exposed = setpriv_exposure()
     if exposed:
         raise SandboxUnavailable(
@@ -522,7 +527,7 @@ class Limits:
 
 
 def _limit(memory_mb: int, limits: Limits | None, nproc: int | None = None, cpu_seconds: int | None = None,
-           rules: landlock.Ruleset | None = None):
+           rules: landlock.Ruleset | None = None, network: seccomp.NoNetwork | None = None):
     def limit():
         os.setsid()
         if limits is not None:
@@ -537,12 +542,17 @@ def _limit(memory_mb: int, limits: Limits | None, nproc: int | None = None, cpu_
             resource.setrlimit(resource.RLIMIT_FSIZE, (FSIZE_MAX, FSIZE_MAX))
             if nproc is not None:  # counted per uid: the sandbox's uid is this submission's alone
                 resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+                # POSIX message queues outlive their processes (no IPC namespace here): none at all.
+                resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))
             if cpu_seconds is not None:
                 resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
         except (ImportError, ValueError, OSError):
             pass
-        if rules is not None:  # last, and never skipped: a failure stops the run before setpriv runs
+        # Last, and never skipped: a failure stops the run before setpriv runs.
+        if rules is not None:
             rules.restrict()
+        if network is not None:
+            network.install()
     return limit
 
 
@@ -569,9 +579,10 @@ def run(box: Sandbox, argv: list[str], ws: Path, out: Path, env: dict[str, str],
                                                                                                     "/usr/bin:/bin")})
         rlimits = dict(nproc=PIDS_MAX, cpu_seconds=int(timeout * max(1.0, box.cpus)) + 10) if setpriv else {}
         rules = landlock.Ruleset(*landlock_rules(box, ws, out)) if setpriv and box.landlock else None
+        network = seccomp.NoNetwork() if setpriv else None
         try:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT,
-                                    preexec_fn=(_limit(box.memory_mb, limits, **rlimits, rules=rules)
+                                    preexec_fn=(_limit(box.memory_mb, limits, **rlimits, rules=rules, network=network)
                                                 if os.name == "posix" else None),
                                     **kw)
         finally:

@@ -6,9 +6,12 @@ are Ubuntu), the bundle unpacked to /autograder/source and its setup.sh run at b
 Each submission: a fresh container, as root, under Docker's default seccomp profile (which
 forbids the namespaces bubblewrap needs), the upload in /autograder/submission, then
 /autograder/run_autograder, which writes /autograder/results/results.json. There the grader
-falls back to its `setpriv` sandbox (an unprivileged uid, no namespaces): the adversaries that
-matter for it score exactly their real work, an honest submission keeps its points, and the
-report names the isolation it had.
+falls back to its `setpriv` sandbox (an unprivileged uid, no namespaces, no network): the
+adversaries whose attacks a sandbox must stop (reading, poisoning, forging, daemons, crashes,
+the network, memory, always-equal outputs and hangs) score exactly their real work, an honest
+submission keeps its points, and the report names the isolation it had. The rest of
+test_grade.py's batch is refused by the from-scratch rule, which the trusted side applies
+whatever the sandbox.
 
 The image is cached by Docker's layer cache: the layers that take minutes (what setup.sh
 installs with apt, the virtual environment with PyTorch and the course's dependencies) come
@@ -203,6 +206,7 @@ def container_batch() -> dict[str, tuple[dict[str, str], int]]:
     """name → (the uploaded files, the exact points on 01_linear + 03_rmsnorm)."""
     from solutions.tests.grading_helpers import ALL, FUTURE, P32, append, prepend, reference, stub
     from solutions.tests.test_grade import (
+        always_equal_and_hangs,
         daemon_crash_network_memory,
         forger,
         poison_code,
@@ -222,13 +226,18 @@ def container_batch() -> dict[str, tuple[dict[str, str], int]]:
                                                               .split(FUTURE, 1)[-1] + OUTLIVE_AND_KILL)}, 0),
         # A detached daemon, os._exit at import, a connection out, 4 GB on every call: 3.2 is real work.
         "daemon_crash_network_memory": (crash, P32),
+        # Always-equal tensors and NaN from linear, an endless loop in rms_norm (killed at its time
+        # limit as the sandbox's uid): 3.2 is real work.
+        "always_equal_and_hangs": (always_equal_and_hangs(), P32),
     }
     return {name: ({m: modules.get(m, stub(m)) for m in tasks.EXERCISE_MODULES}, points)
             for name, (modules, points) in batch.items()}
 
 
-# No submission here hangs: time limits far above what a cell takes on a loaded machine cost nothing.
+# Time limits far above what a cell takes on a loaded machine cost nothing, but for the one
+# submission that hangs: each of its hangs costs the limit.
 GRADE_ARGS = "--notebooks 01_linear 03_rmsnorm --cell-timeout 120 --timeout 900 --memory-mb 2500"
+HANGS_ARGS = GRADE_ARGS.replace("--cell-timeout 120", "--cell-timeout 30")
 # Run as Gradescope does, then list what changed under the bundle, the venv and run_autograder.
 # First a stale copy of the reference that anyone may read, as an instructor may leave one: setpriv
 # alone (file modes) would show it to the submission; Landlock, where the kernel has it, does not.
@@ -238,7 +247,8 @@ RUN = ('cp -r /autograder/source/course/solutions /tmp/stale-copy && chmod -R a+
        '! -path "*/__pycache__/*"; exit $rc')
 
 
-def run_in_container(files: dict[str, str], root: Path) -> tuple[subprocess.CompletedProcess, float]:
+def run_in_container(files: dict[str, str], root: Path, args: str = GRADE_ARGS) -> tuple[subprocess.CompletedProcess,
+                                                                                          float]:
     """One submission in a fresh container, as root, under Docker's default seccomp profile."""
     sub, results = root / "submission", root / "results"
     (sub / "minilm").mkdir(parents=True)
@@ -248,7 +258,7 @@ def run_in_container(files: dict[str, str], root: Path) -> tuple[subprocess.Comp
     t0 = time.monotonic()
     r = subprocess.run(["docker", "run", "--rm", "-v", f"{sub}:/autograder/submission", "-v",
                         f"{results}:/autograder/results",
-                        "-e", f"MINILM_GRADE_ARGS={GRADE_ARGS}", IMAGE, "bash", "-c", RUN],
+                        "-e", f"MINILM_GRADE_ARGS={args}", IMAGE, "bash", "-c", RUN],
                        capture_output=True, text=True, timeout=1200)
     return r, time.monotonic() - t0
 
@@ -262,7 +272,9 @@ def container_runs(tmp_path_factory):
     batch = container_batch()
     roots = {name: tmp_path_factory.mktemp(f"gs-{name}") for name in batch}
     with concurrent.futures.ThreadPoolExecutor(2) as pool:  # two containers at a time, one submission each
-        done = dict(zip(batch, pool.map(lambda name: run_in_container(batch[name][0], roots[name]), batch)))
+        first = sorted(batch, key=lambda name: "hangs" not in name)  # the longest run starts first
+        done = dict(zip(first, pool.map(lambda name: run_in_container(
+            batch[name][0], roots[name], HANGS_ARGS if "hangs" in name else GRADE_ARGS), first)))
     runs = {name: (done[name][0], roots[name], batch[name][1]) for name in batch}
     seconds = {name: done[name][1] for name in batch}
     print(f"\ngradescope container: image {build_seconds:.0f} s; " + ", ".join(f"{n} {s:.0f} s" for n,
@@ -270,7 +282,7 @@ def container_runs(tmp_path_factory):
     return runs
 
 
-BATCH = ["reference", "reads_poisons_forges_outlives", "daemon_crash_network_memory"]
+BATCH = ["reference", "reads_poisons_forges_outlives", "daemon_crash_network_memory", "always_equal_and_hangs"]
 
 
 @pytest.mark.slow

@@ -298,7 +298,7 @@ def _uid_processes(uid: int) -> list[int]:
 
 SETPRIV_PROBE = r"""
 import ctypes, json, os, resource, socket, sys, time
-secret, other_ws, other_out, scratch, out, ending, open_copy, abstract = sys.argv[1:9]
+secret, other_ws, other_out, scratch, out, ending, open_copy, abstract, port = sys.argv[1:10]
 def attempt(f):
     try:
         f()
@@ -327,6 +327,13 @@ got = {
     "abstract": attempt(lambda: socket.socket(socket.AF_UNIX).connect("\0" + abstract)),  # a service outside
     # System V shared memory outlives every process: 64 MB held until someone removes it.
     "shm": ctypes.CDLL(None).shmget(0, 64 << 20, 0o1600) >= 0,
+    # POSIX message queues too (O_CREAT | O_RDWR, default sizes).
+    "mqueue": ctypes.CDLL("librt.so.1").mq_open(b"/minilm-probe", 0o100 | 2, 0o600, None) >= 0,
+    # The network: a grader's port on loopback (a classmate's kernel, say), UDP out, a unix socket pair.
+    "tcp": attempt(lambda: socket.create_connection(("127.0.0.1", int(port)), timeout=5)),
+    "udp": attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", int(port)))),
+    "tcp6": attempt(lambda: socket.socket(socket.AF_INET6)),
+    "unix-pair": attempt(lambda: socket.socketpair()),
 }
 if os.fork() == 0:  # a daemon: its own session, then sleeps far past the run
     os.setsid()
@@ -364,6 +371,7 @@ def test_setpriv_closes_the_reference_classmates_and_the_workspace_and_leaves_no
     abstract = f"minilm-probe-{os.getpid()}"
     listener.bind("\0" + abstract)
     listener.listen(1)
+    tcp = socket.create_server(("127.0.0.1", 0))
     box = sandbox.Sandbox("setpriv", python=SYSTEM_PYTHON)
     try:
         for slot in (0, 1):
@@ -375,7 +383,7 @@ def test_setpriv_closes_the_reference_classmates_and_the_workspace_and_leaves_no
             box.prepare(ws, out, slot)
         ws, out, log = scratch / "s0" / "ws", scratch / "s0" / "out", scratch / "s0" / "log"
         argv = ["probe.py", str(secret), str(scratch / "s1" / "ws"), str(scratch / "s1" / "out"), str(scratch),
-                str(out), ending, str(copy / "linear.py"), abstract]
+                str(out), ending, str(copy / "linear.py"), abstract, str(tcp.getsockname()[1])]
         run = sandbox.run(box, argv, ws, out, box.env({}, ws, out), 0, timeout=5 if ending == "hang" else 60, log=log)
         uid = sandbox.setpriv_uid(0)
         got = json.loads(log.read_text().splitlines()[0])
@@ -385,6 +393,9 @@ def test_setpriv_closes_the_reference_classmates_and_the_workspace_and_leaves_no
         for what in ("secret", "other-ws", "other-out", "list-scratch", "ws-write", "ws-new", "ws-rename", "ws-chmod"):
             assert got[what] == "PermissionError", (what, got)
         assert got["out-write"] == got["tmpdir"] == "yes" and got["home"] == "yes0o700" and got["shm"], got
+        # The seccomp filter: unix sockets only. No message queue (RLIMIT_MSGQUEUE 0).
+        assert got["tcp"] == got["udp"] == got["tcp6"] == "PermissionError" and got["unix-pair"] == "yes", got
+        assert not got["mqueue"], got
         # Landlock where the kernel has it: nothing outside its rules (world-writable /tmp neither); its
         # scope (ABI 6) closes abstract sockets made outside. Without it, only the file modes hold.
         closed = "PermissionError" if box.landlock else "yes"
@@ -405,6 +416,7 @@ def test_setpriv_closes_the_reference_classmates_and_the_workspace_and_leaves_no
         shutil.rmtree(secret.parent, ignore_errors=True)
         shutil.rmtree(copy, ignore_errors=True)
         listener.close()
+        tcp.close()
 
 
 @needs_setpriv

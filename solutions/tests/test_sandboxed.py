@@ -95,3 +95,29 @@ def test_cells_tied_only_to_a_task_that_ran_over_fail_without_running(tmp_path):
                        "cell 5 (check of Task 3.2)": "passed"}, proc.stdout[-3000:]
     assert "Timeout of 5 seconds" in cases["cell 2 (check of Task 3.1)"].find("failure").get("message")
     assert float(cases["cell 3 (uses Task 3.1)"].get("time")) < 5  # not run: it would have hung for the whole 5 s
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the seccomp filter is Linux's")
+@pytest.mark.parametrize("plugin", [True, False])
+def test_notebooks_run_where_only_unix_sockets_may_be_made(tmp_path, plugin):
+    """Under the setpriv sandbox's seccomp filter (unix sockets only), the plugin's kernels run
+    a notebook (ZeroMQ over ipc, no IOPub pipe on 127.0.0.1); plain nbval's kernel cannot start."""
+    from solutions.grading import seccomp
+
+    for name in ("conftest.py", "pyproject.toml"):
+        shutil.copy2(ROOT / name, tmp_path / name)
+    (tmp_path / "notebooks").mkdir()
+    shutil.copy2(ROOT / "notebooks" / "sanitize.cfg", tmp_path / "notebooks" / "sanitize.cfg")
+    nb = _notebook(["import socket\ntry:\n    socket.socket()\nexcept PermissionError:\n    pass\n"
+                    "else:\n    raise SystemExit('a TCP socket was made')", "print(6 * 7)"])
+    nb["cells"][1].update(execution_count=2, outputs=[{"name": "stdout", "output_type": "stream", "text": "42\n"}])
+    (tmp_path / "notebooks" / "t.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    env = {**os.environ, "MINILM_RESULTS": str(tmp_path / "out"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt")}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider",
+                           *(["-p", "minilm.course.sandboxed.nbval_plugin"] if plugin else []),
+                           "--nbval-cell-timeout=60", "notebooks/t.ipynb"], cwd=tmp_path, env=env,
+                          preexec_fn=seccomp.NoNetwork().install, capture_output=True, text=True, timeout=300)
+    if plugin:
+        assert proc.returncode == 0 and "2 passed" in proc.stdout, proc.stdout[-3000:]
+    else:
+        assert proc.returncode != 0 and "2 passed" not in proc.stdout, proc.stdout[-3000:]
