@@ -67,6 +67,8 @@ class MultiHeadSelfAttention(nn.Module):
     output_proj (all d_model → d_model). Head h uses rows h·d_k … (h+1)·d_k − 1 of each
     projection, d_k = d_model / num_heads. With theta, RoPE rotates q and k (not v): keep a
     RotaryPositionalEmbedding(theta, d_k, max_seq_len) in self.rope (None without theta).
+    The attention itself is your scaled_dot_product_attention (Task 6.2) with a causal mask, one
+    call for every head, not a second copy of its body.
 
     token_positions gives each token's position for RoPE: (seq,), or (batch, seq) with each batch
     row's own positions, which all the heads of that row share. When it is None the positions are
