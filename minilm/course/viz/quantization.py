@@ -64,15 +64,15 @@ def plot_weight_grid(w: torch.Tensor, quantize: Quantize, dequantize: Dequantize
     kept, counts = np.unique(back[inside], return_counts=True)
     after = zoom.twinx()
     after.vlines(kept, 0, counts, colors="C3", lw=2.5, label="after: dequantized, weights per level (right axis)")
-    # Headroom above the bars and the levels for the legend, which goes on the twin axes (drawn
-    # last): on zoom's own axes the red levels were drawn over it.
+    # Headroom above the bars and the levels for the legend: the twin axes are drawn after zoom's
+    # legend, so without it the red levels crossed the legend.
     after.set(ylabel="weights per level", ylim=(0, counts.max() * 1.45 if counts.size else 1))
     zoom.set(title="(b) around 0: every weight rounds to the nearest level", xlabel="weight value",
              ylabel="count", xlim=(lo, hi), ylim=(0, zoom.get_ylim()[1] * 1.3))
     handles = zoom.get_legend_handles_labels()
     extra = after.get_legend_handles_labels()
-    after.legend(handles[0] + extra[0], handles[1] + extra[1], fontsize=8, loc="upper left", ncol=2,
-                 framealpha=0.95)
+    zoom.legend(handles[0] + extra[0], handles[1] + extra[1], fontsize=8, loc="upper left", ncol=2,
+                framealpha=0.95)
     fig.tight_layout(w_pad=2)
     return fig
 
