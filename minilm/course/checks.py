@@ -367,15 +367,32 @@ def needs(*task_ids: str) -> Iterator[None]:
         with needs("3.1"):
             plot_rmsnorm_vs_layernorm(minilm.rms_norm)
     """
+    before = _figures()
     try:
         yield
     except NotImplementedError as e:
         todo = todo_message(e)
         if todo is None:
             raise
+        _close_figures_since(before)
         print(f"{SYMBOL[TODO]} {todo} (this cell runs once it is)")
     except CannotShow as e:
+        _close_figures_since(before)
         print(f"{SYMBOL[FAIL]} {e} (this cell runs once it is fixed)")
+
+
+def _figures() -> set[int]:
+    """The numbers of the open matplotlib figures (none when pyplot was never imported)."""
+    plt = sys.modules.get("matplotlib.pyplot")
+    return set(plt.get_fignums()) if plt is not None else set()
+
+
+def _close_figures_since(before: set[int]) -> None:
+    """Close the figures opened since `before`: a plot that stopped at a stub would otherwise show
+    its empty or half-drawn axes under the cell's one line."""
+    plt = sys.modules.get("matplotlib.pyplot")
+    for number in _figures() - before:
+        plt.close(number)
 
 
 # ---------------------------------------------------------------- comparing outputs

@@ -53,7 +53,7 @@ def plot_weight_grid(w: torch.Tensor, quantize: Quantize, dequantize: Dequantize
               label=f"the 255 int8 levels k · scale, scale = max|w| / 127 = {step:.2g}")
     ax.axvline(127 * step, color="C3", ls="--", lw=1, label="±max |w| (±127 · scale)")
     ax.axvline(-127 * step, color="C3", ls="--", lw=1)
-    ax.set(title=f"(a) {name}: the weights and the int8 grid (per tensor)", xlabel="weight value", ylabel="count")
+    ax.set(title="(a) the weights and the int8 grid (per tensor)", xlabel="weight value", ylabel="count")
     ax.legend(fontsize=8, loc="upper left")
     lo, hi = -(zoom_levels + 0.5) * step, (zoom_levels + 0.5) * step
     inside = (values > lo) & (values < hi)
@@ -64,13 +64,16 @@ def plot_weight_grid(w: torch.Tensor, quantize: Quantize, dequantize: Dequantize
     kept, counts = np.unique(back[inside], return_counts=True)
     after = zoom.twinx()
     after.vlines(kept, 0, counts, colors="C3", lw=2.5, label="after: dequantized, weights per level (right axis)")
-    after.set(ylabel="weights per level", ylim=(0, counts.max() * 1.15 if counts.size else 1))
+    # Headroom above the bars and the levels for the legend: the twin axes are drawn after zoom's
+    # legend, so without it the red levels crossed the legend.
+    after.set(ylabel="weights per level", ylim=(0, counts.max() * 1.45 if counts.size else 1))
     zoom.set(title="(b) around 0: every weight rounds to the nearest level", xlabel="weight value",
-             ylabel="count", xlim=(lo, hi))
+             ylabel="count", xlim=(lo, hi), ylim=(0, zoom.get_ylim()[1] * 1.3))
     handles = zoom.get_legend_handles_labels()
     extra = after.get_legend_handles_labels()
-    zoom.legend(handles[0] + extra[0], handles[1] + extra[1], fontsize=8, loc="upper left")
-    fig.tight_layout()
+    zoom.legend(handles[0] + extra[0], handles[1] + extra[1], fontsize=8, loc="upper left", ncol=2,
+                framealpha=0.95)
+    fig.tight_layout(w_pad=2)
     return fig
 
 
