@@ -430,15 +430,20 @@ def _end_uid(uid: int) -> None:
     (kill(-1) as that uid reaches exactly them), and remove what it left in the world-writable folders."""
     if uid < SETPRIV_UID_BASE or not setpriv_path():  # never kill(-1) as anyone else: as root it kills everything
         return
-    for _ in range(3):
+    # First as root, which no process of the uid can stop or reach into: a shell of its uid, run
+    # while one of its daemons lived, could be stopped (SIGSTOP, where Landlock has no signal
+    # scope) and so the daemon outlive the run, or attached to (ptrace, where there is no Landlock).
+    _kill_uid_as_root(uid)
+    for _ in range(3):  # then kill(-1) as the uid, which no fork escapes: under the same seccomp filter
         try:
             r = subprocess.run([setpriv_path(), *_drop(uid), "/bin/sh", "-c",
                                 f'test "$(id -u)" = {uid} && kill -KILL -1'],
-                               capture_output=True, timeout=30)
+                               capture_output=True, timeout=30, preexec_fn=seccomp.NoNetwork().install)
         except (OSError, subprocess.SubprocessError):
             break
         if r.returncode != 0:  # nothing left to kill
             break
+    _kill_uid_as_root(uid)
     _remove_ipc(uid)
     for folder in WORLD_WRITABLE:
         try:
@@ -455,6 +460,31 @@ def _end_uid(uid: int) -> None:
                     os.unlink(entry.path)
             except OSError:
                 pass
+
+
+def _kill_uid_as_root(uid: int, rounds: int = 50) -> None:
+    """SIGKILL every live process whose real, effective, saved or file uid is `uid` (its
+    /proc/<pid>/status says: a non-dumpable process's folder is root's), until a pass finds none."""
+    for _ in range(rounds):
+        found = False
+        for p in Path("/proc").iterdir():
+            if not p.name.isdigit():
+                continue
+            try:
+                status = (p / "status").read_text()
+            except OSError:
+                continue
+            fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+            if str(uid) not in fields.get("Uid", "").split() or fields.get("State", "").strip().startswith(("Z", "X")):
+                continue
+            found = True
+            try:
+                os.kill(int(p.name), signal.SIGKILL)
+            except OSError:
+                pass
+        if not found:
+            return
+        time.sleep(0.01)
 
 
 IPC_KINDS = {"shm": "-m", "sem": "-s", "msg": "-q"}  # /proc/sysvipc/<kind> → ipcrm's option

