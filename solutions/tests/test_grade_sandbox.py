@@ -334,6 +334,9 @@ got = {
     "udp": attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", int(port)))),
     "tcp6": attempt(lambda: socket.socket(socket.AF_INET6)),
     "unix-pair": attempt(lambda: socket.socketpair()),
+    "inet-pair": attempt(lambda: socket.socketpair(socket.AF_INET)),
+    # A namespace of its own (a user and network namespace, where the kernel lets users make them).
+    "unshare": ctypes.CDLL(None).unshare(0x10000000 | 0x40000000) == 0,
 }
 if os.fork() == 0:  # a daemon: its own session, then sleeps far past the run
     os.setsid()
@@ -395,7 +398,7 @@ def test_setpriv_closes_the_reference_classmates_and_the_workspace_and_leaves_no
         assert got["out-write"] == got["tmpdir"] == "yes" and got["home"] == "yes0o700" and got["shm"], got
         # The seccomp filter: unix sockets only. No message queue (RLIMIT_MSGQUEUE 0).
         assert got["tcp"] == got["udp"] == got["tcp6"] == "PermissionError" and got["unix-pair"] == "yes", got
-        assert not got["mqueue"], got
+        assert not got["mqueue"] and not got["unshare"] and got["inet-pair"] == "PermissionError", got
         # Landlock where the kernel has it: nothing outside its rules (world-writable /tmp neither); its
         # scope (ABI 6) closes abstract sockets made outside. Without it, only the file modes hold.
         closed = "PermissionError" if box.landlock else "yes"
