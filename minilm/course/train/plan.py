@@ -59,6 +59,11 @@ TOKENS_PER_PARAMETER = 0.8
 # d_model 128 at 3 minutes (2.192). A cap between 0.19 and 0.46 keeps d_model 128; 0.3 is near
 # the middle (geometric). Larger texts lift it: 650,000 training tokens allow d_model 192, 1.1M 256.
 DATA_TOKENS_PER_PARAMETER = 0.3
+# And a budget trains at most MAX_EPOCHS passes over the training split, ending early if it could
+# do more: d_model 128 scored 2.200 at 2.7 epochs, 2.180 at 4.9 and 2.201 at 7.4 (the re-sweep);
+# d_model 192 2.182 at 4.9 and 2.224 at ~8. Without it the cap would train d_model 128 for ~22
+# epochs at 10 minutes.
+MAX_EPOCHS = 5.0
 # An idle 2-core machine (2 threads, the reference, vocabulary 2,048, batch 16 × 64), training
 # tokens/s by d_model: 64: 18,685, 96: 18,642, 128: 11,867, 192: 6,296, 256: 4,342, 384: 1,915; the
 # line 39 µs + 7.71 ps per FLOP fits them within 12%. Forward-only is assumed a third of a step.
@@ -208,6 +213,7 @@ class Plan:
     compile_note: str
     tokens_per_s: float  # estimated, all processes together, eager
     steps: int  # estimated steps before the deadline
+    unused_s: float = 0.0  # seconds of the budget left unused: MAX_EPOCHS reached before the deadline
 
 
 def plan_budget(left_s: float, speed: Speed, vocab_size: int, context_length: int, batch_size: int,
@@ -228,7 +234,9 @@ def plan_budget(left_s: float, speed: Speed, vocab_size: int, context_length: in
     The cap (with n_train, the training split's tokens): only sizes with at least
     DATA_TOKENS_PER_PARAMETER training tokens per non-embedding parameter are candidates (the
     smallest always is). Past that, a bigger model re-reads too little text too many times and
-    overfits: data-limited, not compute-limited (the re-sweep in docs/training.md).
+    overfits: data-limited, not compute-limited (the re-sweep in docs/training.md). And the run
+    trains at most MAX_EPOCHS passes over the n_train tokens: when the time would buy more, the
+    plan trains less (train_s shrinks, unused_s says by how much) and the run ends early.
     """
     def forward(s: dict) -> float:
         return speed.forward_s_per_token(flops_per_token(s, vocab_size, context_length))
@@ -246,8 +254,17 @@ def plan_budget(left_s: float, speed: Speed, vocab_size: int, context_length: in
         effective_s = max((train_s - COMPILE_S) * COMPILE_SPEEDUP if use_compile else train_s, 0.0)
         tokens_per_s = world_size / speed.train_s_per_token(flops_per_token(s, vocab_size, context_length))
         steps = max(1, int(effective_s * tokens_per_s // (batch_size * context_length * world_size)))
+        most = max(1, int(MAX_EPOCHS * n_train // (batch_size * context_length * world_size))) if n_train else steps
+        unused_s = 0.0
+        if steps > most:  # the text runs out first: train MAX_EPOCHS, compiled only if that is faster
+            eager_s = most * batch_size * context_length * world_size / tokens_per_s
+            compiled_s = COMPILE_S + eager_s / COMPILE_SPEEDUP
+            if compile_flag is None and use_compile and compiled_s >= eager_s:
+                use_compile, note = False, f"auto: off, {MAX_EPOCHS:g} epochs are too short for compiling to pay off"
+            needed_s = compiled_s if use_compile else eager_s
+            steps, unused_s, train_s = most, train_s - needed_s, needed_s
         return Plan(size=dict(s), chosen=chosen, train_s=train_s, reserve_s=reserve_s, compile=use_compile,
-                    compile_note=note, tokens_per_s=tokens_per_s, steps=steps)
+                    compile_note=note, tokens_per_s=tokens_per_s, steps=steps, unused_s=unused_s)
 
     if size is not None:
         return plan(size, chosen=False)

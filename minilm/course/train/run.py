@@ -35,6 +35,7 @@ from minilm.course.train.plan import (
     DATA_TOKENS_PER_PARAMETER,
     DEFAULT_SIZE,
     END_S,
+    MAX_EPOCHS,
     SAFETY,
     TOKENS_PER_PARAMETER,
     Plan,
@@ -269,6 +270,9 @@ def report_plan(run: Run) -> None:
     print(f"plan: ~{plan.tokens_per_s * (COMPILE_SPEEDUP if plan.compile else 1):,.0f} tokens/s, "
           f"~{plan.steps:,} steps in {plan.train_s:.0f} s, stopping by the clock; "
           f"{plan.reserve_s:.0f} s kept for the final evaluation and the sample")
+    if plan.unused_s > 0:
+        print(f"the plan ends {plan.unused_s:.0f} s early: {MAX_EPOCHS:g} passes over the training tokens is the "
+              f"most a budget trains (past that the models here overfit; docs/training.md)")
     for line in hardware_note(speed, vocab_size, args.context_length, args.batch_size,
                               eval_forward_tokens(args, len(run.data.val)), args.sample_tokens, run.dist.world_size,
                               n_train=len(run.data.train)):
@@ -327,7 +331,8 @@ def train_loop(run: Run, model, optimizer, training_loss, start: int) -> Trained
     bar = tqdm(initial=start, total=args.steps, disable=not dist.main, dynamic_ncols=True, mininterval=1.0)
     started, first_loss, loss_value = time.time(), None, float("nan")
     loop_start = time.perf_counter()
-    deadline = run.clock_start + args.budget_s * SAFETY - plan.reserve_s if plan is not None else None
+    deadline = (run.clock_start + args.budget_s * SAFETY - plan.reserve_s - plan.unused_s
+                if plan is not None else None)
     it = start
     epochs = None
     if run.recipe.reshuffle:  # every window once per epoch, in a new order each epoch
