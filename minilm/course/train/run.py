@@ -272,7 +272,7 @@ def report_plan(run: Run) -> None:
           f"{plan.reserve_s:.0f} s kept for the final evaluation and the sample")
     if plan.unused_s > 0:
         print(f"the plan ends {plan.unused_s:.0f} s early: {MAX_EPOCHS:g} passes over the training tokens is the "
-              f"most a budget trains (past that the models here overfit; docs/training.md)")
+              f"most a budget trains (past that the models here overfit without dropout; docs/training.md)")
     for line in hardware_note(speed, vocab_size, args.context_length, args.batch_size,
                               eval_forward_tokens(args, len(run.data.val)), args.sample_tokens, run.dist.world_size,
                               n_train=len(run.data.train)):
