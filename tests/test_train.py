@@ -434,6 +434,37 @@ def test_the_rule_picks_the_sweeps_winners_at_idle_2_core_speed():
     assert planner.DEFAULT_SIZE["d_model"] == chosen[3]
 
 
+def test_the_data_caps_the_size():
+    """Given the training split's length, only sizes with at least DATA_TOKENS_PER_PARAMETER
+    training tokens per non-embedding parameter are candidates: on Tiny Shakespeare (416,607 tokens
+    at vocabulary 2,048) longer budgets keep d_model 128, where the re-sweep found the bigger model
+    no better; a text too short for any size gets the smallest, and more text lifts the cap. And
+    no budget trains more than MAX_EPOCHS passes over the text: one that could ends early."""
+    from minilm.course.train import plan as planner
+
+    def plan(minutes, n_train):
+        return planner.plan_budget(minutes * 60 * planner.SAFETY - 8, planner.IDLE_2_CORES, 2048, 64, 16, 45_121,
+                                   120, n_train=n_train)
+
+    def chosen(minutes, n_train):
+        return plan(minutes, n_train).size["d_model"]
+
+    assert {m: chosen(m, 416_607) for m in (1, 3, 10, 30)} == {1: 96, 3: 128, 10: 128, 30: 128}
+    assert chosen(10, None) > 128, "without the training split's length there is no cap"
+    assert chosen(30, 1_000) == planner.LADDER[0]["d_model"]
+    assert chosen(30, 10_000_000) > 128
+    for size in planner.LADDER:
+        capped = 416_607 < planner.DATA_TOKENS_PER_PARAMETER * planner.size_params(size, 2048)[1]
+        assert capped == (size["d_model"] > 128), size
+    # At most MAX_EPOCHS passes over the training tokens: a budget that buys more ends early.
+    for minutes in (1, 3, 10, 30):
+        p = plan(minutes, 416_607)
+        assert p.steps * 16 * 64 <= planner.MAX_EPOCHS * 416_607
+        assert p.train_s + p.reserve_s + p.unused_s == pytest.approx(minutes * 60 * planner.SAFETY - 8)
+        assert (p.unused_s > 0) == (minutes >= 10), minutes
+    assert plan(10, None).unused_s == 0
+
+
 # ---------------------------------------------------------------- --tokenizer mine: your BPE (Tasks 9.2 and 9.3)
 
 

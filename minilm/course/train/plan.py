@@ -51,6 +51,20 @@ DEFAULT_SIZE = LADDER[2]  # with --steps and no sizes given: what --budget 3m ch
 # (2.17) against d_model 192 (0.48). A threshold between 0.48 and 1.26 chooses both; 0.8 is near
 # the middle. At 1 minute d_model 96 (1.36) and 128 (0.38) tied within 0.01 bits per byte.
 TOKENS_PER_PARAMETER = 0.8
+# The cap (see plan_budget), from the re-sweep in docs/training.md (fixed step counts, one thread):
+# on Tiny Shakespeare (416,607 training tokens at vocabulary 2,048) more time does not buy a
+# bigger model. d_model 192 (0.19 training tokens per non-embedding parameter) at 2,000 steps
+# (4.9 epochs) scored 2.182 bits per byte, d_model 128 (0.46) at the same steps, half the
+# compute, 2.180; and d_model 192 at a 10-minute budget (~8 epochs) 2.224, worse than
+# d_model 128 at 3 minutes (2.192). A cap between 0.19 and 0.46 keeps d_model 128; 0.3 is near
+# the middle (geometric). Larger texts lift it: 650,000 training tokens allow d_model 192, 1.1M 256.
+DATA_TOKENS_PER_PARAMETER = 0.3
+# And a budget trains at most MAX_EPOCHS passes over the training split, ending early if it could
+# do more: d_model 128 scored 2.200 at 2.7 epochs, 2.180 at 4.9 and 2.201 at 7.4 (the re-sweep);
+# d_model 192 2.182 at 4.9 and 2.224 at ~8. Without it the cap would train d_model 128 for ~22
+# epochs at 10 minutes. With --dropout 0.1 --reshuffle d_model 128 scored 2.132 at 7.4 epochs (one
+# seed): turning those on past MAX_EPOCHS, and lifting it, is the measured next step, not yet taken.
+MAX_EPOCHS = 5.0
 # An idle 2-core machine (2 threads, the reference, vocabulary 2,048, batch 16 × 64), training
 # tokens/s by d_model: 64: 18,685, 96: 18,642, 128: 11,867, 192: 6,296, 256: 4,342, 384: 1,915; the
 # line 39 µs + 7.71 ps per FLOP fits them within 12%. Forward-only is assumed a third of a step.
@@ -200,11 +214,12 @@ class Plan:
     compile_note: str
     tokens_per_s: float  # estimated, all processes together, eager
     steps: int  # estimated steps before the deadline
+    unused_s: float = 0.0  # seconds of the budget left unused: MAX_EPOCHS reached before the deadline
 
 
 def plan_budget(left_s: float, speed: Speed, vocab_size: int, context_length: int, batch_size: int,
                 n_val: int, sample_tokens: int, world_size: int = 1, size: dict | None = None,
-                compile_flag: bool | None = None) -> Plan:
+                compile_flag: bool | None = None, n_train: int | None = None) -> Plan:
     """The run that fits in `left_s` seconds on this machine.
 
     Time: the final evaluation (n_val tokens forward), the sample (sample_tokens forwards of up
@@ -216,6 +231,13 @@ def plan_budget(left_s: float, speed: Speed, vocab_size: int, context_length: in
     smallest size if none does). Bigger models learn more per token, smaller ones see more tokens
     per second; the sweep in docs/training.md (fixed budgets, every size, one machine) found the
     best bits per byte about where that ratio is TOKENS_PER_PARAMETER.
+
+    The cap (with n_train, the training split's tokens): only sizes with at least
+    DATA_TOKENS_PER_PARAMETER training tokens per non-embedding parameter are candidates (the
+    smallest always is). Past that, a bigger model re-reads too little text too many times and
+    overfits: data-limited, not compute-limited (the re-sweep in docs/training.md). And the run
+    trains at most MAX_EPOCHS passes over the n_train tokens: when the time would buy more, the
+    plan trains less (train_s shrinks, unused_s says by how much) and the run ends early.
     """
     def forward(s: dict) -> float:
         return speed.forward_s_per_token(flops_per_token(s, vocab_size, context_length))
@@ -233,12 +255,23 @@ def plan_budget(left_s: float, speed: Speed, vocab_size: int, context_length: in
         effective_s = max((train_s - COMPILE_S) * COMPILE_SPEEDUP if use_compile else train_s, 0.0)
         tokens_per_s = world_size / speed.train_s_per_token(flops_per_token(s, vocab_size, context_length))
         steps = max(1, int(effective_s * tokens_per_s // (batch_size * context_length * world_size)))
+        most = max(1, int(MAX_EPOCHS * n_train // (batch_size * context_length * world_size))) if n_train else steps
+        unused_s = 0.0
+        if steps > most:  # the text runs out first: train MAX_EPOCHS, compiled only if that is faster
+            eager_s = most * batch_size * context_length * world_size / tokens_per_s
+            compiled_s = COMPILE_S + eager_s / COMPILE_SPEEDUP
+            if compile_flag is None and use_compile and compiled_s >= eager_s:
+                use_compile, note = False, f"auto: off, {MAX_EPOCHS:g} epochs are too short for compiling to pay off"
+            needed_s = compiled_s if use_compile else eager_s
+            steps, unused_s, train_s = most, train_s - needed_s, needed_s
         return Plan(size=dict(s), chosen=chosen, train_s=train_s, reserve_s=reserve_s, compile=use_compile,
-                    compile_note=note, tokens_per_s=tokens_per_s, steps=steps)
+                    compile_note=note, tokens_per_s=tokens_per_s, steps=steps, unused_s=unused_s)
 
     if size is not None:
         return plan(size, chosen=False)
-    plans = [plan(s, chosen=True) for s in LADDER]
+    sizes = [s for s in LADDER
+             if n_train is None or n_train >= DATA_TOKENS_PER_PARAMETER * size_params(s, vocab_size)[1]]
+    plans = [plan(s, chosen=True) for s in sizes or LADDER[:1]]
     fits = [p for p in plans
             if p.steps * batch_size * context_length * world_size
             >= TOKENS_PER_PARAMETER * size_params(p.size, vocab_size)[1]]
@@ -246,7 +279,7 @@ def plan_budget(left_s: float, speed: Speed, vocab_size: int, context_length: in
 
 
 def hardware_note(speed: Speed, vocab_size: int, context_length: int, batch_size: int, n_val: int,
-                  sample_tokens: int, world_size: int = 1) -> list[str]:
+                  sample_tokens: int, world_size: int = 1, n_train: int | None = None) -> list[str]:
     """What this machine trains per second at each ladder size, and what 3, 10 and 30 minutes buy."""
     rates = ", ".join(f"{s['d_model']}: "
                       f"{world_size / speed.train_s_per_token(flops_per_token(s, vocab_size, context_length)):,.0f}"
@@ -254,7 +287,7 @@ def hardware_note(speed: Speed, vocab_size: int, context_length: int, batch_size
     lines = [f"this machine now (slower while busy), training tokens per second by d_model: {rates}"]
     for minutes in (3, 10, 30):
         p = plan_budget(minutes * 60 * SAFETY, speed, vocab_size, context_length, batch_size, n_val, sample_tokens,
-                        world_size)
+                        world_size, n_train=n_train)
         lines.append(f"  --budget {minutes}m would train d_model {p.size['d_model']}, {p.size['num_layers']} layers "
                      f"for ~{p.steps:,} steps ({p.steps * batch_size * context_length * world_size / 1e6:.1f}M tokens"
                      + (", compiled)" if p.compile else ")"))

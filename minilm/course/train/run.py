@@ -32,8 +32,10 @@ from minilm.course.train.options import (
 from minilm.course.train.own_tokenizer import OwnVocabulary, probe
 from minilm.course.train.plan import (
     COMPILE_SPEEDUP,
+    DATA_TOKENS_PER_PARAMETER,
     DEFAULT_SIZE,
     END_S,
+    MAX_EPOCHS,
     SAFETY,
     TOKENS_PER_PARAMETER,
     Plan,
@@ -177,7 +179,7 @@ def plan_run(run: Run) -> None:
     left_s = dist.from_main(args.budget_s * SAFETY - (time.perf_counter() - run.clock_start))
     run.plan = plan = plan_budget(left_s, speed, data.vocab.size, args.context_length, args.batch_size,
                                   eval_forward_tokens(args, len(data.val)), args.sample_tokens, dist.world_size,
-                                  fixed, args.compile)
+                                  fixed, args.compile, n_train=len(data.train))
     for key, value in plan.size.items():
         setattr(args, key, value)
     args.compile = plan.compile
@@ -263,12 +265,17 @@ def report_plan(run: Run) -> None:
           f"{speed.measured_s:.1f} s (fastest with {torch.get_num_threads()} of {os.cpu_count()} "
           f"threads); " + ("the rule chose" if plan.chosen else "given:") + " "
           + ", ".join(f"{k} {v}" for k, v in plan.size.items()) + f" (rule: the largest size that "
-          f"sees ≥ {TOKENS_PER_PARAMETER:g} tokens per non-embedding parameter in the time)")
+          f"sees ≥ {TOKENS_PER_PARAMETER:g} tokens per non-embedding parameter in the time, among those with "
+          f"≥ {DATA_TOKENS_PER_PARAMETER:g} training tokens per non-embedding parameter)")
     print(f"plan: ~{plan.tokens_per_s * (COMPILE_SPEEDUP if plan.compile else 1):,.0f} tokens/s, "
           f"~{plan.steps:,} steps in {plan.train_s:.0f} s, stopping by the clock; "
           f"{plan.reserve_s:.0f} s kept for the final evaluation and the sample")
+    if plan.unused_s > 0:
+        print(f"the plan ends {plan.unused_s:.0f} s early: {MAX_EPOCHS:g} passes over the training tokens is the "
+              f"most a budget trains (past that the models here overfit without dropout; docs/training.md)")
     for line in hardware_note(speed, vocab_size, args.context_length, args.batch_size,
-                              eval_forward_tokens(args, len(run.data.val)), args.sample_tokens, run.dist.world_size):
+                              eval_forward_tokens(args, len(run.data.val)), args.sample_tokens, run.dist.world_size,
+                              n_train=len(run.data.train)):
         print(line)
 
 
@@ -324,7 +331,8 @@ def train_loop(run: Run, model, optimizer, training_loss, start: int) -> Trained
     bar = tqdm(initial=start, total=args.steps, disable=not dist.main, dynamic_ncols=True, mininterval=1.0)
     started, first_loss, loss_value = time.time(), None, float("nan")
     loop_start = time.perf_counter()
-    deadline = run.clock_start + args.budget_s * SAFETY - plan.reserve_s if plan is not None else None
+    deadline = (run.clock_start + args.budget_s * SAFETY - plan.reserve_s - plan.unused_s
+                if plan is not None else None)
     it = start
     epochs = None
     if run.recipe.reshuffle:  # every window once per epoch, in a new order each epoch
