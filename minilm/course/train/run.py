@@ -268,8 +268,9 @@ def report_plan(run: Run) -> None:
           f"sees ≥ {TOKENS_PER_PARAMETER:g} tokens per non-embedding parameter in the time, among those with "
           f"≥ {DATA_TOKENS_PER_PARAMETER:g} training tokens per non-embedding parameter)")
     print(f"plan: ~{plan.tokens_per_s * (COMPILE_SPEEDUP if plan.compile else 1):,.0f} tokens/s, "
-          f"~{plan.steps:,} steps in {plan.train_s:.0f} s, stopping by the clock; "
-          f"{plan.reserve_s:.0f} s kept for the final evaluation and the sample")
+          + (f"{plan.steps:,} steps in about {plan.train_s:.0f} s, stopping at the last step; " if plan.unused_s > 0
+             else f"~{plan.steps:,} steps in {plan.train_s:.0f} s, stopping by the clock; ")
+          + f"{plan.reserve_s:.0f} s kept for the final evaluation and the sample")
     if plan.unused_s > 0:
         print(f"the plan ends {plan.unused_s:.0f} s early: {MAX_EPOCHS:g} passes over the training tokens is the "
               f"most a budget trains (past that the models here overfit without dropout; docs/training.md)")
@@ -312,6 +313,11 @@ def learning_rate(run: Run, it: int, loop_start: float, deadline: float | None) 
                         dtype=torch.float64)
     if dist.enabled:
         dist.dist.broadcast(gone, src=0)
+    if run.plan.unused_s > 0:  # MAX_EPOCHS passes end this run: counted in steps, the clock only a guard
+        done = it / max(args.steps, 1)
+        if it >= args.steps or gone.item() >= 1.0:
+            return None, done
+        return recipes.scheduled_lr(run.recipe, done, it, args.lr, args.min_lr, args.warmup, args.steps), done
     if gone.item() >= 1.0:
         return None, gone.item()
     lr = recipes.scheduled_lr(run.recipe, gone.item(), min(int(gone.item() * args.steps), args.steps), args.lr,
@@ -331,7 +337,7 @@ def train_loop(run: Run, model, optimizer, training_loss, start: int) -> Trained
     bar = tqdm(initial=start, total=args.steps, disable=not dist.main, dynamic_ncols=True, mininterval=1.0)
     started, first_loss, loss_value = time.time(), None, float("nan")
     loop_start = time.perf_counter()
-    deadline = (run.clock_start + args.budget_s * SAFETY - plan.reserve_s - plan.unused_s
+    deadline = (run.clock_start + args.budget_s * SAFETY - plan.reserve_s
                 if plan is not None else None)
     it = start
     epochs = None
