@@ -12,6 +12,7 @@ import sys
 import pytest
 import torch
 
+from benchmarks import __main__ as bench
 from benchmarks.builtins_model import BuiltinsLM
 from minilm.course import tasks
 from minilm.course.spec import lm_parameter_count, lm_state_dict_keys
@@ -81,7 +82,7 @@ def test_quick_training_rows(quick):
 @pytest.mark.slow  # the quick run: minutes
 def test_quick_generation_rows(quick):
     rows = quick[0]["generation"]
-    assert [r["new_tokens"] for r in rows] == [64, 256, 512]
+    assert [r["new_tokens"] for r in rows] == bench.QUICK_GENERATION_TOKENS
     for r in rows:
         assert r["same_tokens"], "greedy generation must give the same tokens with and without the cache"
         assert math.isclose(r["speedup"], r["cached_tokens_per_s"] / r["uncached_tokens_per_s"])
@@ -96,7 +97,8 @@ def test_quick_tooling_and_targets(quick):
     assert earned == out_of > 0, "the reference must earn every point of the notebooks graded"
     assert t["import_s"] > 0 and t["import_and_torch_s"] > 0 and t["status_s"] > 0
     by_what = {row["what"]: row for row in results["targets"]}
-    assert by_what["KV-cache speed-up at 512 new tokens"]["met"] == (results["generation"][-1]["speedup"] >= 5)
+    # The KV cache's target is at 512 new tokens, which --quick does not generate: no target row for it.
+    assert max(bench.QUICK_GENERATION_TOKENS) < 512 and not any(w.startswith("KV-cache") for w in by_what)
     assert by_what["grading one submission"]["met"] == (t["grade_s"] <= 150)
     # Which import is faster is a figure of the benchmark (a busy machine can stall either), not
     # asserted here; that `import minilm` leaves torch unloaded is test_course_plumbing's import test.
