@@ -93,18 +93,6 @@ def _importable_minilm(q: str) -> bool:
         len(parts) == 2 or len(parts) == 3 and tasks.EXPORTS.get(parts[2]) == parts[1])
 
 
-def _bound_names(stmt: ast.stmt) -> list[str]:
-    """A def's, a class's or an import's names, or every name in an assignment's or a loop's targets."""
-    targets = stmt.targets if isinstance(stmt, ast.Assign) else [getattr(stmt, "target", None)]
-    return [b for n in [stmt, *getattr(stmt, "names", [])] if (b := _binding(n))] + [
-        n.id for t in targets if t is not None for n in ast.walk(t) if isinstance(n, ast.Name)]
-
-
-def _rebinds(fn: ast.AST, name: str, own: ast.arg) -> bool:
-    return any(n is not own and _binding(n) == name or isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names
-               for n in ast.walk(fn))
-
-
 def _binding(n: ast.AST) -> str | None:
     """The name one node binds, if any: a store, an import, a parameter, a def, an except or match capture."""
     if isinstance(n, ast.Name):
@@ -119,13 +107,10 @@ def _binding(n: ast.AST) -> str | None:
     return n.name if isinstance(n, named) else None
 
 
-def _locals(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> frozenset[str]:
-    """The names a function binds in its own scope, where Python never looks them up in its built-ins (a module's
-    or a class body's names may be unbound when read, and then are). Not those of nested functions, classes or
-    comprehensions, nor `global` ones: fewer names, so more refusals."""
-    a, names, outside = fn.args, set(), set()
-    names |= {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg] if x}
-    todo = list(fn.body) if isinstance(fn.body, list) else [fn.body]
+def _binds(nodes: list[ast.AST]) -> frozenset[str]:
+    """The names `nodes` bind in their own scope: a def's or a class's name, not what its body binds, nor a
+    comprehension's names, nor `global` ones."""
+    names, outside, todo = set(), set(), list(nodes)
     while todo:
         n = todo.pop()
         if isinstance(n, (ast.Global, ast.Nonlocal)):
@@ -135,6 +120,14 @@ def _locals(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> frozense
                               ast.SetComp, ast.DictComp, ast.GeneratorExp)):
             todo += ast.iter_child_nodes(n)
     return frozenset(names - outside - {None})
+
+
+def _locals(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> frozenset[str]:
+    """The names a function binds in its own scope, where Python never looks them up in its built-ins (a module's
+    or a class body's names may be unbound when read, and then are): fewer names, so more refusals."""
+    a = fn.args
+    return _binds(fn.body if isinstance(fn.body, list) else [fn.body]) | {
+        x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg] if x}
 
 
 def _defined_attrs(nodes: list[ast.AST], stored_only: bool = False) -> set[str]:
@@ -149,7 +142,7 @@ def _defined_by(root: ast.AST, stored_only: bool = False) -> frozenset[str]:
         [n.attr] if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) else
         [n.args[1].value] if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr"
         and len(n.args) > 1 and _const(n.args[1]) else [] if stored_only else
-        [b for s in n.body for b in _bound_names(s)] if isinstance(n, ast.ClassDef) else
+        _binds(n.body) if isinstance(n, ast.ClassDef) else
         [n.args[0].value] if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.args
         and n.func.attr in allowed.SETTERS and _const(n.args[0]) else []))
 
@@ -312,7 +305,7 @@ class _Module:
                 first = [*fn.args.posonlyargs, *fn.args.args][:1]
                 static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list)
                 fn.minilm_self = frozenset(a.arg for a in first if node.name in self.plain and not static
-                                           and not _rebinds(fn, a.arg, a))
+                                           and [_binding(n) for n in ast.walk(fn)].count(a.arg) == 1)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             outer, body = (self.exempt, self.local), node.body if isinstance(node.body, list) else [node.body]
             self._walk_all(c for c in ast.iter_child_nodes(node) if c not in body)  # the signature and decorators
@@ -520,7 +513,7 @@ def _scan_tree(tree: ast.Module, module: str, defined: set[str]) -> dict[str, tu
     mod, regions = _Module(tree, set(owner), defined), {tid: [] for tid in ids}  # task → (name, stmt)
     helpers, module_stmts, ways = {}, [], []  # helper → its defs; the rest of the module's code; alias bindings'
     for stmt in tree.body:
-        mine = [n for n in _bound_names(stmt) if n in owner]
+        mine = [n for n in _binds([stmt]) if n in owner]
         for name in mine:
             regions[owner[name]].append((name, stmt))
         if not mine and isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
