@@ -17,7 +17,7 @@ import ast
 import collections
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from minilm.course import tasks
@@ -207,7 +207,6 @@ class _Module:
                 self.aliases |= {t: q for t, v in pairs if t not in self.ambiguous and (q := self.resolve(v))}
             meanings = collections.Counter(t for t, _ in set(imports + [(t, self.resolve(v)) for t, v in pairs]))
             self.ambiguous |= {t for t in self.aliases if meanings[t] > 1 or sites[t] > alias_sites[t]}
-        self.imported = dict(self.aliases)  # what an import binds task names to
         for name in task_names:  # never aliases: Task 6.2 calling softmax calls the student's softmax
             self.aliases.pop(name, None)
         # Classes whose self is the student's alone: built on nn.Module, Optimizer or such classes (a
@@ -426,10 +425,19 @@ _TASK_OF = {(t.module, n): t.id for t in tasks.TASKS for n in t.names}
 _TASK_OF |= {(m, n): f"{m}:{n}" for n, m in tasks.EXPORTS.items() if (m, n) not in _TASK_OF}
 
 
+@dataclass
+class _Unit:
+    """A task's code, or provided code other modules import: its ("your …", finding)s before any rule judges
+    them, the other tasks (ids, any module) it names and the attribute names it defines."""
+
+    module: str
+    found: list = field(default_factory=list)
+    names: set = field(default_factory=set)
+    attrs: set = field(default_factory=set)
+
+
 def _scan(sources: dict[str, str | bytes], file_of, reach: bool = True) -> dict[str, list[Violation]]:
-    # units: task id or pseudo id → its module, its ("your …", finding)s before any rule judges them, the other
-    # tasks (ids, any module) its code names and the attribute names its code defines.
-    trees, problems, units, result = {}, {}, {}, {t.id: [] for t in tasks.TASKS if t.module in sources}
+    trees, problems, units = {}, {}, {}
     for m, source in sources.items():
         try:
             trees[m] = ast.parse(source, file_of(m))
@@ -442,54 +450,41 @@ def _scan(sources: dict[str, str | bytes], file_of, reach: bool = True) -> dict[
             units |= _scan_tree(tree, m, defined) if m in tasks.EXERCISE_MODULES else {}
         except RecursionError:
             problems[m] = _Finding(1, "has", allowed.NESTING, "way", allowed.NESTING, allowed.NESTING_ADVICE)
-    units |= {t.id: (m, [("your module", f)], set(), set()) for m, f in problems.items() for t in tasks.TASKS
-              if t.module == m}
-    for tid, violations in result.items():
-        for where, f in units[tid][1]:
-            if judged := _judge(tasks.get(tid), f):
-                _add(violations, Violation(tid, file_of(units[tid][0]), f.line, *judged, f.verb, where))
-        violations.sort(key=lambda v: v.line)
-    if not reach:
-        return result
+    units |= {t.id: _Unit(m, [("your module", f)]) for m, f in problems.items() for t in tasks.TASKS if t.module == m}
     # A tensor's method's name set on an object may be a plant on torch.Tensor (type(x).training = …, or
     # self.exp = … in a method called with torch.Tensor as self): its readers are followed to it like any other's.
     stored = _defined_attrs(list(trees.values()), stored_only=True)
-    for u, (_, found, names, _) in units.items():  # an attribute of the student's own: the code that defines it
-        used = {f.name for _, f in found if f.kind in ("method", "self") and (f.name not in allowed.METHODS
-                                                                             or f.name in stored)}
-        names |= {o for o, (*_, attrs) in units.items() if o != u and used & attrs}
-    graph = {u: names for u, (_, _, names, _) in units.items()}
-    for tid, violations in result.items():
-        task = tasks.get(tid)
-        for other in sorted(_reach(list(graph[tid]), graph) - {tid}, key=lambda o: (":" not in o, o)):
-            via = f"your {other.split(':')[1]}" if ":" in other else f"your {tasks.get(other).function} (Task {other})"
-            module, found, _, _ = units.get(other, ("", [], None, None))
-            for _, f in found:
-                if ":" not in other and _judge(tasks.get(other), f) is not None:
-                    continue  # that task's own rules refuse it already: it costs that task, not every caller
+    for u, unit in units.items():  # an attribute of the student's own: the code that defines it
+        used = {f.name for _, f in unit.found if f.kind in ("method", "self") and (f.name not in allowed.METHODS
+                                                                                  or f.name in stored)}
+        unit.names |= {o for o, other in units.items() if o != u and used & other.attrs}
+    result, graph = {}, {u: unit.names for u, unit in units.items()}
+    for task in (t for t in tasks.TASKS if t.module in sources):
+        others = sorted(_reach(list(graph[task.id]), graph) - {task.id}, key=lambda o: (":" not in o, o))
+        seen = {}
+        for other in [task.id, *others] if reach else [task.id]:
+            unit = units.get(other, _Unit(""))
+            found = unit.found if other == task.id else [  # what the other task's own rules refuse costs it alone
+                (f"your {task.function}", replace(f, verb="reaches", what=f"{f.what} through {_via(other)}"))
+                for _, f in unit.found if ":" in other or _judge(tasks.get(other), f) is None]
+            for where, f in found:
                 if judged := _judge(task, f):
-                    what = judged[0].replace(f.what, f"{f.what} through {via}", 1)
-                    _add(violations, Violation(tid, file_of(module), f.line, what, judged[1], "reaches",
-                                               f"your {task.function}"))
+                    v = Violation(task.id, file_of(unit.module), f.line, *judged, f.verb, where)
+                    seen.setdefault((v.file, v.line, v.what), v)
+        result[task.id] = sorted(seen.values(), key=lambda v: (v.verb == "reaches", v.file, v.line))
     return result
 
 
-def _add(violations: list[Violation], v: Violation) -> None:
-    if all((w.file, w.line, w.what) != (v.file, v.line, v.what) for w in violations):
-        violations.append(v)
+def _via(unit: str) -> str:
+    return f"your {unit.split(':')[1]}" if ":" in unit else f"your {tasks.get(unit).function} (Task {unit})"
 
 
 def _tasks_named(mod: _Module, nodes: list[ast.AST], owner: dict[str, str]) -> set[str]:
     """The ids of the tasks, of any module, whose function or class `nodes` name."""
-    out = set()
-    for n in (n for root in nodes for n in ast.walk(root)):
-        if isinstance(n, ast.Name) and n.id in owner:
-            out.add(owner[n.id])
-        elif isinstance(n, (ast.Name, ast.Attribute)):
-            parts = ((mod.imported.get(n.id) if isinstance(n, ast.Name) else mod.resolve(n)) or "").split(".")
-            if parts[0] == "minilm" and tuple(parts[1:3]) in _TASK_OF:
-                out.add(_TASK_OF[tuple(parts[1:3])])
-    return out
+    names = [(mod.resolve(n) or "").split(".") for root in nodes for n in ast.walk(root)
+             if isinstance(n, (ast.Name, ast.Attribute))]
+    return {owner[n] for n in _named(nodes, owner)} | {
+        _TASK_OF[tuple(p[1:3])] for p in names if p[0] == "minilm" and tuple(p[1:3]) in _TASK_OF}
 
 
 def _named(nodes: list[ast.AST], names) -> list[str]:
@@ -506,47 +501,41 @@ def _reach(todo: list[str], graph: dict) -> set[str]:
     return seen
 
 
-def _scan_tree(tree: ast.Module, module: str, defined: set[str]) -> dict[str, tuple]:
+def _scan_tree(tree: ast.Module, module: str, defined: set[str]) -> dict[str, _Unit]:
     """The units of an exercise module: its tasks, and the provided names other modules import."""
     ids = [t.id for t in tasks.TASKS if t.module == module]
     owner = {name: t.id for t in tasks.TASKS if t.module == module for name in t.names}
-    mod, regions = _Module(tree, set(owner), defined), {tid: [] for tid in ids}  # task → (name, stmt)
-    helpers, module_stmts, ways = {}, [], []  # helper → its defs; the rest of the module's code; alias bindings'
-    for stmt in tree.body:
+    mod, parts, helpers, rest, ways = _Module(tree, set(owner), defined), [], {}, [], []
+    for stmt in tree.body:  # parts: ("your …", its code, the units it costs)
         mine = [n for n in _binds([stmt]) if n in owner]
-        for name in mine:
-            regions[owner[name]].append((name, stmt))
+        parts += [(f"your {name}", [stmt], [owner[name]]) for name in mine]
         if not mine and isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             helpers.setdefault(stmt.name, []).append(stmt)
-        elif not mine and mod.is_alias_binding(stmt):
+        elif not mine and mod.is_alias_binding(stmt):  # what an alias names is judged where it is used
             ways += [("your module", f) for f in mod.findings(stmt) if f.kind == "way"]
         elif not mine:
-            module_stmts.append(stmt)
-    # A helper costs the tasks whose code uses it; one that module-level code or no task uses, every task.
-    calls = {h: _named(helpers[h], helpers) for h in helpers}
-    module_uses = _reach(_named(module_stmts, helpers), calls)
-    used = {tid: _reach(_named([s for _, s in r], helpers), calls) - module_uses for tid, r in regions.items()}
-    payers = {h: [tid for tid in ids if h in used[tid]] or ids for h in helpers}
-    units, shared = {}, _tasks_named(mod, module_stmts, owner)
-    for tid, stmts in regions.items():  # `from torch import softmax`: the task's name is the built-in itself
-        code = [s for _, s in stmts] + [s for h in helpers if tid in payers[h] for s in helpers[h]]
-        units[tid] = (module, ways + [(f"your {name}", f) for name, stmt in stmts for f in mod.findings(stmt)],
-                      (_tasks_named(mod, code, owner) | shared) - {tid}, _defined_attrs(code + module_stmts))
-    for name in helpers:
-        if ":" in (pid := _TASK_OF.get((module, name), "")):  # provided code: its own and its helpers'
-            code = [s for h in _reach([name], calls) for s in helpers[h]]
-            units[pid] = (module, [(f"your {name}", f) for stmt in code for f in mod.findings(stmt)],
-                          _tasks_named(mod, code, owner), _defined_attrs(code))
-    everyone = [(ids, "your module", f) for stmt in module_stmts for f in mod.findings(stmt)]
-    for tids, where, f in everyone + [(payers[h], f"your helper {h}", f) for h in helpers for stmt in helpers[h]
-                                        for f in mod.findings(stmt)]:
-        for tid in tids:
-            units[tid][1].append((where, f))
+            rest.append(stmt)
+    # A helper costs the tasks whose code uses it; one that module-level code or no task uses, every task. Provided
+    # code other modules import (ClassicConfig) is a unit of its own, with its helpers.
+    calls, used = {h: _named(helpers[h], helpers) for h in helpers}, collections.defaultdict(set)
+    for _, code, [tid] in parts:
+        used[tid] |= _reach(_named(code, helpers), calls) - _reach(_named(rest, helpers), calls)
+    provided = {pid: _reach([h], calls) for h in helpers if ":" in (pid := _TASK_OF.get((module, h), ""))}
+    parts += [(f"your helper {h}", helpers[h], ([t for t in ids if h in used[t]] or ids)
+               + [pid for pid, code in provided.items() if h in code]) for h in helpers]
+    units = {u: _Unit(module, list(ways) if u in ids else []) for u in ids + list(provided)}
+    for where, code, payers in parts + [("your module", rest, ids)]:
+        found = [(where, f) for s in code for f in mod.findings(s)]
+        named, attrs = _tasks_named(mod, code, owner), _defined_attrs(code)
+        for u in payers:
+            units[u].found += found
+            units[u].names |= named
+            units[u].attrs |= attrs
     # A family's built-in as a value (a default, a dict entry, a decorator's argument) may be filed anywhere
     # and used by any task of the module: it costs every task whose families have it.
-    values = [(u, where, f) for u, (_, found, _, _) in units.items() for where, f in found if f.value]
+    values = [(u, where, f) for u, unit in units.items() for where, f in unit.found if f.value]
     for t in map(tasks.get, ids):
-        units[t.id][1].extend((where, f) for u, where, f in values if u != t.id
+        units[t.id].found.extend((where, f) for u, where, f in values if u != t.id
                               and any(_forbidden(FAMILIES[family], f) for family, _ in t.forbidden))
     return units
 
