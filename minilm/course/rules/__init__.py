@@ -323,24 +323,17 @@ class _Module:
             attr = ast.copy_location(ast.Attribute(args[0], args[1].value, ctx), node)
             self._walk(attr, call and dynamic == "getattr", alias)
             return self._walk_all([*args[2:], *node.keywords])
-        if dynamic and dynamic != "hasattr":
-            advice = allowed.SETATTR_ADVICE if dynamic == "setattr" else allowed.DYNAMIC_ADVICE
-            self._way(node, "calls", f"{dynamic} with a computed name", advice)
-            return self._walk_all([*args, *node.keywords])
         if isinstance(node, ast.MatchClass):  # case C(a, name=p) reads C's __match_args__ and attribute `name`
             for attr in node.kwd_attrs:
                 self._attr(node, attr, False, _short(node.cls, 30))
             if node.patterns and not (isinstance(node.cls, ast.Name) and node.cls.id in allowed.MATCH_SELF_TYPES
                                       and node.cls.id not in self.own):
                 self._way(node, "has", f"the class pattern {_short(node)}", allowed.MATCH_ADVICE)
-        if isinstance(node, ast.Subscript) and (self.resolve(node.value) or "").split(".")[0] == "jaxtyping":
-            self._name(node.value, self.resolve(node.value), call=False, alias=True)  # Float[…]: a type
-            for part in node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]:
-                if not _const(part) and self.resolve(part) is not None:
-                    self._walk(part, alias=True)  # Tensor, torch.Tensor: a type
-                elif not (_const(part) and allowed.SHAPE.fullmatch(part.value)):
+        if isinstance(node, ast.Subscript) and (self.resolve(node.value) or "").startswith("jaxtyping."):
+            for part in [node.value, *(node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice])]:
+                if not (_const(part) and allowed.SHAPE.fullmatch(part.value) or self.resolve(part)):
                     self._way(part, "has", f"the jaxtyping shape {_short(part)}", allowed.SHAPE_ADVICE)
-                    self._walk(part)
+                self._walk(part, alias=True)  # Float, Tensor, torch.Tensor: types
             return
         if isinstance(node, ast.Call):
             q = self.resolve(node.func)
@@ -352,7 +345,9 @@ class _Module:
             q = self.resolve(node)
             if q is not None:
                 return self._name(node, q, call, store=isinstance(node.ctx, (ast.Store, ast.Del)), alias=alias)
-            if not self._is_self(node.value):
+            v = node.value  # self: the method's first parameter, never rebound, or super() in such a method
+            if not (isinstance(v, ast.Name) and v.id in self.exempt or isinstance(v, ast.Call) and self.exempt
+                    and "super" not in self.own and ast.unparse(v) == "super()"):
                 if isinstance(node.ctx, ast.Store) and node.attr in allowed.METHODS - allowed.WRITABLE:
                     self._way(node, "assigns to", _short(node), allowed.PATCHING_ADVICE)  # k.transpose = …
                 self._attr(node, node.attr, call, _short(node.value, 30))
@@ -370,20 +365,15 @@ class _Module:
                 self._name(node, self.aliases[node.id], call, alias=alias)
             elif node.id in self.ambiguous:
                 self._way(node, "uses", f"{node.id}, bound to different things", allowed.AMBIGUOUS_ADVICE)
-            elif node.id in allowed.REFUSED_BUILTINS and node.id not in self.local:
-                self._way(node, "calls" if call else "uses", node.id, allowed.DYNAMIC_ADVICE, unlisted=True)
+            elif node.id in allowed.REFUSED_BUILTINS and node.id not in self.local:  # getattr with a computed name …
+                advice = allowed.SETATTR_ADVICE if node.id == "setattr" else allowed.DYNAMIC_ADVICE
+                self._way(node, "calls" if call else "uses", node.id, advice, unlisted=True)
             return
         self._walk_all(ast.iter_child_nodes(node))
 
     def _walk_all(self, nodes) -> None:
         for node in nodes:
             self._walk(node)
-
-    def _is_self(self, node: ast.AST) -> bool:
-        """The method's own first parameter, never rebound, or super() inside such a method."""
-        return isinstance(node, ast.Name) and node.id in self.exempt or (
-            bool(self.exempt) and isinstance(node, ast.Call) and not node.args and isinstance(node.func, ast.Name)
-            and node.func.id == "super" and "super" not in self.own)
 
 
 def _judge(task: tasks.Task, f: _Finding) -> tuple[str, str] | None:
