@@ -244,8 +244,8 @@ class _Module:
     def _way(self, node, verb, what, advice, unlisted=False):
         self.out.append(_Finding(getattr(node, "lineno", 1), verb, what, "way", what, advice, not unlisted))
 
-    def _name(self, node, q: str, call: bool, store: bool = False, alias: bool = False) -> None:
-        verb, parts = "calls" if call else "uses", q.split(".")
+    def _name(self, node, q: str, call: bool, store: bool = False, alias: bool = False, verb: str = "") -> None:
+        verb, parts = verb or ("calls" if call else "uses"), q.split(".")
         if store:
             return self._way(node, "assigns to", q, allowed.PATCHING_ADVICE)
         if parts[0] == "minilm":  # the student's own code, and the provided validate module's checks
@@ -281,19 +281,13 @@ class _Module:
     def _import(self, node: ast.Import | ast.ImportFrom) -> None:
         if (base := _from_module(node)) is None:
             return self._way(node, "imports", "." * node.level + (node.module or ""), allowed.IMPORT_ADVICE)
-        if any(a.name == "*" for a in node.names):
-            self._way(node, "imports", f"* from {base}", allowed.STAR_ADVICE)
-        for q in (f"{base}.{a.name}" if base else a.name for a in node.names if a.name != "*"):
-            parts = q.split(".")
-            if not (_importable_minilm(q) if parts[0] == "minilm" else parts[0] in allowed.IMPORTABLE):
+        for q in (f"{base}.{a.name}" if base else a.name for a in node.names):
+            if q.endswith("*"):
+                self._way(node, "imports", f"* from {base}", allowed.STAR_ADVICE)
+            elif q.split(".")[0] not in allowed.IMPORTABLE | {"minilm"}:
                 self._way(node, "imports", q, allowed.IMPORT_ADVICE)
-            elif parts[0] != "minilm" and q != "__future__.annotations":
-                if any(p.startswith("_") for p in parts):
-                    self._way(node, "imports", q, allowed.PRIVATE_ADVICE)
-                elif not (q in allowed.MODULES or base and q in _ANY_TASK_MAY_USE):
-                    self._way(node, "imports", q, allowed.LIST_ADVICE, unlisted=True)
-                elif q not in allowed.MODULES:  # what it binds: judged where it is (a top-level one, where used)
-                    self.out.append(_Finding(node.lineno, "imports", q, "name", q))
+            elif q != "__future__.annotations":  # what it binds: judged where it is (a top-level one, where used)
+                self._name(node, q, call=False, alias=True, verb="imports")
 
     def _walk(self, node: ast.AST, call: bool = False, alias: bool = False) -> None:
         """`alias`: node is the value of an alias binding (F = torch.nn.functional)."""
@@ -502,7 +496,8 @@ def _scan_tree(tree: ast.Module, module: str, defined: set[str]) -> dict[str, _U
         if not mine and isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             helpers.setdefault(stmt.name, []).append(stmt)
         elif not mine and mod.is_alias_binding(stmt):  # what an alias names is judged where it is used
-            ways += [("your module", f) for f in mod.findings(stmt) if f.kind == "way"]
+            ways += [("your module", f) for f in mod.findings(stmt)
+                     if f.kind == "way" or f.verb == "imports" and f.name not in _ANY_TASK_MAY_USE]
         elif not mine:
             rest.append(stmt)
     # A helper costs the tasks whose code uses it; one that module-level code or no task uses, every task. Provided
