@@ -61,16 +61,11 @@ class _Finding:
 
 
 @functools.lru_cache(maxsize=None)  # pure in the name; a scan asks again and again
-def _tokens(name: str) -> tuple[str, ...]:
-    """A name's words, lower-cased, whatever its style: native_layer_norm, LayerNorm → (…, layer, norm)."""
-    return tuple(w.lower() for piece in name.split("_") for w in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+", piece))
-
-
-@functools.lru_cache(maxsize=None)
-def _contains_name(name: str, builtin: str) -> bool:
-    # torch's variants carry the built-in's words in a row: native_layer_norm, BatchNorm1d, NLLLoss2d
-    have, want = _tokens(name), _tokens(builtin)
-    return name == builtin or bool(want) and any(have[i:i + len(want)] == want for i in range(len(have)))
+def _words(name: str) -> str:
+    """A name's words, lower-cased, whatever its style: native_layer_norm, LayerNorm → " native layer norm ". One
+    name holds another's words in a row as torch's variants do (native_layer_norm, BatchNorm1d, NLLLoss2d) when
+    its words contain the other's."""
+    return " " + " ".join(w.lower() for w in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+", name)) + " "
 
 
 @functools.lru_cache(maxsize=None)
@@ -79,7 +74,7 @@ def _family_matches(family: Family, name: str) -> bool:
     if parts[0] not in ("torch", "einops") or any(dotted.startswith(e + ".") for e in family.except_):
         return False
     return any(dotted.startswith(p + ".") for p in family.prefixes) or any(
-        _contains_name(p, n) for p in parts[1:] for n in family.names)
+        _words(n) in _words(p) for p in parts[1:] for n in family.names)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -387,7 +382,7 @@ def _forbidden(family: Family, f: _Finding) -> bool:
         return f.name in family.methods if f.kind == "self" else _family_matches(family, f.name)
     # a multi-word built-in's words (.native_layer_norm), not a one-word one's (.linear_q may be the student's)
     return (f.name in family.methods or f.name in family.names
-            or any(len(_tokens(n)) > 1 and _contains_name(f.name, n) for n in family.names))
+            or any(" " in _words(n).strip() and _words(n) in _words(f.name) for n in family.names))
 
 
 def scan(source: str | bytes, filename: str) -> dict[str, list[Violation]]:
@@ -448,8 +443,9 @@ def _scan(sources: dict[str, str | bytes], file_of, reach: bool = True) -> dict[
         seen = {}
         for other in [task.id, *others] if reach else [task.id]:
             unit = units.get(other, _Unit(""))
+            via = f"your {other.split(':')[1]}" if ":" in other else f"your {tasks.get(other).function} (Task {other})"
             found = unit.found if other == task.id else [  # what the other task's own rules refuse costs it alone
-                (f"your {task.function}", replace(f, verb="reaches", what=f"{f.what} through {_via(other)}"))
+                (f"your {task.function}", replace(f, verb="reaches", what=f"{f.what} through {via}"))
                 for _, f in unit.found if ":" in other or _judge(tasks.get(other), f) is None]
             for where, f in found:
                 if judged := _judge(task, f):
@@ -457,10 +453,6 @@ def _scan(sources: dict[str, str | bytes], file_of, reach: bool = True) -> dict[
                     seen.setdefault((v.file, v.line, v.what), v)
         result[task.id] = sorted(seen.values(), key=lambda v: (v.verb == "reaches", v.file, v.line))
     return result
-
-
-def _via(unit: str) -> str:
-    return f"your {unit.split(':')[1]}" if ":" in unit else f"your {tasks.get(unit).function} (Task {unit})"
 
 
 def _tasks_named(mod: _Module, nodes: list[ast.AST], owner: dict[str, str]) -> set[str]:
@@ -545,6 +537,5 @@ def violations_for(task_id: str) -> list[Violation]:
     if not paths[task.module].is_file():
         return []
     stamps = tuple((m, str(p), p.stat().st_mtime_ns, p.stat().st_size) for m, p in paths.items() if p.is_file())
-    folder = paths[task.module].parent
-    display = folder.relative_to(tasks.ROOT).as_posix() if folder.is_relative_to(tasks.ROOT) else str(folder)
-    return list(_scan_files(stamps, display).get(task.id, []))
+    folder = paths[task.module].parent.relative_to(tasks.ROOT).as_posix()  # minilm or solutions
+    return list(_scan_files(stamps, folder).get(task.id, []))
