@@ -94,12 +94,9 @@ def _binding(n: ast.AST) -> str | None:
         return None if isinstance(n.ctx, ast.Load) else n.id
     if isinstance(n, ast.alias):
         return None if n.name == "*" else n.asname or n.name.split(".")[0]
-    if isinstance(n, ast.arg):
-        return n.arg
-    if isinstance(n, ast.MatchMapping):
-        return n.rest
     named = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ExceptHandler, ast.MatchAs, ast.MatchStar)
-    return n.name if isinstance(n, named) else None
+    return n.arg if isinstance(n, ast.arg) else n.rest if isinstance(n, ast.MatchMapping) else (
+        n.name if isinstance(n, named) else None)
 
 
 def _binds(nodes: list[ast.AST]) -> frozenset[str]:
@@ -191,17 +188,18 @@ class _Module:
                    if isinstance(n, (ast.Import, ast.ImportFrom)) and (base := _from_module(n)) is not None
                    for a in n.names if (b := _binding(a))]
         # `name = <a resolved name>` or an import anywhere: one namespace, so F = torch.nn.functional; F.linear(…)
-        # is seen wherever it is written. Twice: an alias of an alias defined later. A name bound to different
-        # things, or also by a parameter, a def, a loop …, is ambiguous: no alias, and refused where it is used;
-        # then again without it (an alias of an ambiguous name is none).
+        # is seen wherever it is written. A name bound to different things, or also by a parameter, a def, a loop …,
+        # is ambiguous: no alias (nor is an alias of it), and refused where it is used. Rounds until nothing changes
+        # (an alias of an alias defined later; each round's aliases hold the last one's).
         pairs = [p for n in nodes if isinstance(n, (ast.Assign, ast.AnnAssign)) for p in _alias_pairs(n)]
-        alias_sites, self.ambiguous = collections.Counter(t for t, _ in imports + pairs), set()
-        for _ in range(2):
-            self.aliases = {t: q for t, q in imports if t not in self.ambiguous}
-            for _ in range(2):
-                self.aliases |= {t: q for t, v in pairs if t not in self.ambiguous and (q := self.resolve(v))}
-            meanings = collections.Counter(t for t, _ in set(imports + [(t, self.resolve(v)) for t, v in pairs]))
-            self.ambiguous |= {t for t in self.aliases if meanings[t] > 1 or sites[t] > alias_sites[t]}
+        alias_sites, self.aliases, last = collections.Counter(t for t, _ in imports + pairs), {}, None
+        while self.aliases != last:
+            meanings, last = collections.defaultdict(set), self.aliases
+            for t, q in imports + [(t, self.resolve(v)) for t, v in pairs]:
+                meanings[t].add(q)
+            self.ambiguous = {t for t, qs in meanings.items()
+                              if qs != {None} and (len(qs) > 1 or sites[t] > alias_sites[t])}
+            self.aliases = {t: q for t, (q, *_) in meanings.items() if q and t not in self.ambiguous}
         for name in task_names:  # never aliases: Task 6.2 calling softmax calls the student's softmax
             self.aliases.pop(name, None)
         # Classes whose self is the student's alone: built on nn.Module, Optimizer or such classes (a
