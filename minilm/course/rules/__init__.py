@@ -217,15 +217,16 @@ class _Module:
             self.resolve(v) is not None for _, v in pairs)
 
     def _dynamic(self, node: ast.AST) -> str | None:
-        f = node.func if isinstance(node, ast.Call) else None
-        return f.id if isinstance(f, ast.Name) and f.id in allowed.DYNAMIC and f.id not in self.local else None
+        """Python's getattr, hasattr, setattr or delattr with a constant name: a use of that attribute."""
+        f, args = node.func if isinstance(node, ast.Call) else None, getattr(node, "args", [])
+        return f.id if isinstance(f, ast.Name) and f.id in allowed.DYNAMIC and f.id not in self.local and len(
+            args) >= 2 and _const(args[1], name=True) else None
 
     def resolve(self, node: ast.AST) -> str | None:
         if isinstance(node, ast.Name):  # a method's own self is never another scope's alias of that name
             return None if node.id in self.exempt else self.aliases.get(node.id)
         base, attr = (node.value, node.attr) if isinstance(node, ast.Attribute) else (
-            (node.args[0], node.args[1].value) if self._dynamic(node) == "getattr" and len(node.args) >= 2
-            and _const(node.args[1], name=True) else (None, None))
+            (node.args[0], node.args[1].value) if self._dynamic(node) == "getattr" else (None, None))
         q = self.resolve(base) if base is not None else None
         return f"{q}.{attr}" if q else None
 
@@ -304,12 +305,11 @@ class _Module:
             for value in {id(v): v for _, v in _alias_pairs(node)}.values():  # F = G = value: one value
                 self._walk(value, alias=True)
             return
-        dynamic, args = self._dynamic(node), getattr(node, "args", [])
-        if dynamic and len(args) >= 2 and _const(args[1], name=True):  # getattr(x, "name") is x.name
+        if dynamic := self._dynamic(node):  # getattr(x, "name") is x.name
             ctx = ast.Load() if dynamic in ("getattr", "hasattr") else ast.Store()
-            attr = ast.copy_location(ast.Attribute(args[0], args[1].value, ctx), node)
+            attr = ast.copy_location(ast.Attribute(node.args[0], node.args[1].value, ctx), node)
             self._walk(attr, call and dynamic == "getattr", alias)
-            return self._walk_all([*args[2:], *node.keywords])
+            return self._walk_all([*node.args[2:], *node.keywords])
         if isinstance(node, ast.MatchClass):  # case C(a, name=p) reads C's __match_args__ and attribute `name`
             for attr in node.kwd_attrs:
                 self._attr(node, attr, False, _short(node.cls, 30))
@@ -323,14 +323,12 @@ class _Module:
                 self._walk(part, alias=True)  # Float, Tensor, torch.Tensor: types
             return
         if isinstance(node, ast.Call):
-            q = self.resolve(node.func)
-            if q in allowed.PICKLERS and not _plain_call(node, q):
+            if (q := self.resolve(node.func)) in allowed.PICKLERS and not _plain_call(node, q):
                 self._way(node, "calls", f"{q} with a pickler or options", allowed.LOAD_ADVICE)
             self._walk(node.func, call=True)
             return self._walk_all([*node.args, *node.keywords])
         if isinstance(node, ast.Attribute):
-            q = self.resolve(node)
-            if q is not None:
+            if (q := self.resolve(node)) is not None:
                 return self._name(node, q, call, store=isinstance(node.ctx, (ast.Store, ast.Del)), alias=alias)
             v = node.value  # self: the method's first parameter, never rebound, or super() in such a method
             if not (isinstance(v, ast.Name) and v.id in self.exempt or isinstance(v, ast.Call) and self.exempt
