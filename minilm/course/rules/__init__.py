@@ -203,13 +203,17 @@ class _Module:
         for name in task_names:  # never aliases: Task 6.2 calling softmax calls the student's softmax
             self.aliases.pop(name, None)
         # Classes whose self is the student's alone: built on nn.Module, Optimizer or such classes (a
-        # subclass of torch.Tensor has the built-ins as methods: self.softmax).
-        classes, self.plain = [n for n in nodes if isinstance(n, ast.ClassDef)], set()
+        # subclass of torch.Tensor has the built-ins as methods: self.softmax). Each method's self: its first
+        # parameter in such a class, never rebound, but a static method's.
+        classes, plain = [n for n in nodes if isinstance(n, ast.ClassDef)], set()
         self.bases = {id(b) for c in classes for b in c.bases}  # a base class is the class's own business
         for _ in classes:
-            self.plain |= {c.name for c in classes if not c.keywords and all(
-                self.resolve(b) in allowed.SELF_BASES
-                or (isinstance(b, ast.Name) and b.id in self.plain and b.id not in self.aliases) for b in c.bases)}
+            plain |= {c.name for c in classes if not c.keywords and all(self.resolve(b) in allowed.SELF_BASES or (
+                isinstance(b, ast.Name) and b.id in plain and b.id not in self.aliases) for b in c.bases)}
+        self.selves = {id(fn): frozenset(a.arg for a in [*fn.args.posonlyargs, *fn.args.args][:1] if c.name in plain
+                                         and "staticmethod" not in map(ast.unparse, fn.decorator_list)
+                                         and [_binding(n) for n in ast.walk(fn)].count(a.arg) == 1)
+                       for c in classes for fn in c.body if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
     def is_alias_binding(self, stmt: ast.stmt) -> bool:
         pairs = _alias_pairs(stmt)
@@ -287,16 +291,10 @@ class _Module:
         """`alias`: node is the value of an alias binding (F = torch.nn.functional)."""
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             return self._import(node)
-        if isinstance(node, ast.ClassDef):  # its methods' first parameters: the real self and cls
-            for fn in (f for f in node.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))):
-                first = [*fn.args.posonlyargs, *fn.args.args][:1]
-                static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list)
-                fn.minilm_self = frozenset(a.arg for a in first if node.name in self.plain and not static
-                                           and [_binding(n) for n in ast.walk(fn)].count(a.arg) == 1)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             outer, body = (self.exempt, self.local), node.body if isinstance(node.body, list) else [node.body]
             self._walk_all(c for c in ast.iter_child_nodes(node) if c not in body)  # the signature and decorators
-            self.exempt, self.local = getattr(node, "minilm_self", outer[0]), outer[1] | _locals(node)
+            self.exempt, self.local = self.selves.get(id(node), outer[0]), outer[1] | _locals(node)
             self._walk_all(body)
             self.exempt, self.local = outer
             return
