@@ -507,7 +507,7 @@ def _scan_tree(tree: ast.Module, module: str, defined: set[str]) -> dict[str, _U
     values = [(u, where, f) for u, unit in units.items() for where, f in unit.found if f.value]
     for t in map(tasks.get, ids):
         units[t.id].found.extend((where, f) for u, where, f in values if u != t.id
-                              and any(_forbidden(FAMILIES[family], f) for family, _ in t.forbidden))
+                                 and any(_forbidden(FAMILIES[family], f) for family, _ in t.forbidden))
     return units
 
 
