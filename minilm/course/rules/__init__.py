@@ -17,7 +17,7 @@ import ast
 import collections
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from minilm.course import tasks
@@ -61,16 +61,11 @@ class _Finding:
 
 
 @functools.lru_cache(maxsize=None)  # pure in the name; a scan asks again and again
-def _tokens(name: str) -> tuple[str, ...]:
-    """A name's words, lower-cased, whatever its style: native_layer_norm, LayerNorm → (…, layer, norm)."""
-    return tuple(w.lower() for piece in name.split("_") for w in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+", piece))
-
-
-@functools.lru_cache(maxsize=None)
-def _contains_name(name: str, builtin: str) -> bool:
-    # torch's variants carry the built-in's words in a row: native_layer_norm, BatchNorm1d, NLLLoss2d
-    have, want = _tokens(name), _tokens(builtin)
-    return name == builtin or bool(want) and any(have[i:i + len(want)] == want for i in range(len(have)))
+def _words(name: str) -> str:
+    """A name's words, lower-cased, whatever its style: native_layer_norm, LayerNorm → " native layer norm ". One
+    name holds another's words in a row as torch's variants do (native_layer_norm, BatchNorm1d, NLLLoss2d) when
+    its words contain the other's."""
+    return " " + " ".join(w.lower() for w in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+", name)) + " "
 
 
 @functools.lru_cache(maxsize=None)
@@ -79,7 +74,7 @@ def _family_matches(family: Family, name: str) -> bool:
     if parts[0] not in ("torch", "einops") or any(dotted.startswith(e + ".") for e in family.except_):
         return False
     return any(dotted.startswith(p + ".") for p in family.prefixes) or any(
-        _contains_name(p, n) for p in parts[1:] for n in family.names)
+        _words(n) in _words(p) for p in parts[1:] for n in family.names)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -93,39 +88,21 @@ def _importable_minilm(q: str) -> bool:
         len(parts) == 2 or len(parts) == 3 and tasks.EXPORTS.get(parts[2]) == parts[1])
 
 
-def _bound_names(stmt: ast.stmt) -> list[str]:
-    """A def's, a class's or an import's names, or every name in an assignment's or a loop's targets."""
-    targets = stmt.targets if isinstance(stmt, ast.Assign) else [getattr(stmt, "target", None)]
-    return [b for n in [stmt, *getattr(stmt, "names", [])] if (b := _binding(n))] + [
-        n.id for t in targets if t is not None for n in ast.walk(t) if isinstance(n, ast.Name)]
-
-
-def _rebinds(fn: ast.AST, name: str, own: ast.arg) -> bool:
-    return any(n is not own and _binding(n) == name or isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names
-               for n in ast.walk(fn))
-
-
 def _binding(n: ast.AST) -> str | None:
     """The name one node binds, if any: a store, an import, a parameter, a def, an except or match capture."""
     if isinstance(n, ast.Name):
         return None if isinstance(n.ctx, ast.Load) else n.id
     if isinstance(n, ast.alias):
         return None if n.name == "*" else n.asname or n.name.split(".")[0]
-    if isinstance(n, ast.arg):
-        return n.arg
-    if isinstance(n, ast.MatchMapping):
-        return n.rest
     named = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ExceptHandler, ast.MatchAs, ast.MatchStar)
-    return n.name if isinstance(n, named) else None
+    return n.arg if isinstance(n, ast.arg) else n.rest if isinstance(n, ast.MatchMapping) else (
+        n.name if isinstance(n, named) else None)
 
 
-def _locals(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> frozenset[str]:
-    """The names a function binds in its own scope, where Python never looks them up in its built-ins (a module's
-    or a class body's names may be unbound when read, and then are). Not those of nested functions, classes or
-    comprehensions, nor `global` ones: fewer names, so more refusals."""
-    a, names, outside = fn.args, set(), set()
-    names |= {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg] if x}
-    todo = list(fn.body) if isinstance(fn.body, list) else [fn.body]
+def _binds(nodes: list[ast.AST]) -> frozenset[str]:
+    """The names `nodes` bind in their own scope: a def's or a class's name, not what its body binds, nor a
+    comprehension's names, nor `global` ones."""
+    names, outside, todo = set(), set(), list(nodes)
     while todo:
         n = todo.pop()
         if isinstance(n, (ast.Global, ast.Nonlocal)):
@@ -135,6 +112,14 @@ def _locals(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> frozense
                               ast.SetComp, ast.DictComp, ast.GeneratorExp)):
             todo += ast.iter_child_nodes(n)
     return frozenset(names - outside - {None})
+
+
+def _locals(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> frozenset[str]:
+    """The names a function binds in its own scope, where Python never looks them up in its built-ins (a module's
+    or a class body's names may be unbound when read, and then are): fewer names, so more refusals."""
+    a = fn.args
+    return _binds(fn.body if isinstance(fn.body, list) else [fn.body]) | {
+        x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg] if x}
 
 
 def _defined_attrs(nodes: list[ast.AST], stored_only: bool = False) -> set[str]:
@@ -149,7 +134,7 @@ def _defined_by(root: ast.AST, stored_only: bool = False) -> frozenset[str]:
         [n.attr] if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) else
         [n.args[1].value] if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr"
         and len(n.args) > 1 and _const(n.args[1]) else [] if stored_only else
-        [b for s in n.body for b in _bound_names(s)] if isinstance(n, ast.ClassDef) else
+        _binds(n.body) if isinstance(n, ast.ClassDef) else
         [n.args[0].value] if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.args
         and n.func.attr in allowed.SETTERS and _const(n.args[0]) else []))
 
@@ -203,28 +188,32 @@ class _Module:
                    if isinstance(n, (ast.Import, ast.ImportFrom)) and (base := _from_module(n)) is not None
                    for a in n.names if (b := _binding(a))]
         # `name = <a resolved name>` or an import anywhere: one namespace, so F = torch.nn.functional; F.linear(…)
-        # is seen wherever it is written. Twice: an alias of an alias defined later. A name bound to different
-        # things, or also by a parameter, a def, a loop …, is ambiguous: no alias, and refused where it is used;
-        # then again without it (an alias of an ambiguous name is none).
+        # is seen wherever it is written. A name bound to different things, or also by a parameter, a def, a loop …,
+        # is ambiguous: no alias (nor is an alias of it), and refused where it is used. Rounds until nothing changes
+        # (an alias of an alias defined later; each round's aliases hold the last one's).
         pairs = [p for n in nodes if isinstance(n, (ast.Assign, ast.AnnAssign)) for p in _alias_pairs(n)]
-        alias_sites, self.ambiguous = collections.Counter(t for t, _ in imports + pairs), set()
-        for _ in range(2):
-            self.aliases = {t: q for t, q in imports if t not in self.ambiguous}
-            for _ in range(2):
-                self.aliases |= {t: q for t, v in pairs if t not in self.ambiguous and (q := self.resolve(v))}
-            meanings = collections.Counter(t for t, _ in set(imports + [(t, self.resolve(v)) for t, v in pairs]))
-            self.ambiguous |= {t for t in self.aliases if meanings[t] > 1 or sites[t] > alias_sites[t]}
-        self.imported = dict(self.aliases)  # what an import binds task names to
+        alias_sites, self.aliases, last = collections.Counter(t for t, _ in imports + pairs), {}, None
+        while self.aliases != last:
+            meanings, last = collections.defaultdict(set), self.aliases
+            for t, q in imports + [(t, self.resolve(v)) for t, v in pairs]:
+                meanings[t].add(q)
+            self.ambiguous = {t for t, qs in meanings.items()
+                              if qs != {None} and (len(qs) > 1 or sites[t] > alias_sites[t])}
+            self.aliases = {t: q for t, (q, *_) in meanings.items() if q and t not in self.ambiguous}
         for name in task_names:  # never aliases: Task 6.2 calling softmax calls the student's softmax
             self.aliases.pop(name, None)
         # Classes whose self is the student's alone: built on nn.Module, Optimizer or such classes (a
-        # subclass of torch.Tensor has the built-ins as methods: self.softmax).
-        classes, self.plain = [n for n in nodes if isinstance(n, ast.ClassDef)], set()
+        # subclass of torch.Tensor has the built-ins as methods: self.softmax). Each method's self: its first
+        # parameter in such a class, never rebound, but a static method's.
+        classes, plain = [n for n in nodes if isinstance(n, ast.ClassDef)], set()
         self.bases = {id(b) for c in classes for b in c.bases}  # a base class is the class's own business
         for _ in classes:
-            self.plain |= {c.name for c in classes if not c.keywords and all(
-                self.resolve(b) in allowed.SELF_BASES
-                or (isinstance(b, ast.Name) and b.id in self.plain and b.id not in self.aliases) for b in c.bases)}
+            plain |= {c.name for c in classes if not c.keywords and all(self.resolve(b) in allowed.SELF_BASES or (
+                isinstance(b, ast.Name) and b.id in plain and b.id not in self.aliases) for b in c.bases)}
+        self.selves = {id(fn): frozenset(a.arg for a in [*fn.args.posonlyargs, *fn.args.args][:1] if c.name in plain
+                                         and "staticmethod" not in map(ast.unparse, fn.decorator_list)
+                                         and [_binding(n) for n in ast.walk(fn)].count(a.arg) == 1)
+                       for c in classes for fn in c.body if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
     def is_alias_binding(self, stmt: ast.stmt) -> bool:
         pairs = _alias_pairs(stmt)
@@ -232,15 +221,16 @@ class _Module:
             self.resolve(v) is not None for _, v in pairs)
 
     def _dynamic(self, node: ast.AST) -> str | None:
-        f = node.func if isinstance(node, ast.Call) else None
-        return f.id if isinstance(f, ast.Name) and f.id in allowed.DYNAMIC and f.id not in self.local else None
+        """Python's getattr, hasattr, setattr or delattr with a constant name: a use of that attribute."""
+        f, args = node.func if isinstance(node, ast.Call) else None, getattr(node, "args", [])
+        return f.id if isinstance(f, ast.Name) and f.id in allowed.DYNAMIC and f.id not in self.local and len(
+            args) >= 2 and _const(args[1], name=True) else None
 
     def resolve(self, node: ast.AST) -> str | None:
         if isinstance(node, ast.Name):  # a method's own self is never another scope's alias of that name
             return None if node.id in self.exempt else self.aliases.get(node.id)
         base, attr = (node.value, node.attr) if isinstance(node, ast.Attribute) else (
-            (node.args[0], node.args[1].value) if self._dynamic(node) == "getattr" and len(node.args) >= 2
-            and _const(node.args[1], name=True) else (None, None))
+            (node.args[0], node.args[1].value) if self._dynamic(node) == "getattr" else (None, None))
         q = self.resolve(base) if base is not None else None
         return f"{q}.{attr}" if q else None
 
@@ -252,8 +242,8 @@ class _Module:
     def _way(self, node, verb, what, advice, unlisted=False):
         self.out.append(_Finding(getattr(node, "lineno", 1), verb, what, "way", what, advice, not unlisted))
 
-    def _name(self, node, q: str, call: bool, store: bool = False, alias: bool = False) -> None:
-        verb, parts = "calls" if call else "uses", q.split(".")
+    def _name(self, node, q: str, call: bool, store: bool = False, alias: bool = False, verb: str = "") -> None:
+        verb, parts = verb or ("calls" if call else "uses"), q.split(".")
         if store:
             return self._way(node, "assigns to", q, allowed.PATCHING_ADVICE)
         if parts[0] == "minilm":  # the student's own code, and the provided validate module's checks
@@ -289,34 +279,22 @@ class _Module:
     def _import(self, node: ast.Import | ast.ImportFrom) -> None:
         if (base := _from_module(node)) is None:
             return self._way(node, "imports", "." * node.level + (node.module or ""), allowed.IMPORT_ADVICE)
-        if any(a.name == "*" for a in node.names):
-            self._way(node, "imports", f"* from {base}", allowed.STAR_ADVICE)
-        for q in (f"{base}.{a.name}" if base else a.name for a in node.names if a.name != "*"):
-            parts = q.split(".")
-            if not (_importable_minilm(q) if parts[0] == "minilm" else parts[0] in allowed.IMPORTABLE):
+        for q in (f"{base}.{a.name}" if base else a.name for a in node.names):
+            if q.endswith("*"):
+                self._way(node, "imports", f"* from {base}", allowed.STAR_ADVICE)
+            elif q.split(".")[0] not in allowed.IMPORTABLE | {"minilm"}:
                 self._way(node, "imports", q, allowed.IMPORT_ADVICE)
-            elif parts[0] != "minilm" and q != "__future__.annotations":
-                if any(p.startswith("_") for p in parts):
-                    self._way(node, "imports", q, allowed.PRIVATE_ADVICE)
-                elif not (q in allowed.MODULES or base and q in _ANY_TASK_MAY_USE):
-                    self._way(node, "imports", q, allowed.LIST_ADVICE, unlisted=True)
-                elif q not in allowed.MODULES:  # what it binds: judged where it is (a top-level one, where used)
-                    self.out.append(_Finding(node.lineno, "imports", q, "name", q))
+            elif q != "__future__.annotations":  # what it binds: judged where it is (a top-level one, where used)
+                self._name(node, q, call=False, alias=True, verb="imports")
 
     def _walk(self, node: ast.AST, call: bool = False, alias: bool = False) -> None:
         """`alias`: node is the value of an alias binding (F = torch.nn.functional)."""
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             return self._import(node)
-        if isinstance(node, ast.ClassDef):  # its methods' first parameters: the real self and cls
-            for fn in (f for f in node.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))):
-                first = [*fn.args.posonlyargs, *fn.args.args][:1]
-                static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list)
-                fn.minilm_self = frozenset(a.arg for a in first if node.name in self.plain and not static
-                                           and not _rebinds(fn, a.arg, a))
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             outer, body = (self.exempt, self.local), node.body if isinstance(node.body, list) else [node.body]
             self._walk_all(c for c in ast.iter_child_nodes(node) if c not in body)  # the signature and decorators
-            self.exempt, self.local = getattr(node, "minilm_self", outer[0]), outer[1] | _locals(node)
+            self.exempt, self.local = self.selves.get(id(node), outer[0]), outer[1] | _locals(node)
             self._walk_all(body)
             self.exempt, self.local = outer
             return
@@ -325,42 +303,34 @@ class _Module:
             for value in {id(v): v for _, v in _alias_pairs(node)}.values():  # F = G = value: one value
                 self._walk(value, alias=True)
             return
-        dynamic, args = self._dynamic(node), getattr(node, "args", [])
-        if dynamic and len(args) >= 2 and _const(args[1], name=True):  # getattr(x, "name") is x.name
+        if dynamic := self._dynamic(node):  # getattr(x, "name") is x.name
             ctx = ast.Load() if dynamic in ("getattr", "hasattr") else ast.Store()
-            attr = ast.copy_location(ast.Attribute(args[0], args[1].value, ctx), node)
+            attr = ast.copy_location(ast.Attribute(node.args[0], node.args[1].value, ctx), node)
             self._walk(attr, call and dynamic == "getattr", alias)
-            return self._walk_all([*args[2:], *node.keywords])
-        if dynamic and dynamic != "hasattr":
-            advice = allowed.SETATTR_ADVICE if dynamic == "setattr" else allowed.DYNAMIC_ADVICE
-            self._way(node, "calls", f"{dynamic} with a computed name", advice)
-            return self._walk_all([*args, *node.keywords])
+            return self._walk_all([*node.args[2:], *node.keywords])
         if isinstance(node, ast.MatchClass):  # case C(a, name=p) reads C's __match_args__ and attribute `name`
             for attr in node.kwd_attrs:
                 self._attr(node, attr, False, _short(node.cls, 30))
             if node.patterns and not (isinstance(node.cls, ast.Name) and node.cls.id in allowed.MATCH_SELF_TYPES
                                       and node.cls.id not in self.own):
                 self._way(node, "has", f"the class pattern {_short(node)}", allowed.MATCH_ADVICE)
-        if isinstance(node, ast.Subscript) and (self.resolve(node.value) or "").split(".")[0] == "jaxtyping":
-            self._name(node.value, self.resolve(node.value), call=False, alias=True)  # Float[…]: a type
-            for part in node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]:
-                if not _const(part) and self.resolve(part) is not None:
-                    self._walk(part, alias=True)  # Tensor, torch.Tensor: a type
-                elif not (_const(part) and allowed.SHAPE.fullmatch(part.value)):
+        if isinstance(node, ast.Subscript) and (self.resolve(node.value) or "").startswith("jaxtyping."):
+            for part in [node.value, *(node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice])]:
+                if not (_const(part) and allowed.SHAPE.fullmatch(part.value) or self.resolve(part)):
                     self._way(part, "has", f"the jaxtyping shape {_short(part)}", allowed.SHAPE_ADVICE)
-                    self._walk(part)
+                self._walk(part, alias=True)  # Float, Tensor, torch.Tensor: types
             return
         if isinstance(node, ast.Call):
-            q = self.resolve(node.func)
-            if q in allowed.PICKLERS and not _plain_call(node, q):
+            if (q := self.resolve(node.func)) in allowed.PICKLERS and not _plain_call(node, q):
                 self._way(node, "calls", f"{q} with a pickler or options", allowed.LOAD_ADVICE)
             self._walk(node.func, call=True)
             return self._walk_all([*node.args, *node.keywords])
         if isinstance(node, ast.Attribute):
-            q = self.resolve(node)
-            if q is not None:
+            if (q := self.resolve(node)) is not None:
                 return self._name(node, q, call, store=isinstance(node.ctx, (ast.Store, ast.Del)), alias=alias)
-            if not self._is_self(node.value):
+            v = node.value  # self: the method's first parameter, never rebound, or super() in such a method
+            if not (isinstance(v, ast.Name) and v.id in self.exempt or isinstance(v, ast.Call) and self.exempt
+                    and "super" not in self.own and ast.unparse(v) == "super()"):
                 if isinstance(node.ctx, ast.Store) and node.attr in allowed.METHODS - allowed.WRITABLE:
                     self._way(node, "assigns to", _short(node), allowed.PATCHING_ADVICE)  # k.transpose = …
                 self._attr(node, node.attr, call, _short(node.value, 30))
@@ -378,20 +348,15 @@ class _Module:
                 self._name(node, self.aliases[node.id], call, alias=alias)
             elif node.id in self.ambiguous:
                 self._way(node, "uses", f"{node.id}, bound to different things", allowed.AMBIGUOUS_ADVICE)
-            elif node.id in allowed.REFUSED_BUILTINS and node.id not in self.local:
-                self._way(node, "calls" if call else "uses", node.id, allowed.DYNAMIC_ADVICE, unlisted=True)
+            elif node.id in allowed.REFUSED_BUILTINS and node.id not in self.local:  # getattr with a computed name …
+                advice = allowed.SETATTR_ADVICE if node.id == "setattr" else allowed.DYNAMIC_ADVICE
+                self._way(node, "calls" if call else "uses", node.id, advice, unlisted=True)
             return
         self._walk_all(ast.iter_child_nodes(node))
 
     def _walk_all(self, nodes) -> None:
         for node in nodes:
             self._walk(node)
-
-    def _is_self(self, node: ast.AST) -> bool:
-        """The method's own first parameter, never rebound, or super() inside such a method."""
-        return isinstance(node, ast.Name) and node.id in self.exempt or (
-            bool(self.exempt) and isinstance(node, ast.Call) and not node.args and isinstance(node.func, ast.Name)
-            and node.func.id == "super" and "super" not in self.own)
 
 
 def _judge(task: tasks.Task, f: _Finding) -> tuple[str, str] | None:
@@ -411,7 +376,7 @@ def _forbidden(family: Family, f: _Finding) -> bool:
         return f.name in family.methods if f.kind == "self" else _family_matches(family, f.name)
     # a multi-word built-in's words (.native_layer_norm), not a one-word one's (.linear_q may be the student's)
     return (f.name in family.methods or f.name in family.names
-            or any(len(_tokens(n)) > 1 and _contains_name(f.name, n) for n in family.names))
+            or any(" " in _words(n).strip() and _words(n) in _words(f.name) for n in family.names))
 
 
 def scan(source: str | bytes, filename: str) -> dict[str, list[Violation]]:
@@ -433,10 +398,19 @@ _TASK_OF = {(t.module, n): t.id for t in tasks.TASKS for n in t.names}
 _TASK_OF |= {(m, n): f"{m}:{n}" for n, m in tasks.EXPORTS.items() if (m, n) not in _TASK_OF}
 
 
+@dataclass
+class _Unit:
+    """A task's code, or provided code other modules import: its ("your …", finding)s before any rule judges
+    them, the other tasks (ids, any module) it names and the attribute names it defines."""
+
+    module: str
+    found: list = field(default_factory=list)
+    names: set = field(default_factory=set)
+    attrs: set = field(default_factory=set)
+
+
 def _scan(sources: dict[str, str | bytes], file_of, reach: bool = True) -> dict[str, list[Violation]]:
-    # units: task id or pseudo id → its module, its ("your …", finding)s before any rule judges them, the other
-    # tasks (ids, any module) its code names and the attribute names its code defines.
-    trees, problems, units, result = {}, {}, {}, {t.id: [] for t in tasks.TASKS if t.module in sources}
+    trees, problems, units = {}, {}, {}
     for m, source in sources.items():
         try:
             trees[m] = ast.parse(source, file_of(m))
@@ -449,54 +423,38 @@ def _scan(sources: dict[str, str | bytes], file_of, reach: bool = True) -> dict[
             units |= _scan_tree(tree, m, defined) if m in tasks.EXERCISE_MODULES else {}
         except RecursionError:
             problems[m] = _Finding(1, "has", allowed.NESTING, "way", allowed.NESTING, allowed.NESTING_ADVICE)
-    units |= {t.id: (m, [("your module", f)], set(), set()) for m, f in problems.items() for t in tasks.TASKS
-              if t.module == m}
-    for tid, violations in result.items():
-        for where, f in units[tid][1]:
-            if judged := _judge(tasks.get(tid), f):
-                _add(violations, Violation(tid, file_of(units[tid][0]), f.line, *judged, f.verb, where))
-        violations.sort(key=lambda v: v.line)
-    if not reach:
-        return result
+    units |= {t.id: _Unit(m, [("your module", f)]) for m, f in problems.items() for t in tasks.TASKS if t.module == m}
     # A tensor's method's name set on an object may be a plant on torch.Tensor (type(x).training = …, or
     # self.exp = … in a method called with torch.Tensor as self): its readers are followed to it like any other's.
     stored = _defined_attrs(list(trees.values()), stored_only=True)
-    for u, (_, found, names, _) in units.items():  # an attribute of the student's own: the code that defines it
-        used = {f.name for _, f in found if f.kind in ("method", "self") and (f.name not in allowed.METHODS
-                                                                             or f.name in stored)}
-        names |= {o for o, (*_, attrs) in units.items() if o != u and used & attrs}
-    graph = {u: names for u, (_, _, names, _) in units.items()}
-    for tid, violations in result.items():
-        task = tasks.get(tid)
-        for other in sorted(_reach(list(graph[tid]), graph) - {tid}, key=lambda o: (":" not in o, o)):
+    for u, unit in units.items():  # an attribute of the student's own: the code that defines it
+        used = {f.name for _, f in unit.found if f.kind in ("method", "self") and (f.name not in allowed.METHODS
+                                                                                  or f.name in stored)}
+        unit.names |= {o for o, other in units.items() if o != u and used & other.attrs}
+    result, graph = {}, {u: unit.names for u, unit in units.items()}
+    for task in (t for t in tasks.TASKS if t.module in sources):
+        others = sorted(_reach(list(graph[task.id]), graph) - {task.id}, key=lambda o: (":" not in o, o))
+        seen = {}
+        for other in [task.id, *others] if reach else [task.id]:
+            unit = units.get(other, _Unit(""))
             via = f"your {other.split(':')[1]}" if ":" in other else f"your {tasks.get(other).function} (Task {other})"
-            module, found, _, _ = units.get(other, ("", [], None, None))
-            for _, f in found:
-                if ":" not in other and _judge(tasks.get(other), f) is not None:
-                    continue  # that task's own rules refuse it already: it costs that task, not every caller
+            found = unit.found if other == task.id else [  # what the other task's own rules refuse costs it alone
+                (f"your {task.function}", replace(f, verb="reaches", what=f"{f.what} through {via}"))
+                for _, f in unit.found if ":" in other or _judge(tasks.get(other), f) is None]
+            for where, f in found:
                 if judged := _judge(task, f):
-                    what = judged[0].replace(f.what, f"{f.what} through {via}", 1)
-                    _add(violations, Violation(tid, file_of(module), f.line, what, judged[1], "reaches",
-                                               f"your {task.function}"))
+                    v = Violation(task.id, file_of(unit.module), f.line, *judged, f.verb, where)
+                    seen.setdefault((v.file, v.line, v.what), v)
+        result[task.id] = sorted(seen.values(), key=lambda v: (v.verb == "reaches", v.file, v.line))
     return result
-
-
-def _add(violations: list[Violation], v: Violation) -> None:
-    if all((w.file, w.line, w.what) != (v.file, v.line, v.what) for w in violations):
-        violations.append(v)
 
 
 def _tasks_named(mod: _Module, nodes: list[ast.AST], owner: dict[str, str]) -> set[str]:
     """The ids of the tasks, of any module, whose function or class `nodes` name."""
-    out = set()
-    for n in (n for root in nodes for n in ast.walk(root)):
-        if isinstance(n, ast.Name) and n.id in owner:
-            out.add(owner[n.id])
-        elif isinstance(n, (ast.Name, ast.Attribute)):
-            parts = ((mod.imported.get(n.id) if isinstance(n, ast.Name) else mod.resolve(n)) or "").split(".")
-            if parts[0] == "minilm" and tuple(parts[1:3]) in _TASK_OF:
-                out.add(_TASK_OF[tuple(parts[1:3])])
-    return out
+    names = [(mod.resolve(n) or "").split(".") for root in nodes for n in ast.walk(root)
+             if isinstance(n, (ast.Name, ast.Attribute))]
+    return {owner[n] for n in _named(nodes, owner)} | {
+        _TASK_OF[tuple(p[1:3])] for p in names if p[0] == "minilm" and tuple(p[1:3]) in _TASK_OF}
 
 
 def _named(nodes: list[ast.AST], names) -> list[str]:
@@ -513,48 +471,43 @@ def _reach(todo: list[str], graph: dict) -> set[str]:
     return seen
 
 
-def _scan_tree(tree: ast.Module, module: str, defined: set[str]) -> dict[str, tuple]:
+def _scan_tree(tree: ast.Module, module: str, defined: set[str]) -> dict[str, _Unit]:
     """The units of an exercise module: its tasks, and the provided names other modules import."""
     ids = [t.id for t in tasks.TASKS if t.module == module]
     owner = {name: t.id for t in tasks.TASKS if t.module == module for name in t.names}
-    mod, regions = _Module(tree, set(owner), defined), {tid: [] for tid in ids}  # task → (name, stmt)
-    helpers, module_stmts, ways = {}, [], []  # helper → its defs; the rest of the module's code; alias bindings'
-    for stmt in tree.body:
-        mine = [n for n in _bound_names(stmt) if n in owner]
-        for name in mine:
-            regions[owner[name]].append((name, stmt))
+    mod, parts, helpers, rest, ways = _Module(tree, set(owner), defined), [], {}, [], []
+    for stmt in tree.body:  # parts: ("your …", its code, the units it costs)
+        mine = [n for n in _binds([stmt]) if n in owner]
+        parts += [(f"your {name}", [stmt], [owner[name]]) for name in mine]
         if not mine and isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             helpers.setdefault(stmt.name, []).append(stmt)
-        elif not mine and mod.is_alias_binding(stmt):
-            ways += [("your module", f) for f in mod.findings(stmt) if f.kind == "way"]
+        elif not mine and mod.is_alias_binding(stmt):  # what an alias names is judged where it is used
+            ways += [("your module", f) for f in mod.findings(stmt)
+                     if f.kind == "way" or f.verb == "imports" and f.name not in _ANY_TASK_MAY_USE]
         elif not mine:
-            module_stmts.append(stmt)
-    # A helper costs the tasks whose code uses it; one that module-level code or no task uses, every task.
-    calls = {h: _named(helpers[h], helpers) for h in helpers}
-    module_uses = _reach(_named(module_stmts, helpers), calls)
-    used = {tid: _reach(_named([s for _, s in r], helpers), calls) - module_uses for tid, r in regions.items()}
-    payers = {h: [tid for tid in ids if h in used[tid]] or ids for h in helpers}
-    units, shared = {}, _tasks_named(mod, module_stmts, owner)
-    for tid, stmts in regions.items():  # `from torch import softmax`: the task's name is the built-in itself
-        code = [s for _, s in stmts] + [s for h in helpers if tid in payers[h] for s in helpers[h]]
-        units[tid] = (module, ways + [(f"your {name}", f) for name, stmt in stmts for f in mod.findings(stmt)],
-                      (_tasks_named(mod, code, owner) | shared) - {tid}, _defined_attrs(code + module_stmts))
-    for name in helpers:
-        if ":" in (pid := _TASK_OF.get((module, name), "")):  # provided code: its own and its helpers'
-            code = [s for h in _reach([name], calls) for s in helpers[h]]
-            units[pid] = (module, [(f"your {name}", f) for stmt in code for f in mod.findings(stmt)],
-                          _tasks_named(mod, code, owner), _defined_attrs(code))
-    everyone = [(ids, "your module", f) for stmt in module_stmts for f in mod.findings(stmt)]
-    for tids, where, f in everyone + [(payers[h], f"your helper {h}", f) for h in helpers for stmt in helpers[h]
-                                        for f in mod.findings(stmt)]:
-        for tid in tids:
-            units[tid][1].append((where, f))
+            rest.append(stmt)
+    # A helper costs the tasks whose code uses it; one that module-level code or no task uses, every task. Provided
+    # code other modules import (ClassicConfig) is a unit of its own, with its helpers.
+    calls, used = {h: _named(helpers[h], helpers) for h in helpers}, collections.defaultdict(set)
+    for _, code, [tid] in parts:
+        used[tid] |= _reach(_named(code, helpers), calls) - _reach(_named(rest, helpers), calls)
+    provided = {pid: _reach([h], calls) for h in helpers if ":" in (pid := _TASK_OF.get((module, h), ""))}
+    parts += [(f"your helper {h}", helpers[h], ([t for t in ids if h in used[t]] or ids)
+               + [pid for pid, code in provided.items() if h in code]) for h in helpers]
+    units = {u: _Unit(module, list(ways) if u in ids else []) for u in ids + list(provided)}
+    for where, code, payers in parts + [("your module", rest, ids)]:
+        found = [(where, f) for s in code for f in mod.findings(s)]
+        named, attrs = _tasks_named(mod, code, owner), _defined_attrs(code)
+        for u in payers:
+            units[u].found += found
+            units[u].names |= named
+            units[u].attrs |= attrs
     # A family's built-in as a value (a default, a dict entry, a decorator's argument) may be filed anywhere
     # and used by any task of the module: it costs every task whose families have it.
-    values = [(u, where, f) for u, (_, found, _, _) in units.items() for where, f in found if f.value]
+    values = [(u, where, f) for u, unit in units.items() for where, f in unit.found if f.value]
     for t in map(tasks.get, ids):
-        units[t.id][1].extend((where, f) for u, where, f in values if u != t.id
-                              and any(_forbidden(FAMILIES[family], f) for family, _ in t.forbidden))
+        units[t.id].found.extend((where, f) for u, where, f in values if u != t.id
+                                 and any(_forbidden(FAMILIES[family], f) for family, _ in t.forbidden))
     return units
 
 
@@ -578,6 +531,5 @@ def violations_for(task_id: str) -> list[Violation]:
     if not paths[task.module].is_file():
         return []
     stamps = tuple((m, str(p), p.stat().st_mtime_ns, p.stat().st_size) for m, p in paths.items() if p.is_file())
-    folder = paths[task.module].parent
-    display = folder.relative_to(tasks.ROOT).as_posix() if folder.is_relative_to(tasks.ROOT) else str(folder)
-    return list(_scan_files(stamps, display).get(task.id, []))
+    folder = paths[task.module].parent.relative_to(tasks.ROOT).as_posix()  # minilm or solutions
+    return list(_scan_files(stamps, folder).get(task.id, []))
