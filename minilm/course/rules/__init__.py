@@ -348,8 +348,10 @@ class _Module:
                 self._name(node, self.aliases[node.id], call, alias=alias)
             elif node.id in self.ambiguous:
                 self._way(node, "uses", f"{node.id}, bound to different things", allowed.AMBIGUOUS_ADVICE)
-            elif node.id in allowed.REFUSED_BUILTINS and node.id not in self.local:  # getattr with a computed name …
+            elif node.id in allowed.REFUSED_BUILTINS and node.id not in self.local:  # exec, getattr(x, name) …
                 advice = allowed.SETATTR_ADVICE if node.id == "setattr" else allowed.DYNAMIC_ADVICE
+                if call and node.id in allowed.DYNAMIC:  # with a constant name, it was read as x.name above
+                    return self._way(node, "calls", f"{node.id} with a computed name", advice)
                 self._way(node, "calls" if call else "uses", node.id, advice, unlisted=True)
             return
         self._walk_all(ast.iter_child_nodes(node))
