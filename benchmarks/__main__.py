@@ -465,13 +465,15 @@ def report(results: dict) -> str:
                     if "size" in r else "d_model 128, 4 layers, bytes")
             per_token = f"{r['nats_per_token']:.3f} nats/token" if "nats_per_token" in r else \
                 f"{r['nats_per_byte']:.3f} nats/byte"
+            if r["val_bytes"] != q["course"]["val_bytes"]:  # its budget left no time to score them all
+                per_token += f" on its first {r['val_bytes']:,} bytes"
             rows.append([name, size, f"{r['parameters'] / 1e6:.2f}M", f"{r['steps']:,}", f"{r['threads']}",
                          f"{r['wall_s']:.0f} s / {r['process_s']:.0f} s", per_token, f"{r['bits_per_byte']:.3f}",
                          f"{r['sliding_bits_per_byte']:.3f} (stride {r['eval_stride']})"])
         parts += ["",
                   f"Time to quality: one run after the other on this machine, scored on the same "
-                  f"{q['course']['val_bytes']:,} validation bytes (a machine busy with other work makes every "
-                  f"wall-clock figure pessimistic)",
+                  f"{q['course']['val_bytes']:,} validation bytes (a run whose budget left no time for all says so "
+                  f"in its row; a machine busy with other work makes every wall-clock figure pessimistic)",
                   table(["run", "model", "params", "steps", "threads", "time (run / process)", "validation",
                          "bits per byte", "sliding windows"], rows),
                   "ratios of bits per byte: "
