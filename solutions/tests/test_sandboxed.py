@@ -65,8 +65,8 @@ def _notebook(cells: list[str]) -> dict:
 
 @pytest.mark.slow  # a kernel, and one cell that runs into its time limit
 def test_cells_tied_only_to_a_task_that_ran_over_fail_without_running(tmp_path):
-    """A hanging task costs its time limit once, not once per cell that calls it; a cell also
-    tied to another task still runs."""
+    """A hanging task costs its time limit once, not once per cell that checks it; a cell also
+    tied to another task still runs; a demo (tied by needs() alone) is not run at all."""
     for name in ("conftest.py", "pyproject.toml"):
         shutil.copy2(ROOT / name, tmp_path / name)
     (tmp_path / "notebooks").mkdir()
@@ -75,8 +75,9 @@ def test_cells_tied_only_to_a_task_that_ran_over_fail_without_running(tmp_path):
         "import time\ncalls = []\ndef check(task):  # hangs on its first call only\n"
         "    calls.append(task)\n    time.sleep(600 if calls == ['3.1'] else 0)\nneeds = check",
         'check("3.1")',  # runs over its limit
-        'needs("3.1")',  # tied only to 3.1: fails at once
+        'check("3.1")',  # tied only to 3.1: fails at once
         'needs("3.1"); check("3.2")',  # also tied to 3.2: runs (and passes)
+        'needs("3.2")',  # a demo: grading reads no demo, so it is deselected
         'check("3.2")',
     ])
     (tmp_path / "notebooks" / "t.ipynb").write_text(json.dumps(nb), encoding="utf-8")
@@ -90,11 +91,24 @@ def test_cells_tied_only_to_a_task_that_ran_over_fail_without_running(tmp_path):
     # parse_junit counts it as an error), a pass as passed.
     outcome = {name: "passed" if not [c for c in tc if c.tag in ("failure", "error", "skipped")] else "failed"
                for name, tc in cases.items()}
-    assert outcome == {"cell 1": "passed", "cell 2 (check of Task 3.1)": "failed", "cell 3 (uses Task 3.1)": "failed",
-                       "cell 4 (check of Task 3.2)": "passed",
-                       "cell 5 (check of Task 3.2)": "passed"}, proc.stdout[-3000:]
+    assert outcome == {"cell 1": "passed", "cell 2 (check of Task 3.1)": "failed",
+                       "cell 3 (check of Task 3.1)": "failed", "cell 4 (check of Task 3.2)": "passed",
+                       "cell 6 (check of Task 3.2)": "passed"}, proc.stdout[-3000:]
     assert "Timeout of 5 seconds" in cases["cell 2 (check of Task 3.1)"].find("failure").get("message")
-    assert float(cases["cell 3 (uses Task 3.1)"].get("time")) < 5  # not run: it would have hung for the whole 5 s
+    assert float(cases["cell 3 (check of Task 3.1)"].get("time")) < 5  # not run: it would have hung for the whole 5 s
+    assert "1 deselected" in proc.stdout, proc.stdout[-3000:]
+
+
+def test_every_check_cell_is_a_lone_check_call():
+    """The grader's sandbox runs a notebook's check cells and untied cells only, not its demos
+    (nbval_plugin): a check cell must need nothing a demo makes, so it is one check() call."""
+    from minilm.course.cells import check_cells, code_cells
+
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        for i, ids in check_cells(nb).items():
+            source = code_cells(nb)[i].strip()
+            assert source == f'check("{ids[0]}")' and len(ids) == 1, (path.name, i, source)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the seccomp filter is Linux's")
