@@ -257,7 +257,8 @@ def test_ci_installs_the_way_the_readme_says():
     install = setup.split(" && ")[0].strip()
     assert install == 'python -m pip install -e ".[dev]"', setup
     assert f"\n{install}\n" in ci
-    assert re.search(r'\n"\$base" -m venv "\$scratch/venv"\n', ci) and '. "$scratch/venv/bin/activate"' in ci
+    # Made afresh (removed first), then activated.
+    assert re.search(r'\nrm -rf "\$venv"\n"\$base" -m venv "\$venv"\n', ci) and '. "$venv/bin/activate"' in ci
 
 
 def test_pytest_starts_without_the_slow_iri_parsers():
