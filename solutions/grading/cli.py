@@ -9,9 +9,9 @@ folder down). Only its exercise modules are used. For each submission, in a sand
 modules, and nothing else:
   1. the worker runs each task's code on the notebook's inputs and on hidden inputs drawn from
      a seed chosen now, and writes the outputs as plain tensors;
-  2. nbval runs every graded notebook against it.
-Then, with every sandboxed process dead, this process (which never imports a submission)
-computes the reference's outputs on the same inputs and compares. A task earns its points
+  2. this process (which never imports a submission) computes the reference's outputs on the
+     same inputs and compares, with the worker dead;
+  3. nbval runs each graded notebook in which a task can still earn its points. A task earns its points
 when its code keeps the course's from-scratch rules, its outputs match on every input, and its
 notebook check cells reproduce their stored lines. nbval's report can cost points, never earn
 them. Grades and feedback are written here, from trusted text only.
@@ -34,7 +34,7 @@ from pathlib import Path
 from minilm.course import tasks
 from minilm.course.cells import cell_position, check_cells
 from solutions.grading import judge, lms, notebooks, reports, sandbox
-from solutions.grading.results import CellResult, StudentGrade, TaskGrade
+from solutions.grading.results import SKIPPED, CellResult, StudentGrade, TaskGrade
 from solutions.grading.submissions import GradeError, Submission, SubmissionError, given_name, resolve
 
 PROG = "minilm grade"
@@ -147,6 +147,16 @@ def preflight(box: sandbox.Sandbox, scratch: Path) -> None:
                          + (" (ran over 300 s)" if run.returncode is None else ""))
 
 
+def notebooks_to_run(cells: dict[str, dict[int, list[str]]], verdicts: dict[str, judge.TaskResult],
+                     rules: dict[str, list[str]]) -> list[str]:
+    """nbval can only cost points: a notebook none of whose graded tasks can still earn theirs is
+    not run. A task has lost them once it broke a rule or failed on the notebook's own inputs; a
+    failure on a hidden input does not count here, as skipping would then tell it before grades
+    are published."""
+    live = {t for t, v in verdicts.items() if not rules.get(t) and (v.ok or v.hidden)}
+    return [stem for stem, by_cell in cells.items() if any(set(ids) & live for ids in by_cell.values())]
+
+
 def grade_one(plan: Plan, sub: Submission, slot: int) -> StudentGrade:
     t0 = time.monotonic()
     home = plan.scratch / f"s{slot}"
@@ -174,31 +184,37 @@ def grade_one(plan: Plan, sub: Submission, slot: int) -> StudentGrade:
                          timeout=min(plan.timeout, 60 + per_task * len(plan.task_ids)), log=home / "worker.log")
     if worker.returncode is None:
         problems.append("your code ran over the time limit while the grader's inputs were run")
-    stems = list(plan.notebooks)
-    xdist = ["-n", str(plan.workers), "--dist", "loadscope"] if plan.workers > 1 else ["-p", "no:xdist"]
-    inside_nb_out = str(nb_out) if box.same_paths else sandbox.OUT
-    nbval = sandbox.run(box,
-                        # hypothesis's and jaxtyping's pytest plugins: a second of start-up per submission, unused
-                        ("-m", "pytest", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:jaxtyping",
-                              "-p", "minilm.course.sandboxed.nbval_plugin", "-q",
-                              "--color=no", *[f"notebooks/{s}.ipynb" for s in stems],
-                              f"--nbval-cell-timeout={plan.cell_timeout:g}", f"--junitxml={inside_nb_out}/nbval.xml",
-                              *xdist),
-                        ws, nb_out, box.env(extra, ws, nb_out), slot, timeout=max(1.0, plan.timeout - worker.seconds),
-                        log=home / "nbval.log")
-    if nbval.returncode is None:
-        problems.append(f"the notebooks ran over the {plan.timeout:g}-second limit for one submission")
-    unlimited = sorted(set(worker.unlimited) | set(nbval.unlimited))
-    # Every sandboxed process is dead now: read what they left, as data.
-    cells = notebooks.parse_junit(nb_out / "nbval.xml")
-    nb_json = {stem: json.loads(data) for stem, data in plan.notebooks.items()}
+    # The worker is dead: judge what it left, as data, before anything else of the submission's runs.
     rules = _rules(sub)
+    verdicts = {t: judge.judge_task(t, case_sets[t][0], case_sets[t][1],
+                                    judge.load_results(out / f"{t}.pt", len(case_sets[t][0])))
+                for t in plan.task_ids}
+    stems = notebooks_to_run(plan.cells, verdicts, rules)
+    cells = {}
+    if stems:
+        many = plan.workers > 1 and len(stems) > 1
+        xdist = ["-n", str(min(plan.workers, len(stems))), "--dist", "loadscope"] if many else ["-p", "no:xdist"]
+        inside_nb_out = str(nb_out) if box.same_paths else sandbox.OUT
+        # hypothesis's and jaxtyping's pytest plugins: a second of start-up per submission, unused
+        argv = ("-m", "pytest", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:jaxtyping",
+                "-p", "minilm.course.sandboxed.nbval_plugin", "-q", "--color=no",
+                *[f"notebooks/{s}.ipynb" for s in stems], f"--nbval-cell-timeout={plan.cell_timeout:g}",
+                f"--junitxml={inside_nb_out}/nbval.xml", *xdist)
+        nbval = sandbox.run(box, argv, ws, nb_out, box.env(extra, ws, nb_out), slot,
+                            timeout=max(1.0, plan.timeout - worker.seconds), log=home / "nbval.log")
+        if nbval.returncode is None:
+            problems.append(f"the notebooks ran over the {plan.timeout:g}-second limit for one submission")
+        unlimited = sorted(set(worker.unlimited) | set(nbval.unlimited))
+        # Every sandboxed process is dead now: read what they left, as data.
+        cells = notebooks.parse_junit(nb_out / "nbval.xml")
+    else:
+        unlimited = sorted(worker.unlimited)
+    nb_json = {stem: json.loads(data) for stem, data in plan.notebooks.items()}
     by_task = {}
     for task_id in plan.task_ids:
         task = tasks.get(task_id)
-        cases, n_visible = case_sets[task_id]
-        verdict = judge.judge_task(task_id, cases, n_visible, judge.load_results(out / f"{task_id}.pt", len(cases)))
-        mine = [cells.get((stem, i), notebooks.Cell(stem, i, "not run"))
+        verdict = verdicts[task_id]
+        mine = [cells.get((stem, i), notebooks.Cell(stem, i, "not run" if stem in stems else SKIPPED))
                 for stem, by_cell in plan.cells.items() for i, ids in by_cell.items() if task_id in ids]
         broken_rule = rules.get(task_id, [])
         ok = verdict.ok and not broken_rule and all(c.status == "passed" for c in mine)

@@ -69,7 +69,7 @@ def select(selectors: list[str] | None) -> list[Path]:
 class Cell:
     notebook: str
     number: int
-    status: str  # passed | differs | error | timeout | crashed | not run
+    status: str  # passed | differs | error | timeout | crashed | not run | skipped
 
 
 def _classify(text: str) -> str:

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from minilm.course import tasks
-from solutions.grading.results import StudentGrade, TaskGrade
+from solutions.grading.results import SKIPPED, StudentGrade, TaskGrade
 
 UNSANDBOXED = "UNSANDBOXED: graded without a sandbox (--no-sandbox); these points are not certified."
 SETPRIV = ("SANDBOX setpriv: your code ran as an unprivileged user of its own, without namespaces (this machine "
@@ -43,7 +43,7 @@ def task_lines(r: TaskGrade, hidden: bool = True) -> list[str]:
         if r.mistake:
             lines.append(f"recognized mistake: `{r.mistake}`")
     for c in r.cells:
-        if c.status != "passed":
+        if c.status not in ("passed", SKIPPED):  # a skipped cell's task failed already: the lines above say why
             # the cell's place among all the notebook's cells, as JupyterLab (and `minilm test`) count it
             where = f"check cell {c.position}" if c.position is not None else f"check cell (code cell {c.number})"
             lines.append(f"`notebooks/{c.notebook}.ipynb`, {where}: {c.status}")

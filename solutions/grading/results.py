@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 
+# A check cell of a notebook the grader did not run: every task it checks had already lost its points.
+SKIPPED = "skipped"
+
 
 @dataclasses.dataclass
 class CellResult:
@@ -12,7 +15,7 @@ class CellResult:
 
     notebook: str  # the notebook's stem, e.g. "03_rmsnorm"
     number: int  # nbval's code-cell number
-    status: str  # passed | differs | error | timeout | crashed | not run
+    status: str  # passed | differs | error | timeout | crashed | not run | skipped
     position: int | None = None  # among all the notebook's cells, from 1, as JupyterLab shows it
 
 

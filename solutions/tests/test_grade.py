@@ -28,7 +28,7 @@ import torch
 from minilm.course import tasks
 from minilm.course.cells import NBVAL_CELL, cell_position, check_cells, checked_tasks
 from solutions.grading import judge, notebooks, reports, sandbox, submissions
-from solutions.grading.results import CellResult, TaskGrade
+from solutions.grading.results import SKIPPED, CellResult, TaskGrade
 from solutions.tests.grading_helpers import (
     ALL,
     CELL_TIMEOUT,
@@ -498,6 +498,13 @@ def test_feedback_is_the_graders_own_words(batch):
     assert "minilm/rmsnorm.py unpacks to over" in feedback("bomb") or "over the" in feedback("bomb")
     assert "not a readable zip archive" in feedback("corrupt")
     assert f"sandbox: {batch['kind']}" in batch["stdout"]
+    # A notebook where no task can still earn its points is not run, and its cells say nothing.
+    assert {c["status"] for r in results["friend"]["tasks"].values() for c in r["cells"]} == {SKIPPED}
+    assert "check cell" not in feedback("friend") and "skipped" not in feedback("friend")
+    assert all(c["status"] == "passed" for r in results["reference"]["tasks"].values() for c in r["cells"])
+    hangs = results["always_equal_and_hangs"]["tasks"]  # 1.1 and 1.2 lost; 3.2 earns, so 03 ran
+    assert {c["status"] for t in ("1.1", "1.2") for c in hangs[t]["cells"]} == {SKIPPED}
+    assert {c["status"] for c in hangs["3.2"]["cells"]} == {"passed"}
     aliases = feedback("builtins_behind_aliases")
     assert "from scratch: Task 1.1: your linear calls torch.nn.functional.linear (minilm/linear.py:" in aliases, aliases
     assert "from scratch: Task 3.1: your rms_norm calls getattr with a computed name (minilm/rmsnorm.py:" in aliases
@@ -671,6 +678,23 @@ def test_check_cells_are_read_from_the_notebooks():
         assert checked == sorted(t.id for t in tasks.for_notebook(path.name)), path.name
     assert checked_tasks('x = 1\ncheck("6.1", "6.2")\nminilm.checks.check("3.1")') == ["6.1", "6.2", "3.1"]
     assert checked_tasks('_ = minilm_cli(["check", "1.1"])') == []
+
+
+def test_a_notebook_runs_while_one_of_its_tasks_can_still_earn_points():
+    from solutions.grading.cli import notebooks_to_run
+
+    cells = {"01_linear": {3: ["1.1"], 6: ["1.2"]}, "03_rmsnorm": {3: ["3.1"], 5: ["3.2"]}}
+    ok, wrong = judge.TaskResult("", True, ""), judge.TaskResult("", False, "")
+    hidden = judge.TaskResult("", False, "", hidden=True)
+    everything = {"1.1": ok, "1.2": ok, "3.1": ok, "3.2": ok}
+    assert notebooks_to_run(cells, everything, {}) == ["01_linear", "03_rmsnorm"]
+    assert notebooks_to_run(cells, {t: wrong for t in everything}, {}) == []
+    # One task left that can earn its points keeps its notebook.
+    assert notebooks_to_run(cells, {**everything, "1.1": wrong, "3.1": wrong, "3.2": wrong}, {}) == ["01_linear"]
+    # A broken rule loses the points like a wrong output.
+    assert notebooks_to_run(cells, {**everything, "1.1": wrong}, {"1.2": ["Task 1.2: …"]}) == ["03_rmsnorm"]
+    # A failure on a hidden input is not known before grades are published: its notebook runs.
+    assert notebooks_to_run(cells, {**everything, "1.1": hidden, "1.2": wrong}, {}) == ["01_linear", "03_rmsnorm"]
 
 
 def test_feedback_names_a_check_cell_where_students_find_it():
