@@ -2,6 +2,7 @@
 
     python -m benchmarks                      # everything (about 20 minutes on 2 cores)
     python -m benchmarks --quick              # small sizes, one notebook: shows it all still works
+    python -m benchmarks --smoke              # --quick at toy sizes, for the tests: its figures mean nothing
     python -m benchmarks --only training      # training | generation | tooling | quality (repeatable)
     python -m benchmarks --size seed          # training at one size: seed | d512 (repeatable)
     python -m benchmarks --json out.json      # where the results go (default benchmarks/results.json)
@@ -39,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -48,8 +50,9 @@ import torch
 import torch.nn.functional as F
 
 import minilm
-from minilm.course import tasks
+from minilm.course import corpus, tasks
 from minilm.course.nbenv import kernel_env
+from minilm.course.train.options import MIN_BUDGET_S
 from minilm.course.train.run import compile_or_eager
 from solutions.bench_grade import reference_submission, sandbox_args, timed
 
@@ -72,9 +75,38 @@ TARGETS = dict(train_ratio=0.9, mfu=0.75, quality_bpb=2.10, quality_bpb_long=2.0
 # notebook) and `minilm status`, in seconds (low, high).
 PREVIOUS_FEEDBACK = dict(check=(4, 9), test=(33, 88), status=(11, 17))
 FEEDBACK_TASKS = ("3.1", "6.3", "10.4")  # a small task, attention (hypothesis-heavy), AdamW
-# New tokens generated with and without the KV cache; the target is at 512. --quick stops at 128:
-# uncached, the cost grows with the square of the length: 512 took half of the quick run.
-GENERATION_TOKENS, QUICK_GENERATION_TOKENS = [64, 256, 512], [32, 64, 128]
+# New tokens generated with and without the KV cache; the target is at 512.
+GENERATION_TOKENS = [64, 256, 512]
+MATMUL_N = 2048  # MFU is against the rate of an n×n matmul, which needs this size to reach the machine's peak
+
+
+@dataclass(frozen=True)
+class Small:
+    """A run through the full run's code paths at smaller sizes, which leaves out its extras (the
+    compiled steps, the earlier recipe, the 10-minute run, the old test command, the warm-ups)."""
+
+    name: str
+    training_rounds: int
+    matmul_n: int  # the size of the matmul whose rate MFU is against
+    generation_tokens: list[int]
+    tooling_cores: int | None  # nbval's workers and the grader's --jobs (None: this machine's, at most 2)
+    probe_repeat: int  # runs of each import probe (their median)
+    char_iters: int
+    char_warmup: int | None  # None: nanoGPT's
+    text_bytes: int | None  # the budget runs train on the start of Tiny Shakespeare (None: all of it)
+
+
+# Every part in a few minutes, its figures indicative. Generation stops at 128 new tokens:
+# uncached, the cost grows with the square of the length, and 512 took half of the quick run.
+QUICK = Small("quick", training_rounds=2, matmul_n=MATMUL_N, generation_tokens=[32, 64, 128], tooling_cores=None,
+              probe_repeat=2, char_iters=101, char_warmup=None, text_bytes=None)
+# The tests' run (solutions/tests/test_benchmarks.py): every part of --quick at toy sizes, its figures
+# meaningless. On 10 kB of text `minilm train`'s cap of 5 passes ends a budget run within seconds and
+# leaves few validation bytes, so the char model, scored on them, takes seconds too: less than the
+# shortest budget, so the run in its wall time is the course's run again, not a third. One notebook
+# gives nbval's and the grader's second worker nothing to do but start.
+SMOKE = Small("smoke", training_rounds=1, matmul_n=256, generation_tokens=[4, 8], tooling_cores=1,
+              probe_repeat=1, char_iters=5, char_warmup=2, text_bytes=10_000)
 
 
 def interleaved(fns: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
@@ -88,7 +120,7 @@ def interleaved(fns: dict[str, Callable[[], object]], rounds: int) -> dict[str, 
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-def matmul(n: int = 2048) -> Callable[[], None]:
+def matmul(n: int = MATMUL_N) -> Callable[[], None]:
     """One fp32 n×n matmul (2n³ FLOPs): this machine's matmul rate is 2n³ over its time."""
     a, b = torch.randn(n, n), torch.randn(n, n)
     return lambda: torch.mm(a, b)
@@ -138,7 +170,8 @@ def train_step(model, loss_fn, optimizer, x, y, compiled: bool) -> tuple[Callabl
     return step, compile_s, why_not
 
 
-def bench_training(sizes, batch: int, seq: int, rounds: int, modes: list[str], compile_sizes=None) -> list[dict]:
+def bench_training(sizes, batch: int, seq: int, rounds: int, modes: list[str], compile_sizes=None,
+                   matmul_n: int = MATMUL_N) -> list[dict]:
     """compile_sizes: the sizes also measured compiled (default: all; compiling takes a minute or more)."""
     rows = []
     for size, cfg in sizes.items():
@@ -167,11 +200,11 @@ def bench_training(sizes, batch: int, seq: int, rounds: int, modes: list[str], c
                 rows.append(dict(size=size, mode=mode, skipped=f"torch.compile unavailable: {ref_why or bi_why}"))
                 continue
             tokens = batch * seq
-            fns = {"reference": ref_step, "builtins": bi_step, "matmul": matmul(),
+            fns = {"reference": ref_step, "builtins": bi_step, "matmul": matmul(matmul_n),
                    "matmuls_only": matmuls_only(cfg, tokens)}
             interleaved(fns, 1)  # warm-up
             t = interleaved(fns, rounds)
-            rate = 2 * 2048**3 / t["matmul"]
+            rate = 2 * matmul_n**3 / t["matmul"]
             ref_tps, bi_tps = tokens / t["reference"], tokens / t["builtins"]
             rows.append(dict(
                 size=size, mode=mode, config=cfg, batch=batch, seq=seq, non_embedding_params=n,
@@ -210,9 +243,9 @@ def bench_generation(cfg: dict, lengths: list[int], rounds: int, prompt_len: int
     return rows
 
 
-QUALITY_BUDGET, QUICK_QUALITY_BUDGET = "3m", "30s"
+QUALITY_BUDGET, QUICK_QUALITY_BUDGET = "3m", "30s"  # --smoke's too
 LONG_QUALITY_BUDGET = "10m"  # the second target's budget (not in --quick)
-CHAR_ITERS, QUICK_CHAR_ITERS = 2000, 101  # nanoGPT's CPU recipe trains 2,000 iterations (100 warm up)
+CHAR_ITERS = 2000  # nanoGPT's CPU recipe trains 2,000 iterations (100 warm up)
 # The course's recipe before notebook 14 (AdamW, cosine, no switches), whatever the defaults are now.
 OLD_RECIPE = ["--optimizer", "adamw", "--schedule", "cosine", "--no-decay-groups", "--no-zero-init", "--no-qk-norm",
               "--softcap", "0", "--ffn", "swiglu", "--dropout", "0", "--no-reshuffle"]
@@ -230,42 +263,51 @@ def _train(budget: str, out: Path, env: dict, flags=()) -> dict:
                 plan=[line for line in proc.stdout.splitlines() if line.startswith(("budget ", "plan:", "recipe:"))])
 
 
-def bench_quality(quick: bool) -> dict:
+def bench_quality(small: Small | None) -> dict:
     """The time-to-quality race, one run after the other on this machine, all scored on the same
     validation bytes: the course's recipe before notebook 14 and its default now at 3 minutes,
     nanoGPT's CPU recipe for a character-level GPT (benchmarks/charlm.py, 2,000 iterations,
     however long they take), the default again for the character model's wall time, and (not
     with --quick) at 10 minutes."""
     env = {**os.environ, "MINILM_IMPL": "solutions", "TQDM_DISABLE": "1"}
+    quick = small is not None
     budget = QUICK_QUALITY_BUDGET if quick else QUALITY_BUDGET
-    iters = QUICK_CHAR_ITERS if quick else CHAR_ITERS
+    iters = small.char_iters if quick else CHAR_ITERS
     out: dict = {"budget": budget, "char_iters": iters}
+    char_flags = ["--warmup", str(small.char_warmup)] if quick and small.char_warmup else []
     with tempfile.TemporaryDirectory(prefix="minilm-quality-") as tmp:
         tmp = Path(tmp)
+        flags = []  # for every budget run
+        if quick and small.text_bytes:
+            text = corpus.download_tinyshakespeare().read_bytes()[:small.text_bytes]
+            (tmp / "text.txt").write_bytes(text[:text.rindex(b"\n") + 1])  # whole lines
+            flags, out["text_bytes"] = ["--data", str(tmp / "text.txt")], (tmp / "text.txt").stat().st_size
         if not quick:  # --quick: the runs that show each part works, no more (CI's time)
-            out["old"] = _train(budget, tmp / "old", env, OLD_RECIPE)
+            out["old"] = _train(budget, tmp / "old", env, [*OLD_RECIPE, *flags])
             print(f"  quality: the course's earlier recipe, --budget {budget}: {out['old']['bits_per_byte']:.3f} "
                   f"bits per byte", flush=True)
-        out["course"] = _train(budget, tmp / "course", env)
+        out["course"] = _train(budget, tmp / "course", env, flags)
         print(f"  quality: minilm train --budget {budget} (default recipe): {out['course']['bits_per_byte']:.3f} "
               f"bits per byte", flush=True)
         char_json = tmp / "char.json"
         start = time.perf_counter()
         subprocess.run([sys.executable, "-m", "benchmarks.charlm", "--iters", str(iters), "--data-dir",
                         str(tmp / "course" / "data"), "--val-bytes", str(out["course"]["val_bytes"]),
-                        "--skip-bytes", str(out["course"]["val_skipped_bytes"]), "--json", str(char_json)],
+                        "--skip-bytes", str(out["course"]["val_skipped_bytes"]), "--json", str(char_json),
+                        *char_flags],
                        env=env, capture_output=True, text=True, check=True)
         out["char"] = dict(json.loads(char_json.read_text()), process_s=time.perf_counter() - start)
         print(f"  quality: nanoGPT's CPU recipe, {iters} iterations: {out['char']['bits_per_byte']:.3f} bits per "
               f"byte ({out['char']['sliding_bits_per_byte']:.3f} sliding) in {out['char']['process_s']:.0f} s",
               flush=True)
-        same = f"{max(30, round(out['char']['process_s']))}s"  # its wall time, from the shell
+        # Its wall time, from the shell, or the shortest budget `minilm train` accepts.
+        same = f"{max(round(MIN_BUDGET_S), round(out['char']['process_s']))}s"
         # The same command as the default's run when the char model took no longer (--quick): that run's result.
-        out["same_time"] = out["course"] if same == budget else _train(same, tmp / "same", env)
+        out["same_time"] = out["course"] if same == budget else _train(same, tmp / "same", env, flags)
         print(f"  quality: minilm train --budget {same} (the char model's time): "
               f"{out['same_time']['bits_per_byte']:.3f} bits per byte", flush=True)
         if not quick:
-            out["long"] = _train(LONG_QUALITY_BUDGET, tmp / "long", env)
+            out["long"] = _train(LONG_QUALITY_BUDGET, tmp / "long", env, flags)
             print(f"  quality: minilm train --budget {LONG_QUALITY_BUDGET}: {out['long']['bits_per_byte']:.3f} bits "
                   f"per byte", flush=True)
     out["ratio"] = out["course"]["bits_per_byte"] / out["char"]["bits_per_byte"]
@@ -282,7 +324,8 @@ def wall(cmd: list[str], env: dict[str, str], repeat: int = 1) -> float:
     return statistics.median(timed(cmd, env) for _ in range(repeat))
 
 
-def bench_tooling(quick: bool, cores: int) -> dict:
+def bench_tooling(small: Small | None, cores: int) -> dict:
+    quick = small is not None
     env = {**os.environ, **kernel_env()}
     env.pop("MINILM_IMPL", None)  # the student's view: their own (here the stubs') code
     ref_env = {**env, "MINILM_IMPL": "solutions"}
@@ -303,7 +346,7 @@ def bench_tooling(quick: bool, cores: int) -> dict:
         result = json.loads((Path(tmp) / "out" / "grades.json").read_text(encoding="utf-8"))["students"][0]
         out["grade_points"] = f"{result['total']}/{result['max']}"
     print(f"  grading one submission: {out['grade_s']:.1f} s ({out['grade_points']})", flush=True)
-    repeat = 2 if quick else 5
+    repeat = small.probe_repeat if quick else 5
     probe = "import time; t = time.perf_counter(); {}; print(time.perf_counter() - t)"
     for key, stmt in (("import_s", "import minilm"), ("import_and_torch_s", "import minilm; minilm.TransformerLM")):
         out[key] = statistics.median(
@@ -410,7 +453,9 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def report(results: dict) -> str:
-    parts = [f"minilm benchmarks{' (quick: small sizes, not the targets’ sizes)' if results['quick'] else ''} — "
+    title = {None: "", "quick": " (quick: small sizes, not the targets’ sizes)",
+             "smoke": " (smoke: toy sizes, for the tests; its figures mean nothing)"}[results["small"]]
+    parts = [f"minilm benchmarks{title} — "
              f"{results['machine']['cpu_count']} cores, torch {results['machine']['torch']}, "
              f"{results['machine']['threads']} threads"]
     if results.get("training"):
@@ -483,14 +528,18 @@ def report(results: dict) -> str:
                   f"{q['reduction']:.0%} fewer bits per byte than it"]
     if results["targets"]:
         rows = [[t["what"], t["shown"], t["target"], "met" if t["met"] else "MISSED"] for t in results["targets"]]
-        parts += ["", "Targets" + (" (quick sizes: indicative only)" if results["quick"] else ""),
+        note = {None: "", "quick": " (quick sizes: indicative only)", "smoke": " (smoke: toy sizes, meaningless)"}
+        parts += ["", "Targets" + note[results["small"]],
                   table(["what", "measured", "target", ""], rows)]
     return "\n".join(parts)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes and one notebook: checks that it all runs")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="small sizes and one notebook: checks that it all runs")
+    size.add_argument("--smoke", action="store_true",
+                      help="every part of --quick at toy sizes, for the tests; its figures mean nothing")
     parser.add_argument("--only", action="append", choices=("training", "generation", "tooling", "quality"),
                         help="run only this section (repeatable)")
     parser.add_argument("--size", action="append", choices=tuple(SIZES), help="training sizes (default: both)")
@@ -500,26 +549,28 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sections = args.only or ["training", "generation", "tooling", "quality"]
     cores = os.cpu_count() or 1
-    results: dict = dict(quick=args.quick, machine=dict(
+    small = SMOKE if args.smoke else QUICK if args.quick else None
+    results: dict = dict(quick=small is not None, small=small and small.name, machine=dict(
         cpu_count=cores, threads=torch.get_num_threads(), torch=torch.__version__, python=platform.python_version(),
         platform=platform.platform(), processor=platform.processor() or platform.machine()))
-    print("running" + (" (quick)" if args.quick else "") + ": " + ", ".join(sections), flush=True)
+    print("running" + (f" ({small.name})" if small else "") + ": " + ", ".join(sections), flush=True)
     if "training" in sections:
         modes = ["eager"] if args.no_compile else ["eager", "compiled"]
-        if args.quick:
-            results["training"] = bench_training(QUICK_SIZES, 2, 32, args.rounds or 2, modes, compile_sizes=set())
+        if small:
+            results["training"] = bench_training(QUICK_SIZES, 2, 32, args.rounds or small.training_rounds, modes,
+                                                 compile_sizes=set(), matmul_n=small.matmul_n)
         else:
             sizes = {name: cfg for name, cfg in SIZES.items() if not args.size or name in args.size}
             results["training"] = bench_training(sizes, 8, 256, args.rounds or 5, modes)
     if "generation" in sections:
-        cfg = dict(QUICK_SIZES["seed"], context_length=512) if args.quick else SIZES["seed"]
-        lengths = QUICK_GENERATION_TOKENS if args.quick else GENERATION_TOKENS
-        results["generation"] = bench_generation(cfg, lengths, args.rounds or (1 if args.quick else 2),
-                                                 warmup=not args.quick)
+        cfg = dict(QUICK_SIZES["seed"], context_length=512) if small else SIZES["seed"]
+        lengths = small.generation_tokens if small else GENERATION_TOKENS
+        results["generation"] = bench_generation(cfg, lengths, args.rounds or (1 if small else 2),
+                                                 warmup=not small)
     if "tooling" in sections:
-        results["tooling"] = bench_tooling(args.quick, min(cores, 2))
+        results["tooling"] = bench_tooling(small, (small and small.tooling_cores) or min(cores, 2))
     if "quality" in sections:
-        results["quality"] = bench_quality(args.quick)
+        results["quality"] = bench_quality(small)
     results["targets"] = targets(results)
     print("\n" + report(results))
     args.json.parent.mkdir(parents=True, exist_ok=True)

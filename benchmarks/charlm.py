@@ -12,7 +12,8 @@ clipped at 1. The model is GPT-2's shape: learned position embeddings, pre-norm 
 LayerNorm and an output layer tied to the embedding; N(0, 0.02) weights, the residual output
 projections at 0.02/√(2 · layers). --iters N runs that recipe for N iterations however long it
 takes (the benchmark's baseline: 2,000); --budget instead stops by the clock, its cosine
-following the fraction of the training time gone.
+following the fraction of the training time gone. --warmup shortens the warmup, for toy runs
+(`python -m benchmarks --smoke`) that would otherwise spend 100 iterations warming up.
 
 Its characters are bytes (256 ids), so any text can be encoded and a character is a byte of Tiny
 Shakespeare (ASCII). It trains on the bytes of the training split `minilm train` prepared in
@@ -76,16 +77,16 @@ def optimizer_for(model: nn.Module) -> torch.optim.AdamW:
                               {"params": no_decay, "weight_decay": 0.0}], lr=RECIPE["lr"], betas=RECIPE["betas"])
 
 
-def lr_at(step: int, gone: float | None, iters: int | None = None) -> float:
-    """Linear warmup over the first RECIPE['warmup'] steps, then a cosine from lr to min_lr: with
+def lr_at(step: int, gone: float | None, iters: int | None = None, warmup: int = RECIPE["warmup"]) -> float:
+    """Linear warmup over the first `warmup` steps, then a cosine from lr to min_lr: with
     `iters`, nanoGPT's get_lr (warmup (it + 1)/(warmup + 1), the cosine from the warmup's end to
     iteration `iters`); else over the fraction `gone` of the training time."""
     if iters is not None:
-        if step < RECIPE["warmup"]:
-            return RECIPE["lr"] * (step + 1) / (RECIPE["warmup"] + 1)
-        gone = min((step - RECIPE["warmup"]) / (iters - RECIPE["warmup"]), 1.0)
-    elif step < RECIPE["warmup"]:
-        return RECIPE["lr"] * (step + 1) / RECIPE["warmup"]
+        if step < warmup:
+            return RECIPE["lr"] * (step + 1) / (warmup + 1)
+        gone = min((step - warmup) / (iters - warmup), 1.0)
+    elif step < warmup:
+        return RECIPE["lr"] * (step + 1) / warmup
     cosine = 0.5 * (1 + math.cos(math.pi * min(gone, 1.0)))
     return RECIPE["min_lr"] + cosine * (RECIPE["lr"] - RECIPE["min_lr"])
 
@@ -142,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--skip-bytes", type=int, default=None,
                         help="… after this many (default: the last --val-bytes bytes)")
     parser.add_argument("--json", type=Path, required=True, help="write the figures here")
+    parser.add_argument("--warmup", type=int, default=RECIPE["warmup"], help="warmup iterations (nanoGPT: 100)")
     parser.add_argument("--seed", type=int, default=1337)
     return parser
 
@@ -190,8 +192,10 @@ def main(argv: list[str] | None = None) -> int:
     budget_s = parse_duration(args.budget) if args.budget is not None else None
     if args.budget is not None and (not budget_s or budget_s <= 0):
         parser.error(f"--budget: expected a positive duration such as 90s or 3m, got {args.budget!r}")
-    if args.iters is not None and args.iters <= RECIPE["warmup"]:
-        parser.error(f"--iters must exceed the {RECIPE['warmup']} warmup iterations, got {args.iters}")
+    if args.warmup < 1:
+        parser.error(f"--warmup must be at least 1, got {args.warmup}")
+    if args.iters is not None and args.iters <= args.warmup:
+        parser.error(f"--iters must exceed the {args.warmup} warmup iterations, got {args.iters}")
     train_ids, val_ids = load_bytes(args, parser)
 
     torch.manual_seed(args.seed)
@@ -206,11 +210,11 @@ def main(argv: list[str] | None = None) -> int:
     # The same choice of threads as `minilm train --budget`: all of them, or one if that is faster here.
     # These steps train too (a warm-up step, then one each way): the clock counts them.
     threads = torch.get_num_threads()
-    losses = [step(lr_at(0, 0.0, args.iters))]
+    losses = [step(lr_at(0, 0.0, args.iters, args.warmup))]
     if threads > 1:
-        many = timed(lambda: losses.append(step(lr_at(1, 0.0, args.iters))))
+        many = timed(lambda: losses.append(step(lr_at(1, 0.0, args.iters, args.warmup))))
         torch.set_num_threads(1)
-        one = timed(lambda: losses.append(step(lr_at(2, 0.0, args.iters))))
+        one = timed(lambda: losses.append(step(lr_at(2, 0.0, args.iters, args.warmup))))
         torch.set_num_threads(1 if one < many else threads)
     # Keep back the final evaluation: one eval batch forward, timed, scaled to the validation windows.
     rows = max(1, min(32, (len(val_ids) - 1) // t))
@@ -224,21 +228,21 @@ def main(argv: list[str] | None = None) -> int:
     loop_start = time.perf_counter()
     if args.iters is not None:  # nanoGPT's recipe: a fixed number of iterations
         while len(losses) < args.iters:
-            losses.append(step(lr_at(len(losses), None, args.iters)))
+            losses.append(step(lr_at(len(losses), None, args.iters, args.warmup)))
     deadline = clock_start + budget_s * SAFETY - reserve_s if budget_s is not None else loop_start
     while True:
         gone = (time.perf_counter() - loop_start) / max(deadline - loop_start, 1e-9)
         if gone >= 1.0:
             break
-        losses.append(step(lr_at(len(losses), gone)))
+        losses.append(step(lr_at(len(losses), gone, warmup=args.warmup)))
     train_s = time.perf_counter() - loop_start
     nats, n = evaluate_bytes(model, val_ids)
     sliding_nats, _ = evaluate_bytes_sliding(model, val_ids, stride)
     wall_s = time.perf_counter() - clock_start
     result = dict(budget_s=budget_s, iters=args.iters, wall_s=wall_s,
                   train_s=train_s, steps=len(losses), threads=torch.get_num_threads(),
-                  parameters=sum(p.numel() for p in model.parameters()), recipe=RECIPE, first_loss=losses[0],
-                  last_loss=losses[-1], val_nats=nats, val_bytes=n, nats_per_byte=nats / n,
+                  parameters=sum(p.numel() for p in model.parameters()), recipe=dict(RECIPE, warmup=args.warmup),
+                  first_loss=losses[0], last_loss=losses[-1], val_nats=nats, val_bytes=n, nats_per_byte=nats / n,
                   bits_per_byte=nats / math.log(2) / n, eval_stride=stride, sliding_nats=sliding_nats,
                   sliding_bits_per_byte=sliding_nats / math.log(2) / n)
     args.json.parent.mkdir(parents=True, exist_ok=True)

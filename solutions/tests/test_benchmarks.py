@@ -1,5 +1,6 @@
-"""benchmarks/: the yardstick model computes what the reference computes, and the quick run
-reports every part. No timing is asserted here: figures come from `python -m benchmarks`."""
+"""benchmarks/: the yardstick model computes what the reference computes, and the smoke run
+(--quick at toy sizes) reports every part. No timing is asserted here: figures come from
+`python -m benchmarks`."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from benchmarks import __main__ as bench
 from benchmarks.builtins_model import BuiltinsLM
 from minilm.course import tasks
 from minilm.course.spec import lm_parameter_count, lm_state_dict_keys
+from minilm.course.train.plan import parse_duration
 
 ROOT = tasks.ROOT
 
@@ -39,22 +41,22 @@ def test_builtins_model_matches_the_reference_given_the_same_weights():
 
 
 @pytest.fixture(scope="module")
-def quick(tmp_path_factory):
+def smoke(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "results.json"
     env = {k: v for k, v in os.environ.items() if k != "MINILM_IMPL"}
-    proc = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--json", str(out)], cwd=ROOT, env=env,
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "--smoke", "--json", str(out)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads(out.read_text(encoding="utf-8")), proc.stdout
 
 
-@pytest.mark.slow  # the quick run: minutes
-def test_quick_training_rows(quick):
-    results, stdout = quick
+@pytest.mark.slow  # the smoke run: a minute or two
+def test_smoke_training_rows(smoke):
+    results, stdout = smoke
     rows = results["training"]
     assert {(r["size"], r["mode"]) for r in rows} == {(s, m) for s in ("seed", "d512") for m in ("eager", "compiled")}
     for r in rows:
-        if "skipped" in r:  # quick mode compiles nothing (tests/test_train.py compiles); the full run says why not
+        if "skipped" in r:  # --quick and --smoke compile nothing (tests/test_train.py does); the full run says why not
             assert r["mode"] == "compiled" and r["skipped"].startswith("not compiled in --quick")
             continue
         cfg = r["config"]
@@ -79,33 +81,33 @@ def test_quick_training_rows(quick):
     assert "Training step" in stdout and "Targets" in stdout
 
 
-@pytest.mark.slow  # the quick run: minutes
-def test_quick_generation_rows(quick):
-    rows = quick[0]["generation"]
-    assert [r["new_tokens"] for r in rows] == bench.QUICK_GENERATION_TOKENS
+@pytest.mark.slow  # the smoke run: a minute or two
+def test_smoke_generation_rows(smoke):
+    rows = smoke[0]["generation"]
+    assert [r["new_tokens"] for r in rows] == bench.SMOKE.generation_tokens
     for r in rows:
         assert r["same_tokens"], "greedy generation must give the same tokens with and without the cache"
         assert math.isclose(r["speedup"], r["cached_tokens_per_s"] / r["uncached_tokens_per_s"])
 
 
-@pytest.mark.slow  # the quick run: minutes
-def test_quick_tooling_and_targets(quick):
-    results, stdout = quick
+@pytest.mark.slow  # the smoke run: a minute or two
+def test_smoke_tooling_and_targets(smoke):
+    results, stdout = smoke
     t = results["tooling"]
     assert t["notebooks"] and t["nbval_s"] > 0 and t["grade_s"] > 0
     earned, out_of = map(int, t["grade_points"].split("/"))
     assert earned == out_of > 0, "the reference must earn every point of the notebooks graded"
     assert t["import_s"] > 0 and t["import_and_torch_s"] > 0 and t["status_s"] > 0
     by_what = {row["what"]: row for row in results["targets"]}
-    # The KV cache's target is at 512 new tokens, which --quick does not generate: no target row for it.
-    assert max(bench.QUICK_GENERATION_TOKENS) < 512 and not any(w.startswith("KV-cache") for w in by_what)
+    # The KV cache's target is at 512 new tokens, which --smoke does not generate: no target row for it.
+    assert max(bench.SMOKE.generation_tokens) < 512 and not any(w.startswith("KV-cache") for w in by_what)
     assert by_what["grading one submission"]["met"] == (t["grade_s"] <= 150)
     # Which import is faster is a figure of the benchmark (a busy machine can stall either), not
     # asserted here; that `import minilm` leaves torch unloaded is test_course_plumbing's import test.
     assert by_what["import minilm (torch loaded on first use)"]["met"] == (t["import_s"] < t["import_and_torch_s"])
     fb = t["feedback"]
     assert fb["tasks"] and all(fb[k][i] > 0 for k in ("check", "test") for i in fb["tasks"])
-    assert "pytest_task" not in fb  # --quick leaves out the old command (and the warm-up run)
+    assert "pytest_task" not in fb  # --smoke, like --quick, leaves out the old command (and the warm-up run)
     worst_test = max(fb["test"].values())
     assert by_what[f"minilm test ID (slowest of {', '.join(fb['tasks'])})"]["met"] == (worst_test <= 10)
     assert by_what["minilm status (every task done)"]["met"] == (fb["status"] <= 5) and t["status_s"] == fb["status"]
@@ -114,15 +116,17 @@ def test_quick_tooling_and_targets(quick):
         assert ("met" if row["met"] else "MISSED") in stdout
 
 
-@pytest.mark.slow  # the quick run: minutes
-def test_quick_time_to_quality(quick):
+@pytest.mark.slow  # the smoke run: a minute or two
+def test_smoke_time_to_quality(smoke):
     """The course's runs and nanoGPT's CPU recipe are scored on the same validation bytes; every
     figure follows from the sums written beside it."""
-    results, stdout = quick
+    results, stdout = smoke
     q = results["quality"]
     course, char, same = q["course"], q["char"], q["same_time"]
-    assert q["budget"] == "30s" and course["budget_s"] == 30 and "long" not in q and "old" not in q
+    assert q["budget"] == bench.QUICK_QUALITY_BUDGET and course["budget_s"] == parse_duration(q["budget"])
+    assert "long" not in q and "old" not in q
     assert char["iters"] == q["char_iters"] == char["steps"] > 0 and char["budget_s"] is None
+    assert char["recipe"]["warmup"] == bench.SMOKE.char_warmup, "the toy run's warmup reaches the char model"
     assert course["val_bytes"] == char["val_bytes"] > 0, "the char model is scored on the course run's bytes"
     # A budget run scores every validation byte unless its budget left no time (a loaded machine),
     # and its row then says on how many: the figures are never silently compared on different bytes.
@@ -134,7 +138,7 @@ def test_quick_time_to_quality(quick):
     assert math.isclose(course["nats_per_token"], course["val_nats"] / course["val_tokens"])
     assert math.isclose(char["nats_per_byte"], char["val_nats"] / char["val_bytes"])
     assert char["recipe"]["num_layers"] == 4 and char["recipe"]["d_model"] == 128 and char["recipe"]["batch_size"] == 12
-    assert same["budget"] == f"{max(30, round(char['process_s']))}s"
+    assert same["budget"] == f"{max(round(bench.MIN_BUDGET_S), round(char['process_s']))}s"
     assert math.isclose(q["ratio"], course["bits_per_byte"] / char["bits_per_byte"])
     assert math.isclose(q["reduction"], 1 - same["bits_per_byte"] / char["bits_per_byte"])
     by_what = {row["what"]: row for row in results["targets"]}
