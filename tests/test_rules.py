@@ -693,6 +693,35 @@ CORPUS = {
         def softmax(x, dim):
             return x
     """),
+    # ---------------------------------------------------------------- found by the fifth red team
+    # A class body's bindings are attributes (Box.T), which no alias follows: a module stored there, then
+    # operator.attrgetter("nn.functional.rms_norm")(Box.T), reached any built-in by a string (34 points).
+    "modules-stored-in-a-class-body": ("rmsnorm.py", """
+        import dataclasses
+        import operator
+        import torch
+
+        class Box:
+            T = torch  # flag: 3.1 3.2
+            OP: object = operator  # flag: 3.1 3.2
+            import os as OS  # flag: 3.1 3.2
+            from torch.nn import functional  # flag: 3.1 3.2
+
+        @dataclasses.dataclass
+        class Fields:
+            T: object = torch  # flag: 3.1 3.2
+
+        Box.attrgetter = None
+
+        def rms_norm(x, weight, eps=1e-5):
+            return Box.OP.attrgetter("nn.functional.rms_norm")(Box.T)(x, x.shape[-1:], weight, eps)
+
+        class RMSNorm(torch.nn.Module):
+            F = torch.nn.functional  # flag: 3.2
+
+            def forward(self, x):
+                return self.F.rms_norm(x, x.shape[-1:], self.weight)  # flag: 3.2
+    """),
     # torch.load reached through getattr is still a pickler's call: its options are checked.
     "pickler-options-through-getattr": ("training.py", """
         import torch

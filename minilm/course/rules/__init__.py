@@ -184,6 +184,16 @@ class _Module:
         sites = collections.Counter(b for n in nodes if (b := _binding(n)))
         self.own = set(sites)
         self.defined = _defined_attrs([tree]) | set(defined)  # attribute names the student's code defines
+        # A class body's bindings are the class's attributes (Box.T, self.T), which no alias follows: there
+        # `T = torch` or `import torch as T` stores a value like any other.
+        classes, self.in_class = [n for n in nodes if isinstance(n, ast.ClassDef)], set()
+        for c in classes:
+            todo = list(c.body)
+            while todo:
+                self.in_class.add(id(n := todo.pop()))
+                if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                    todo += ast.iter_child_nodes(n)
+        nodes = [n for n in nodes if id(n) not in self.in_class]
         imports = [(b, f"{base}.{a.name}" if base else a.name if a.asname else b) for n in nodes
                    if isinstance(n, (ast.Import, ast.ImportFrom)) and (base := _from_module(n)) is not None
                    for a in n.names if (b := _binding(a))]
@@ -205,7 +215,7 @@ class _Module:
         # Classes whose self is the student's alone: built on nn.Module, Optimizer or such classes (a
         # subclass of torch.Tensor has the built-ins as methods: self.softmax). Each method's self: its first
         # parameter in such a class, never rebound, but a static method's.
-        classes, plain = [n for n in nodes if isinstance(n, ast.ClassDef)], set()
+        plain = set()
         self.bases = {id(b) for c in classes for b in c.bases}  # a base class is the class's own business
         for _ in classes:
             plain |= {c.name for c in classes if not c.keywords and all(self.resolve(b) in allowed.SELF_BASES or (
@@ -217,8 +227,8 @@ class _Module:
 
     def is_alias_binding(self, stmt: ast.stmt) -> bool:
         pairs = _alias_pairs(stmt)
-        return isinstance(stmt, (ast.Import, ast.ImportFrom)) or bool(pairs) and all(
-            self.resolve(v) is not None for _, v in pairs)
+        return id(stmt) not in self.in_class and (isinstance(stmt, (ast.Import, ast.ImportFrom)) or bool(pairs) and all(
+            self.resolve(v) is not None for _, v in pairs))
 
     def _dynamic(self, node: ast.AST) -> str | None:
         """Python's getattr, hasattr, setattr or delattr with a constant name: a use of that attribute."""
@@ -285,7 +295,7 @@ class _Module:
             elif q.split(".")[0] not in allowed.IMPORTABLE | {"minilm"}:
                 self._way(node, "imports", q, allowed.IMPORT_ADVICE)
             elif q != "__future__.annotations":  # what it binds: judged where it is (a top-level one, where used)
-                self._name(node, q, call=False, alias=True, verb="imports")
+                self._name(node, q, call=False, alias=id(node) not in self.in_class, verb="imports")
 
     def _walk(self, node: ast.AST, call: bool = False, alias: bool = False) -> None:
         """`alias`: node is the value of an alias binding (F = torch.nn.functional)."""
