@@ -163,11 +163,21 @@ def _send(fd: int, **message) -> None:
 
 def _child(write_end: int, task_id: str, name: str, found: list[tuple[str, object]], first: int) -> None:
     """In a forked child: the controls, then found[first:] one by one, each reported on the pipe
-    before ("start") and after ("done") its check; never returns."""
+    before ("start") and after ("done") its check, with what it loaded ("loaded"); never returns."""
     code = 0
     try:
         import minilm
         from minilm.course import checks, tasks
+
+        before = _loaded()
+
+        def report_loaded():
+            nonlocal before
+            now = _loaded()
+            if now != before:  # lists: their lengths compared first, and most candidates load nothing
+                old = {what: set(names) for what, names in before.items()}
+                _send(write_end, loaded={what: [n for n in names if n not in old[what]] for what, names in now.items()})
+                before = now
 
         module = minilm.exercise_module(tasks.get(task_id).module)
         reference = module.__dict__[name]
@@ -176,7 +186,9 @@ def _child(write_end: int, task_id: str, name: str, found: list[tuple[str, objec
               and _verdict(task_id, module, name, control) != checks.PASS)
         for i in range(first, len(found)):
             _send(write_end, start=i)
-            _send(write_end, done=i, status=_verdict(task_id, module, name, found[i][1]))
+            status = _verdict(task_id, module, name, found[i][1])
+            report_loaded()
+            _send(write_end, done=i, status=status)
         _send(write_end, after=_verdict(task_id, module, name, reference) == checks.PASS)
     except BaseException:  # noqa: BLE001
         code = 1
@@ -186,12 +198,14 @@ def _child(write_end: int, task_id: str, name: str, found: list[tuple[str, objec
 def _run_children(task_id: str, name: str, found: list[tuple[str, object]]) -> dict:
     """Each candidate's status for one task's name, from forked children: a candidate that ends
     its process (os._exit, a crash) cannot have passed the check ("exited"), and the next child
-    goes on after it; one that outlives CALL_SECONDS is "timeout"."""
+    goes on after it; one that outlives CALL_SECONDS is "timeout". Also what the candidates loaded
+    ("loaded", see _loaded), in order."""
     import select
     import time
 
     statuses: dict[int, str] = {}
     controls: list[bool] = []
+    loaded: dict[str, list[str]] = {}
     first = 0
     while first <= len(found):
         read_end, write_end = os.pipe()
@@ -227,6 +241,9 @@ def _run_children(task_id: str, name: str, found: list[tuple[str, object]]) -> d
                         statuses[message["done"]], running = message["status"], None
                     elif "after" in message:
                         controls.append(message["after"])
+                    elif "loaded" in message:
+                        for what, names in message["loaded"].items():
+                            loaded.setdefault(what, []).extend(names)
         os.waitpid(pid, 0)
         if running is not None:
             statuses.setdefault(running, "exited")
@@ -238,7 +255,41 @@ def _run_children(task_id: str, name: str, found: list[tuple[str, object]]) -> d
             if after <= first:
                 break
             first = after
-    return {"statuses": statuses, "controls": controls}
+    return {"statuses": statuses, "controls": controls, "loaded": loaded}
+
+
+# Packages whose modules _load_in_parent leaves alone: the release's are candidates()'s to import (it
+# skips those that run a program), and the reference's are imported task by task, as they always were
+# (one imported while a candidate stands in for a name it imports would bind the candidate).
+_OWN = ("minilm", Path(__file__).parent.name, "__main__")
+
+
+def _loaded() -> dict[str, list[str]]:
+    """What this process has loaded that provided code loads lazily and that takes long to load:
+    modules, and tiktoken's encodings (GPT-2's: its 50,000 merges parsed, some 0.7 s)."""
+    registry = sys.modules.get("tiktoken.registry")
+    return {"modules": list(sys.modules), "encodings": list(getattr(registry, "ENCODINGS", ()))}
+
+
+def _load_in_parent(loaded: dict[str, list[str]]) -> None:
+    """Load here what a child's candidates loaded, so that the next children are forked with it:
+    a candidate's lazy loads are lost with its child, and torch.compile's imports alone (torch._dynamo,
+    torch._inductor: some 600 modules, 2 to 5 s) were paid again in every child whose candidates
+    include a function that calls it. Only libraries (see _OWN). What does not load here is left to
+    the children, as before: this only saves time, the verdicts are still the children's."""
+    for what, names in loaded.items():
+        for name in names:
+            if what == "modules" and (name in sys.modules or name.partition(".")[0] in _OWN):
+                continue
+            try:
+                with _deadline(CALL_SECONDS), warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
+                    warnings.simplefilter("ignore")
+                    if what == "modules":
+                        importlib.import_module(name)
+                    else:
+                        importlib.import_module("tiktoken").get_encoding(name)
+            except (Exception, SystemExit, _Timeout):  # noqa: BLE001 - one that needs what only its candidate set up, …
+                pass
 
 
 def probe(release: Path, files: list[str] | None = None) -> list[str]:
@@ -265,6 +316,7 @@ def probe(release: Path, files: list[str] | None = None) -> list[str]:
             if os.environ.get("MINILM_PROBE_VERBOSE"):
                 print(f"probe: Task {task.id} {name}: {len(mine)} candidates", file=sys.stderr, flush=True)
             result = _run_children(task.id, name, mine)
+            _load_in_parent(result["loaded"])
             if not result["controls"] or not all(result["controls"]):
                 problems.append(f"Task {task.id}: its check cannot tell the reference's {name} from garbage here "
                                 "(or a candidate changed what it sees), so provided code cannot be judged against it")
