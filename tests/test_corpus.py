@@ -11,7 +11,8 @@ import pytest
 from minilm.course import corpus
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
-SHAKESPEARE = SHARED / "data" / "tinyshakespeare.txt"
+# The local copy: where MINILM_TINYSHAKESPEARE points (as .ci/run sets it), else shared/ beside the clone.
+SHAKESPEARE = Path(os.environ.get("MINILM_TINYSHAKESPEARE") or SHARED / "data" / "tinyshakespeare.txt")
 
 needs_tokenizer = pytest.mark.skipif(not (SHARED / "tiktoken").is_dir() and not os.environ.get("TIKTOKEN_CACHE_DIR"),
                                      reason="no tiktoken cache (set TIKTOKEN_CACHE_DIR)")
