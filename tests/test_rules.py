@@ -56,7 +56,7 @@ CORPUS = {
         from torch import Tensor
 
         class _Scores(Tensor):
-            __match_args__ = ("softmax",)
+            __match_args__ = ("softmax",)  # flag: 6.1
 
         def softmax(x, dim):
             match x:
@@ -721,6 +721,37 @@ CORPUS = {
 
             def forward(self, x):
                 return self.F.rms_norm(x, x.shape[-1:], self.weight)  # flag: 3.2
+    """),
+    # A storage's .type("operator.x") imports operator, and its AttributeError holds it in .obj: any module
+    # by a string, attrgetter then any built-in; a name the code defines never makes obj or a storage known.
+    "a-module-by-a-string-through-a-storage": ("attention.py", """
+        import torch
+
+        class Box:
+            obj = None
+            attrgetter = None
+
+        def lookup(dotted):
+            try:
+                torch.zeros(1).untyped_storage().type(dotted + ".zzz")  # flag: 6.1
+            except AttributeError as e:
+                return e.obj  # flag: 6.1
+
+        def softmax(x, dim):
+            return lookup("operator").attrgetter("softmax")(lookup("torch"))(x, dim)
+    """),
+    # Python reads some dunders it finds bound: a dataclass execs its __annotations__' keys (a field
+    # named '"\n code\n #' ran code at import), and a module's __builtins__ answers every unbound name.
+    "code-through-names-python-reads": ("attention.py", """
+        import dataclasses
+        import torch.nn.functional as __builtins__  # flag: 6.1 6.2 6.3
+
+        @dataclasses.dataclass
+        class Hole:
+            __annotations__ = {'"\\n Box.f = 1\\n #': int}  # flag: 6.1 6.2 6.3
+
+        def stable(x, dim):
+            return softmax(x, dim)
     """),
     # torch.load reached through getattr is still a pickler's call: its options are checked.
     "pickler-options-through-getattr": ("training.py", """

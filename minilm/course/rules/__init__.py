@@ -167,6 +167,10 @@ def _const(node: ast.AST, name: bool = False) -> bool:
     return isinstance(node, ast.Constant) and isinstance(node.value, str) and (not name or node.value.isidentifier())
 
 
+def _dunder(name: str | None) -> bool:
+    return bool(name) and len(name) > 4 and name[:2] == name[-2:] == "__"
+
+
 def _short(node: ast.AST, limit: int = 40) -> str:
     text = ast.unparse(node)
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -289,8 +293,10 @@ class _Module:
     def _import(self, node: ast.Import | ast.ImportFrom) -> None:
         if (base := _from_module(node)) is None:
             return self._way(node, "imports", "." * node.level + (node.module or ""), allowed.IMPORT_ADVICE)
-        for q in (f"{base}.{a.name}" if base else a.name for a in node.names):
-            if q.endswith("*"):
+        for q, a in ((f"{base}.{a.name}" if base else a.name, a) for a in node.names):
+            if _dunder(_binding(a)):
+                self._way(node, "imports", f"{q} as {_binding(a)}", allowed.PRIVATE_ADVICE)
+            elif q.endswith("*"):
                 self._way(node, "imports", f"* from {base}", allowed.STAR_ADVICE)
             elif q.split(".")[0] not in allowed.IMPORTABLE | {"minilm"}:
                 self._way(node, "imports", q, allowed.IMPORT_ADVICE)
@@ -353,6 +359,9 @@ class _Module:
             self.out.append(_Finding(node.lineno, "calls" if call else "uses", _short(node), "self", node.attr,
                                      known=known, value=not call and isinstance(node.ctx, ast.Load)))
             return
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load) and _dunder(node.id):
+            # Python reads these: __builtins__ = F makes softmax(x) F's, a dataclass execs __annotations__' keys.
+            return self._way(node, "assigns to", node.id, allowed.PRIVATE_ADVICE)
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             if node.id in self.aliases:
                 self._name(node, self.aliases[node.id], call, alias=alias)

@@ -155,10 +155,11 @@ SHAPE = re.compile(rf"\s*(?:{_SHAPE_NAME}(?:\s+{_SHAPE_NAME})*)?\s*")
 
 # Attribute names that reach the interpreter (frames, code, modules): refused on any object, even
 # when the student's code defines them. (`modules` is not one: model.modules() is nn.Module's; sys.modules
-# needs `sys`, which is.)
+# needs `sys`, which is.) A storage's .type("a.b") imports module a, and the AttributeError it raises
+# holds that module in .obj.
 NEVER_ATTRIBUTES = frozenset("""
     gi_frame gi_code cr_frame cr_code ag_frame ag_code f_globals f_locals f_builtins f_back f_code tb_frame tb_next
-    co_code co_consts builtins sys os importlib subprocess
+    co_code co_consts builtins sys os importlib subprocess storage untyped_storage obj
 """.split())
 
 # Library names a task may use, minus its families. torch: its tensor operations (the functions
