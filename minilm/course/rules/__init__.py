@@ -25,6 +25,9 @@ from minilm.course.rules import allowed
 from minilm.course.rules.allowed import FAMILIES, Family
 
 LIST_FILE = "minilm/course/rules/allowed.py"
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_SCOPES = (*_FUNCTIONS, ast.ClassDef, ast.Lambda)
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _ANY_TASK_MAY_USE = allowed.ALLOWED | {n for t in tasks.TASKS for n in t.allowed}  # what an import may name
 
 
@@ -94,24 +97,25 @@ def _binding(n: ast.AST) -> str | None:
         return None if isinstance(n.ctx, ast.Load) else n.id
     if isinstance(n, ast.alias):
         return None if n.name == "*" else n.asname or n.name.split(".")[0]
-    named = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ExceptHandler, ast.MatchAs, ast.MatchStar)
+    named = (*_FUNCTIONS, ast.ClassDef, ast.ExceptHandler, ast.MatchAs, ast.MatchStar)
     return n.arg if isinstance(n, ast.arg) else n.rest if isinstance(n, ast.MatchMapping) else (
         n.name if isinstance(n, named) else None)
 
 
-def _binds(nodes: list[ast.AST]) -> frozenset[str]:
-    """The names `nodes` bind in their own scope: a def's or a class's name, not what its body binds, nor a
-    comprehension's names, nor `global` ones."""
-    names, outside, todo = set(), set(), list(nodes)
+def _in_scope(nodes: list[ast.AST], stop: tuple = (*_SCOPES, *_COMPREHENSIONS)):
+    """`nodes` and what they hold in their own scope: a def's or a class's node, not its body."""
+    todo = list(nodes)
     while todo:
-        n = todo.pop()
-        if isinstance(n, (ast.Global, ast.Nonlocal)):
-            outside |= set(n.names)
-        names.add(_binding(n))
-        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.ListComp,
-                              ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+        yield (n := todo.pop())
+        if not isinstance(n, stop):
             todo += ast.iter_child_nodes(n)
-    return frozenset(names - outside - {None})
+
+
+def _binds(nodes: list[ast.AST]) -> frozenset[str]:
+    """The names `nodes` bind in their own scope (not a comprehension's), but `global` ones."""
+    scope = list(_in_scope(nodes))
+    outside = {name for n in scope if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
+    return frozenset({_binding(n) for n in scope} - outside - {None})
 
 
 def _locals(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> frozenset[str]:
@@ -190,13 +194,8 @@ class _Module:
         self.defined = _defined_attrs([tree]) | set(defined)  # attribute names the student's code defines
         # A class body's bindings are the class's attributes (Box.T, self.T), which no alias follows: there
         # `T = torch` or `import torch as T` stores a value like any other.
-        classes, self.in_class = [n for n in nodes if isinstance(n, ast.ClassDef)], set()
-        for c in classes:
-            todo = list(c.body)
-            while todo:
-                self.in_class.add(id(n := todo.pop()))
-                if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-                    todo += ast.iter_child_nodes(n)
+        classes = [n for n in nodes if isinstance(n, ast.ClassDef)]
+        self.in_class = {id(n) for c in classes for n in _in_scope(c.body, _SCOPES)}
         nodes = [n for n in nodes if id(n) not in self.in_class]
         imports = [(b, f"{base}.{a.name}" if base else a.name if a.asname else b) for n in nodes
                    if isinstance(n, (ast.Import, ast.ImportFrom)) and (base := _from_module(n)) is not None
@@ -227,7 +226,7 @@ class _Module:
         self.selves = {id(fn): frozenset(a.arg for a in [*fn.args.posonlyargs, *fn.args.args][:1] if c.name in plain
                                          and "staticmethod" not in map(ast.unparse, fn.decorator_list)
                                          and [_binding(n) for n in ast.walk(fn)].count(a.arg) == 1)
-                       for c in classes for fn in c.body if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))}
+                       for c in classes for fn in c.body if isinstance(fn, _FUNCTIONS)}
 
     def is_alias_binding(self, stmt: ast.stmt) -> bool:
         pairs = _alias_pairs(stmt)
@@ -307,7 +306,7 @@ class _Module:
         """`alias`: node is the value of an alias binding (F = torch.nn.functional)."""
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             return self._import(node)
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        if isinstance(node, (*_FUNCTIONS, ast.Lambda)):
             outer, body = (self.exempt, self.local), node.body if isinstance(node.body, list) else [node.body]
             self._walk_all(c for c in ast.iter_child_nodes(node) if c not in body)  # the signature and decorators
             self.exempt, self.local = self.selves.get(id(node), outer[0]), outer[1] | _locals(node)
@@ -500,7 +499,7 @@ def _scan_tree(tree: ast.Module, module: str, defined: set[str]) -> dict[str, _U
     for stmt in tree.body:  # parts: ("your …", its code, the units it costs)
         mine = [n for n in _binds([stmt]) if n in owner]
         parts += [(f"your {name}", [stmt], [owner[name]]) for name in mine]
-        if not mine and isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        if not mine and isinstance(stmt, _SCOPES):
             helpers.setdefault(stmt.name, []).append(stmt)
         elif not mine and mod.is_alias_binding(stmt):  # what an alias names is judged where it is used
             ways += [("your module", f) for f in mod.findings(stmt)
@@ -532,25 +531,19 @@ def _scan_tree(tree: ast.Module, module: str, defined: set[str]) -> dict[str, _U
     return units
 
 
-def implementation_file(module: str) -> Path:
-    """minilm/<module>.py, or solutions/<module>.py under MINILM_IMPL=solutions."""
-    import minilm  # cheap: never imports torch or any exercise module
-
-    return tasks.ROOT / ("solutions" if minilm.implementation() == "solutions" else "minilm") / f"{module}.py"
-
-
 @functools.lru_cache(maxsize=8)
 def _scan_files(stamps: tuple[tuple[str, str, int, int], ...], folder: str) -> dict[str, list[Violation]]:
     return scan_package({module: Path(path).read_bytes() for module, path, _mtime, _size in stamps}, folder)
 
 
 def violations_for(task_id: str) -> list[Violation]:
-    """Task `task_id`'s violations in the current implementation (none when its file is missing:
-    importing it fails on its own)."""
-    task = tasks.get(task_id)
-    paths = {m: implementation_file(m) for m in tasks.EXERCISE_MODULES}
+    """Task `task_id`'s violations in the current implementation, minilm/ or (MINILM_IMPL=solutions) solutions/;
+    none when its file is missing: importing it fails on its own."""
+    import minilm  # cheap: never imports torch or any exercise module
+
+    task, folder = tasks.get(task_id), minilm.implementation()
+    paths = {m: tasks.ROOT / folder / f"{m}.py" for m in tasks.EXERCISE_MODULES}
     if not paths[task.module].is_file():
         return []
     stamps = tuple((m, str(p), p.stat().st_mtime_ns, p.stat().st_size) for m, p in paths.items() if p.is_file())
-    folder = paths[task.module].parent.relative_to(tasks.ROOT).as_posix()  # minilm or solutions
     return list(_scan_files(stamps, folder).get(task.id, []))
