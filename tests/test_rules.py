@@ -753,6 +753,60 @@ CORPUS = {
         def stable(x, dim):
             return softmax(x, dim)
     """),
+    # A method called through its class takes any object as self (a generator, whose frame holds the
+    # builtins): self's attributes are checked like any other's, and a method whose decorator is not
+    # a plain one (static = staticmethod) has no self at all. A seventh red team earned 6.1's points so.
+    "any-object-as-self": ("attention.py", """
+        import torch
+
+        static = staticmethod
+
+
+        class FrameReader(torch.nn.Module):
+            gi_frame = f_builtins = None
+
+            def frame(self):
+                return self.gi_frame  # flag: 6.1
+
+            @static
+            def names(self):
+                return self._parameters  # flag: 6.1
+
+        def softmax(x, dim):
+            b = FrameReader.names(FrameReader.frame(i for i in ()).f_builtins)  # flag: 6.1
+            return b["getattr"](b["__import__"]("torch"), "softmax")(x, dim)
+    """),
+    # functools.wraps copies attributes named by strings (F.relu's __globals__ is F's namespace), and a
+    # class's __setattr__ receives them; updated=("__globals__",) pours F's names into the module. The
+    # seventh red team earned 15 points on 3.1, 10.1, 10.4, 1.1, 2.1 and 4.1 so. Python calls a dunder
+    # method a class defines, or reads a dunder name however it is bound, with its own arguments.
+    "attributes-copied-by-name": ("rmsnorm.py", """
+        import functools
+
+        import torch
+
+
+        class Found:
+            seen = {}
+
+            def __setattr__(self, name, value):  # flag: 3.1
+                self.seen[name] = value
+
+        class __builtins__:  # flag: 3.1 3.2
+            pass
+
+        def rms_norm(x, weight, eps=1e-5):
+            found = Found()
+            functools.wraps(torch.nn.functional.relu, assigned=("__globals__",), updated=())(found)  # flag: 3.1
+            return found.seen["__globals__"]["rms_norm"](x, (x.shape[-1],), weight, eps)
+
+        Made = type("Made", (), {"__getattr__": print})  # flag: 3.1 3.2
+        functools.wraps(torch.nn.functional.relu, assigned=(), updated=("__globals__",))(rms_norm)  # flag: 3.1 3.2
+        try:
+            pass
+        except ValueError as __builtins__:  # flag: 3.1 3.2
+            pass
+    """),
     # torch.load reached through getattr is still a pickler's call: its options are checked.
     "pickler-options-through-getattr": ("training.py", """
         import torch

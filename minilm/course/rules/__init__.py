@@ -40,7 +40,7 @@ class Violation:
     line: int
     what: str  # "torch.softmax", "Tensor.softmax", "exec, which is not on Task 6.1's list …"
     advice: str  # "build it from exp and sum"
-    verb: str = "calls"  # calls | uses | imports | assigns to | has | reaches
+    verb: str = "calls"  # calls | uses | imports | assigns to | binds | has | reaches
     where: str = ""  # "your softmax", "your helper _f", "your module"
 
     @property
@@ -224,9 +224,15 @@ class _Module:
             plain |= {c.name for c in classes if not c.keywords and all(self.resolve(b) in allowed.SELF_BASES or (
                 isinstance(b, ast.Name) and b.id in plain and b.id not in self.aliases) for b in c.bases)}
         self.selves = {id(fn): frozenset(a.arg for a in [*fn.args.posonlyargs, *fn.args.args][:1] if c.name in plain
-                                         and "staticmethod" not in map(ast.unparse, fn.decorator_list)
+                                         and all(map(self._plain_decorator, fn.decorator_list))
                                          and [_binding(n) for n in ast.walk(fn)].count(a.arg) == 1)
                        for c in classes for fn in c.body if isinstance(fn, _FUNCTIONS)}
+
+    def _plain_decorator(self, d: ast.expr) -> bool:
+        """property, or torch.no_grad and its kin: the method still gets its instance first."""
+        call = isinstance(d, ast.Call) and not d.args and not d.keywords
+        return d.id == "property" not in self.own if isinstance(d, ast.Name) else self.resolve(
+            d.func if call else d) in allowed.SELF_DECORATORS
 
     def is_alias_binding(self, stmt: ast.stmt) -> bool:
         pairs = _alias_pairs(stmt)
@@ -306,6 +312,10 @@ class _Module:
         """`alias`: node is the value of an alias binding (F = torch.nn.functional)."""
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             return self._import(node)
+        # Python reads or calls these: __builtins__ = F makes softmax(x) F's, a dataclass execs __annotations__'
+        # keys, a class's __setattr__ gets names from library code. A class may define only the plain ones.
+        if _dunder(b := _binding(node)) and not (b in allowed.DEF_DUNDERS and id(node) in self.in_class):
+            self._way(node, "binds", b, allowed.PRIVATE_ADVICE)
         if isinstance(node, (*_FUNCTIONS, ast.Lambda)):
             outer, body = (self.exempt, self.local), node.body if isinstance(node.body, list) else [node.body]
             self._walk_all(c for c in ast.iter_child_nodes(node) if c not in body)  # the signature and decorators
@@ -338,6 +348,8 @@ class _Module:
         if isinstance(node, ast.Call):
             if (q := self.resolve(node.func)) in allowed.PICKLERS and not _plain_call(node, q):
                 self._way(node, "calls", f"{q} with a pickler or options", allowed.LOAD_ADVICE)
+            if ast.unparse(node.func) == "type" not in self.own and len(node.args) != 1:  # a class made from a dict
+                self._way(node, "calls", "type with three arguments", allowed.DYNAMIC_ADVICE)
             self._walk(node.func, call=True)
             return self._walk_all([*node.args, *node.keywords])
         if isinstance(node, ast.Attribute):
@@ -350,7 +362,8 @@ class _Module:
                     self._way(node, "assigns to", _short(node), allowed.PATCHING_ADVICE)  # k.transpose = …
                 self._attr(node, node.attr, call, _short(node.value, 30))
                 return self._walk(node.value)
-            if node.attr.startswith("__") and node.attr not in allowed.SELF_ATTRIBUTES:
+            if node.attr.startswith("__") and node.attr not in allowed.SELF_ATTRIBUTES or (
+                    node.attr in allowed.NEVER_ATTRIBUTES):  # C.method(a generator) makes it self
                 self._way(node, "uses", _short(node), allowed.PRIVATE_ADVICE, unlisted=True)
             # self's own attribute: judged where it is set, and by scan_package where other code sets it. Known
             # when the student's code sets it or a module or optimizer has it: self may be a tensor (C.forward(x)).
@@ -358,9 +371,6 @@ class _Module:
             self.out.append(_Finding(node.lineno, "calls" if call else "uses", _short(node), "self", node.attr,
                                      known=known, value=not call and isinstance(node.ctx, ast.Load)))
             return
-        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load) and _dunder(node.id):
-            # Python reads these: __builtins__ = F makes softmax(x) F's, a dataclass execs __annotations__' keys.
-            return self._way(node, "assigns to", node.id, allowed.PRIVATE_ADVICE)
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             if node.id in self.aliases:
                 self._name(node, self.aliases[node.id], call, alias=alias)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import builtins
 import re
+import types
 from dataclasses import dataclass
 
 
@@ -127,8 +128,16 @@ REFUSED_BUILTINS = (frozenset(dir(builtins)) | {"__builtins__", "__file__", "__n
 DYNAMIC = ("getattr", "setattr", "delattr", "hasattr")
 # torch.save and torch.load: only as plain calls, never as values (a pickler's call would be out of sight).
 PICKLERS = ("torch.load", "torch.save")
-# A class built on one of these (or on such a class) owns its `self`: the student's alone, not a tensor.
+# A class built on one of these (or on such a class) owns its `self`: the student's alone, not a tensor,
+# in a method that has no decorator but property or these (a staticmethod's first parameter is anything).
 SELF_BASES = ("torch.nn.Module", "torch.optim.Optimizer")
+SELF_DECORATORS = ("torch.no_grad", "torch.inference_mode", "torch.enable_grad")
+# The dunder methods a class may define: Python calls any other with names or objects of its choosing
+# (__setattr__, __getattr__, __set_name__, __reduce_ex__, __torch_function__ …), which nothing here follows.
+DEF_DUNDERS = frozenset("""
+    __init__ __post_init__ __call__ __len__ __repr__ __str__ __iter__ __next__ __getitem__ __contains__ __eq__
+    __hash__ __lt__ __bool__ __enter__ __exit__
+""".split())
 # What such a self may use besides what the student's code defines: nn.Module's and Optimizer's public
 # methods and attributes, not a tensor's (a method called through its class, C.forward(x), gets a tensor
 # as self; so does super() in a class mixed into a tensor subclass).
@@ -153,13 +162,18 @@ MATCH_SELF_TYPES = frozenset("bool bytearray bytes dict float frozenset int list
 _SHAPE_NAME = r"(?:\.\.\.|[*#?]{0,2}\w+)"
 SHAPE = re.compile(rf"\s*(?:{_SHAPE_NAME}(?:\s+{_SHAPE_NAME})*)?\s*")
 
-# Attribute names that reach the interpreter (frames, code, modules): refused on any object, even
-# when the student's code defines them. (`modules` is not one: model.modules() is nn.Module's; sys.modules
-# needs `sys`, which is.) A storage's .type("a.b") imports module a, and the AttributeError it raises
-# holds that module in .obj.
-NEVER_ATTRIBUTES = frozenset("""
-    gi_frame gi_code cr_frame cr_code ag_frame ag_code f_globals f_locals f_builtins f_back f_code tb_frame tb_next
-    co_code co_consts builtins sys os importlib subprocess storage untyped_storage obj
+# Attribute names that reach the interpreter (frames, code, modules): refused on any object, self
+# included, even when the student's code defines them. Python's own: every public attribute of its
+# frames, generators, coroutines, tracebacks, code, cells, functions and modules that plain values
+# lack (gi_frame, f_builtins, tb_next …). (`modules` is not one: model.modules() is nn.Module's;
+# sys.modules needs `sys`, which is.) A storage's .type("a.b") imports module a, and the
+# AttributeError it raises holds that module in .obj.
+_INTERPRETER = (types.FrameType, types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType,
+                types.TracebackType, types.CodeType, types.CellType, types.FunctionType, types.MethodType,
+                types.BuiltinFunctionType, types.ModuleType)
+NEVER_ATTRIBUTES = frozenset({a for t in _INTERPRETER for a in dir(t) if not a.startswith("_")} - {
+    a for t in (str, bytes, list, dict, set, tuple, int, float) for a in dir(t)}) | frozenset("""
+    builtins sys os importlib subprocess storage untyped_storage obj
 """.split())
 
 # Library names a task may use, minus its families. torch: its tensor operations (the functions
@@ -238,7 +252,7 @@ ALLOWED = frozenset(set().union(_under("torch", """
     Counter defaultdict deque OrderedDict namedtuple
 """), _under("collections.abc", "Iterable Iterator Sequence Mapping MutableMapping Callable Generator"),
     _under("dataclasses", "dataclass field replace fields asdict astuple"), _under("functools", """
-    partial reduce lru_cache cache wraps cached_property total_ordering cmp_to_key
+    partial reduce lru_cache cache cached_property total_ordering cmp_to_key
 """), _under("enum", "Enum IntEnum auto"), _under("abc", "ABC abstractmethod"), _under("warnings", "warn"),
     _under("copy", "copy deepcopy"), _under("contextlib", "nullcontext contextmanager suppress"),
     _under("os", "PathLike"), _under("regex", """
