@@ -287,7 +287,9 @@ def compile_step(run: Run, training_loss, optimizer):
     if args.compile:
         dummy = torch.zeros(args.batch_size, args.context_length, dtype=torch.long, device=run.device)
         compile_started = time.perf_counter()
-        training_loss, why_not = compile_or_eager(training_loss, lambda f: f(dummy, dummy).backward())
+        # Two tensors, as every real step passes: f(dummy, dummy) would compile for "x is y", and the
+        # first step would compile it all again.
+        training_loss, why_not = compile_or_eager(training_loss, lambda f: f(dummy, dummy.clone()).backward())
         optimizer.zero_grad(set_to_none=True)
         if dist.main:
             note = f" ({plan.compile_note})" if plan is not None else ""
