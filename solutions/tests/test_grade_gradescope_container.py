@@ -35,6 +35,7 @@ import pytest
 
 from minilm.course import tasks
 from solutions import export
+from solutions.tests.grading_helpers import CELL_TIMEOUT
 
 ROOT = tasks.ROOT
 BASE = os.environ.get("MINILM_DOCKER_BASE", "local/debian:bookworm")
@@ -237,7 +238,7 @@ def container_batch() -> dict[str, tuple[dict[str, str], int]]:
 # Time limits far above what a cell takes on a loaded machine cost nothing, but for the one
 # submission that hangs: each of its hangs costs the limit.
 GRADE_ARGS = "--notebooks 01_linear 03_rmsnorm --cell-timeout 120 --timeout 900 --memory-mb 2500"
-HANGS_ARGS = GRADE_ARGS.replace("--cell-timeout 120", "--cell-timeout 30")
+HANGS_ARGS = GRADE_ARGS.replace("--cell-timeout 120", f"--cell-timeout {CELL_TIMEOUT}")
 # Run as Gradescope does, then list what changed under the bundle, the venv and run_autograder.
 # First a stale copy of the reference that anyone may read, as an instructor may leave one: setpriv
 # alone (file modes) would show it to the submission; Landlock, where the kernel has it, does not.
