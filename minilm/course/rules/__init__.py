@@ -74,10 +74,9 @@ def _words(name: str) -> str:
 @functools.lru_cache(maxsize=None)
 def _family_matches(family: Family, name: str) -> bool:
     parts, dotted = name.split("."), name + "."
-    if parts[0] not in ("torch", "einops") or any(dotted.startswith(e + ".") for e in family.except_):
-        return False
-    return any(dotted.startswith(p + ".") for p in family.prefixes) or any(
-        _words(n) in _words(p) for p in parts[1:] for n in family.names)
+    return parts[0] in ("torch", "einops") and not any(dotted.startswith(e + ".") for e in family.except_) and (
+        any(dotted.startswith(p + ".") for p in family.prefixes)
+        or any(_words(n) in _words(p) for p in parts[1:] for n in family.names))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -189,8 +188,7 @@ class _Module:
         self.exempt, self.local, self.out = frozenset(), frozenset(), []
         nodes = list(ast.walk(tree))
         # How many times the module binds each name, anywhere: super and int may not be Python's where it does.
-        sites = collections.Counter(b for n in nodes if (b := _binding(n)))
-        self.own = set(sites)
+        self.own = collections.Counter(b for n in nodes if (b := _binding(n)))
         self.defined = _defined_attrs([tree]) | set(defined)  # attribute names the student's code defines
         # A class body's bindings are the class's attributes (Box.T, self.T), which no alias follows: there
         # `T = torch` or `import torch as T` stores a value like any other.
@@ -211,13 +209,13 @@ class _Module:
             for t, q in imports + [(t, self.resolve(v)) for t, v in pairs]:
                 meanings[t].add(q)
             self.ambiguous = {t for t, qs in meanings.items()
-                              if qs != {None} and (len(qs) > 1 or sites[t] > alias_sites[t])}
+                              if qs != {None} and (len(qs) > 1 or self.own[t] > alias_sites[t])}
             self.aliases = {t: q for t, (q, *_) in meanings.items() if q and t not in self.ambiguous}
         for name in task_names:  # never aliases: Task 6.2 calling softmax calls the student's softmax
             self.aliases.pop(name, None)
         # Classes whose self is the student's alone: built on nn.Module, Optimizer or such classes (a
         # subclass of torch.Tensor has the built-ins as methods: self.softmax). Each method's self: its first
-        # parameter in such a class, never rebound, but a static method's.
+        # parameter in such a class, never rebound, where no decorator but a plain one makes it something else.
         plain = set()
         self.bases = {id(b) for c in classes for b in c.bases}  # a base class is the class's own business
         for _ in classes:
@@ -230,9 +228,8 @@ class _Module:
 
     def _plain_decorator(self, d: ast.expr) -> bool:
         """property, or torch.no_grad and its kin: the method still gets its instance first."""
-        call = isinstance(d, ast.Call) and not d.args and not d.keywords
-        return d.id == "property" not in self.own if isinstance(d, ast.Name) else self.resolve(
-            d.func if call else d) in allowed.SELF_DECORATORS
+        d = d.func if isinstance(d, ast.Call) and not d.args and not d.keywords else d
+        return self.resolve(d) in allowed.SELF_DECORATORS or ast.unparse(d) == "property" not in self.own
 
     def is_alias_binding(self, stmt: ast.stmt) -> bool:
         pairs = _alias_pairs(stmt)
