@@ -24,7 +24,7 @@ CORPUS = {
         import torch
         from torch import nn
 
-        def linear(x, weight, F=torch.nn.functional):  # flag: 1.1
+        def linear(x, weight, F=torch.nn.functional):  # flag: 1.1 1.2
             return F.linear(x, weight)  # flag: 1.1
 
         class Linear(nn.Module):
@@ -56,7 +56,7 @@ CORPUS = {
         from torch import Tensor
 
         class _Scores(Tensor):
-            __match_args__ = ("softmax",)  # flag: 6.1
+            __match_args__ = ("softmax",)  # flag: 6.1 6.2 6.3
 
         def softmax(x, dim):
             match x:
@@ -99,7 +99,7 @@ CORPUS = {
 
         class _Normalizer(nn.Module):
             def normalized(self, dim):
-                return super().softmax(dim)  # flag: 6.2
+                return super().softmax(dim)  # flag: 6.1 6.2 6.3
 
         class _Scores(_Normalizer, torch.Tensor):
             pass
@@ -284,7 +284,7 @@ CORPUS = {
         def linear(x, weight):
             return F.linear(x, weight)  # flag: 1.1
 
-        class Linear(nn.Linear):  # flag: 1.2
+        class Linear(nn.Linear):  # flag: 1.1 1.2
             pass
     """),
     "embedding-builtins": ("embedding.py", """
@@ -307,7 +307,7 @@ CORPUS = {
         def rms_norm(x, weight, eps=1e-5):
             return functional.rms_norm(x, (x.shape[-1],), weight, eps)  # flag: 3.1
 
-        class RMSNorm(nn.RMSNorm):  # flag: 3.2
+        class RMSNorm(nn.RMSNorm):  # flag: 3.1 3.2
             def forward(self, x):
                 return torch.nn.functional.layer_norm(x, x.shape[-1:])  # flag: 3.2
     """),
@@ -554,13 +554,13 @@ CORPUS = {
     """),
     "modules-as-values": ("classic.py", """
         import torch
-        from . import linear as L
+        from . import linear as L  # flag: 13.1 13.2 13.3 13.4 13.5 13.6
         from .linear import Linear
 
         F = G = torch.nn.functional
         nn_, f_ = torch.nn, torch.nn.functional
 
-        def gelu(x, t=torch):  # flag: 13.3
+        def gelu(x, t=torch):  # flag: 13.1 13.2 13.3 13.4 13.5 13.6
             a = (torch,)[0].fx.proxy.enum.bltns  # flag: 13.3
             b = {"l": L}  # flag: 13.3
             c = isinstance(x, torch.Tensor), Linear, torch.erf, L.Linear, G.dropout, f_.pad
@@ -650,7 +650,7 @@ CORPUS = {
                 return torch.native_group_norm, torch.nn.LazyBatchNorm1d  # flag: 13.1 13.5 13.6
 
         class ClassicBlock(torch.nn.Module):
-            def forward(self, x, F={"f": torch.nn.functional}):  # flag: 13.5
+            def forward(self, x, F={"f": torch.nn.functional}):  # flag: 13.1 13.2 13.3 13.4 13.5 13.6
                 return F["f"].native_layer_norm(x), self.linear_q(x), x.w.linear_q  # flag: 13.5
     """),
     "linear-as-an-einops-layer": ("linear.py", """
@@ -717,7 +717,7 @@ CORPUS = {
             return Box.OP.attrgetter("nn.functional.rms_norm")(Box.T)(x, x.shape[-1:], weight, eps)
 
         class RMSNorm(torch.nn.Module):
-            F = torch.nn.functional  # flag: 3.2
+            F = torch.nn.functional  # flag: 3.1 3.2
 
             def forward(self, x):
                 return self.F.rms_norm(x, x.shape[-1:], self.weight)  # flag: 3.2
@@ -806,6 +806,37 @@ CORPUS = {
             pass
         except ValueError as __builtins__:  # flag: 3.1 3.2
             pass
+    """),
+    # minilm hands out an exercise module's name as the function of that name (minilm.rope is rope),
+    # so importing the module reached a task that forbids nothing (5.1), whose code holds the built-in.
+    # An eighth red team earned 10 points on 3.1, 6.1 and 10.1 so. A storage's type imports by a string.
+    "a-module-that-is-a-function": ("attention.py", """
+        from minilm import rope as rotary  # flag: 6.1 6.2 6.3
+
+        def softmax(x, dim):
+            x.storage_type()(4).type("operator")  # flag: 6.1
+            return rotary(x, dim)  # flag: 6.1
+    """),
+    # What runs when the module is imported (defaults, decorators, bases, class bodies) runs for every
+    # task: 13.2's default filled a list 13.3 read, and a walrus or a class body's global rebound 13.3's
+    # name. The eighth red team earned 13.3's point with F.gelu both ways.
+    "code-that-runs-on-import": ("classic.py", """
+        import torch
+
+        shelf = []
+
+        def gelu(x):
+            return shelf[0](x)
+
+        def sinusoidal_positions(n, d, stash=shelf.append(torch.nn.functional.gelu)):  # flag: 13.3 13.4 13.5 13.6
+            return torch.zeros(n, d)
+
+        def layer_norm(x, weight, bias, eps=1e-5, z=(gelu := torch.sigmoid)):  # flag: 13.1 13.2 13.3 13.4 13.5 13.6
+            return x
+
+        class LayerNorm(torch.nn.Module):
+            global gelu
+            gelu = torch.nn.functional.silu  # flag: 13.1 13.2 13.3 13.4 13.5 13.6
     """),
     # torch.load reached through getattr is still a pickler's call: its options are checked.
     "pickler-options-through-getattr": ("training.py", """

@@ -81,13 +81,13 @@ def _family_matches(family: Family, name: str) -> bool:
 
 @functools.lru_cache(maxsize=1024)
 def _importable_minilm(q: str) -> bool:
-    """minilm.course.validate and its public checks, an exercise module, or one of its task names."""
+    """minilm.course.validate and its public checks, or an exercise module's task name: never the module itself,
+    which `minilm` hands out as the function of the same name (minilm.rope is rope)."""
     parts = q.split(".")
     if len(parts) == 4 and parts[:3] == ["minilm", "course", "validate"]:
         tree = ast.parse((tasks.COURSE_DIR / "validate.py").read_text(encoding="utf-8"))
         return any(isinstance(n, ast.FunctionDef) and n.name == parts[3] and n.name[0] != "_" for n in tree.body)
-    return q == "minilm.course.validate" or len(parts) >= 2 and parts[1] in tasks.EXERCISE_MODULES and (
-        len(parts) == 2 or len(parts) == 3 and tasks.EXPORTS.get(parts[2]) == parts[1])
+    return q == "minilm.course.validate" or len(parts) == 3 and tasks.EXPORTS.get(parts[2]) == parts[1]
 
 
 def _binding(n: ast.AST) -> str | None:
@@ -140,6 +140,17 @@ def _defined_by(root: ast.AST, stored_only: bool = False) -> frozenset[str]:
         _binds(n.body) if isinstance(n, ast.ClassDef) else
         [n.args[0].value] if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.args
         and n.func.attr in allowed.SETTERS and _const(n.args[0]) else []))
+
+
+def _on_import(stmt: ast.stmt) -> list[ast.AST]:
+    """What a def or a class runs when its module is imported, for every task to use: decorators, defaults,
+    annotations, bases, and a class body but its methods' bodies."""
+    if isinstance(stmt, _FUNCTIONS):
+        a = stmt.args
+        return [*stmt.decorator_list, *a.defaults, *filter(None, [*a.kw_defaults, stmt.returns, *(
+            x.annotation for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg] if x)])]
+    return [*stmt.decorator_list, *stmt.bases, *stmt.keywords, *(n for s in stmt.body for n in (
+        _on_import(s) if isinstance(s, _SCOPES) else [s]))] if isinstance(stmt, ast.ClassDef) else []
 
 
 def _alias_pairs(stmt: ast.stmt) -> list[tuple[str, ast.expr]]:
@@ -213,6 +224,8 @@ class _Module:
             self.aliases = {t: q for t, (q, *_) in meanings.items() if q and t not in self.ambiguous}
         for name in task_names:  # never aliases: Task 6.2 calling softmax calls the student's softmax
             self.aliases.pop(name, None)
+        self.task_names = task_names  # bound by their own top-level def or class, and nothing else
+        self.task_defs = {id(s) for s in tree.body if isinstance(s, _SCOPES) and s.name in task_names}
         # Classes whose self is the student's alone: built on nn.Module, Optimizer or such classes (a
         # subclass of torch.Tensor has the built-ins as methods: self.softmax). Each method's self: its first
         # parameter in such a class, never rebound, where no decorator but a plain one makes it something else.
@@ -313,6 +326,8 @@ class _Module:
         # keys, a class's __setattr__ gets names from library code. A class may define only the plain ones.
         if _dunder(b := _binding(node)) and not (b in allowed.DEF_DUNDERS and id(node) in self.in_class):
             self._way(node, "binds", b, allowed.PRIVATE_ADVICE)
+        elif b in self.task_names and id(node) not in self.task_defs:  # gelu := F.gelu in another task's default
+            self._way(node, "binds", f"{b}, a task's name, elsewhere than its def", allowed.AMBIGUOUS_ADVICE)
         if isinstance(node, (*_FUNCTIONS, ast.Lambda)):
             outer, body = (self.exempt, self.local), node.body if isinstance(node.body, list) else [node.body]
             self._walk_all(c for c in ast.iter_child_nodes(node) if c not in body)  # the signature and decorators
@@ -505,6 +520,7 @@ def _scan_tree(tree: ast.Module, module: str, defined: set[str]) -> dict[str, _U
     mod, parts, helpers, rest, ways = _Module(tree, set(owner), defined), [], {}, [], []
     for stmt in tree.body:  # parts: ("your …", its code, the units it costs)
         mine = [n for n in _binds([stmt]) if n in owner]
+        rest += _on_import(stmt)  # runs for every task (shelf.extend(…) in a default fills what another reads)
         parts += [(f"your {name}", [stmt], [owner[name]]) for name in mine]
         if not mine and isinstance(stmt, _SCOPES):
             helpers.setdefault(stmt.name, []).append(stmt)

@@ -173,7 +173,7 @@ _INTERPRETER = (types.FrameType, types.GeneratorType, types.CoroutineType, types
                 types.BuiltinFunctionType, types.ModuleType)
 NEVER_ATTRIBUTES = frozenset({a for t in _INTERPRETER for a in dir(t) if not a.startswith("_")} - {
     a for t in (str, bytes, list, dict, set, tuple, int, float) for a in dir(t)}) | frozenset("""
-    builtins sys os importlib subprocess storage untyped_storage obj
+    builtins sys os importlib subprocess storage untyped_storage storage_type obj
 """.split())
 
 # Library names a task may use, minus its families. torch: its tensor operations (the functions
