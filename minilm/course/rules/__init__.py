@@ -43,12 +43,10 @@ class Violation:
     verb: str = "calls"  # calls | uses | imports | assigns to | binds | has | reaches
     where: str = ""  # "your softmax", "your helper _f", "your module"
 
-    @property
-    def message(self) -> str:
+    def __str__(self) -> str:
         return f"Task {self.task}: {self.where} {self.verb} {self.what} ({self.file}:{self.line}); {self.advice}"
 
-    def __str__(self) -> str:
-        return self.message
+    message = property(__str__)
 
 
 @dataclass(frozen=True)
@@ -81,13 +79,11 @@ def _family_matches(family: Family, name: str) -> bool:
 
 @functools.lru_cache(maxsize=1024)
 def _importable_minilm(q: str) -> bool:
-    """minilm.course.validate and its public checks, or an exercise module's task name: never the module itself,
-    which `minilm` hands out as the function of the same name (minilm.rope is rope)."""
+    """minilm.course.validate and its checks (check_…), or an exercise module's task name: never the module
+    itself, which `minilm` hands out as the function of the same name (minilm.rope is rope)."""
     parts = q.split(".")
-    if len(parts) == 4 and parts[:3] == ["minilm", "course", "validate"]:
-        tree = ast.parse((tasks.COURSE_DIR / "validate.py").read_text(encoding="utf-8"))
-        return any(isinstance(n, ast.FunctionDef) and n.name == parts[3] and n.name[0] != "_" for n in tree.body)
-    return q == "minilm.course.validate" or len(parts) == 3 and tasks.EXPORTS.get(parts[2]) == parts[1]
+    return q == "minilm.course.validate" or len(parts) == 3 and tasks.EXPORTS.get(parts[2]) == parts[1] or len(
+        parts) == 4 and parts[:3] == ["minilm", "course", "validate"] and parts[3].startswith("check_")
 
 
 def _binding(n: ast.AST) -> str | None:
@@ -125,15 +121,10 @@ def _locals(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> frozense
         x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg] if x}
 
 
-def _defined_attrs(nodes: list[ast.AST], stored_only: bool = False) -> set[str]:
-    return set().union(*(_defined_by(n, stored_only) for n in nodes))
-
-
-@functools.lru_cache(maxsize=1024)  # by statement: a scan asks for each task's code
-def _defined_by(root: ast.AST, stored_only: bool = False) -> frozenset[str]:
+def _defined_attrs(roots: list[ast.AST], stored_only: bool = False) -> frozenset[str]:
     """Attributes set on an object, x.name = … or setattr(x, "name", …); unless stored_only, also the names
     class bodies bind and those a setter registers, register_buffer("cos", …)."""
-    return frozenset(b for n in ast.walk(root) for b in (
+    return frozenset(b for root in roots for n in ast.walk(root) for b in (
         [n.attr] if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) else
         [n.args[1].value] if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr"
         and len(n.args) > 1 and _const(n.args[1]) else [] if stored_only else
@@ -143,14 +134,13 @@ def _defined_by(root: ast.AST, stored_only: bool = False) -> frozenset[str]:
 
 
 def _on_import(stmt: ast.stmt) -> list[ast.AST]:
-    """What a def or a class runs when its module is imported, for every task to use: decorators, defaults,
-    annotations, bases, and a class body but its methods' bodies."""
-    if isinstance(stmt, _FUNCTIONS):
-        a = stmt.args
-        return [*stmt.decorator_list, *a.defaults, *filter(None, [*a.kw_defaults, stmt.returns, *(
-            x.annotation for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg] if x)])]
-    return [*stmt.decorator_list, *stmt.bases, *stmt.keywords, *(n for s in stmt.body for n in (
-        _on_import(s) if isinstance(s, _SCOPES) else [s]))] if isinstance(stmt, ast.ClassDef) else []
+    """What a def or a class runs when its module is imported, for every task to use: all but a def's body
+    (decorators, defaults, annotations; a class's bases), and a class's body but its methods' bodies."""
+    if not isinstance(stmt, (*_FUNCTIONS, ast.ClassDef)):
+        return []
+    runs = stmt.body if isinstance(stmt, ast.ClassDef) else []
+    return [c for c in ast.iter_child_nodes(stmt) if c not in stmt.body] + [
+        n for s in runs for n in (_on_import(s) if isinstance(s, _SCOPES) else [s])]
 
 
 def _alias_pairs(stmt: ast.stmt) -> list[tuple[str, ast.expr]]:
@@ -186,8 +176,7 @@ def _dunder(name: str | None) -> bool:
 
 
 def _short(node: ast.AST, limit: int = 40) -> str:
-    text = ast.unparse(node)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return text if len(text := ast.unparse(node)) <= limit else text[: limit - 1] + "…"
 
 
 class _Module:
@@ -200,7 +189,7 @@ class _Module:
         nodes = list(ast.walk(tree))
         # How many times the module binds each name, anywhere: super and int may not be Python's where it does.
         self.own = collections.Counter(b for n in nodes if (b := _binding(n)))
-        self.defined = _defined_attrs([tree]) | set(defined)  # attribute names the student's code defines
+        self.defined = defined  # attribute names the student's code defines, in this module or others
         # A class body's bindings are the class's attributes (Box.T, self.T), which no alias follows: there
         # `T = torch` or `import torch as T` stores a value like any other.
         classes = [n for n in nodes if isinstance(n, ast.ClassDef)]
@@ -245,9 +234,8 @@ class _Module:
         return self.resolve(d) in allowed.SELF_DECORATORS or ast.unparse(d) == "property" not in self.own
 
     def is_alias_binding(self, stmt: ast.stmt) -> bool:
-        pairs = _alias_pairs(stmt)
-        return id(stmt) not in self.in_class and (isinstance(stmt, (ast.Import, ast.ImportFrom)) or bool(pairs) and all(
-            self.resolve(v) is not None for _, v in pairs))
+        return id(stmt) not in self.in_class and (isinstance(stmt, (ast.Import, ast.ImportFrom)) or bool(
+            pairs := _alias_pairs(stmt)) and all(self.resolve(v) is not None for _, v in pairs))
 
     def _dynamic(self, node: ast.AST) -> str | None:
         """Python's getattr, hasattr, setattr or delattr with a constant name: a use of that attribute."""
@@ -260,8 +248,7 @@ class _Module:
             return None if node.id in self.exempt else self.aliases.get(node.id)
         base, attr = (node.value, node.attr) if isinstance(node, ast.Attribute) else (
             (node.args[0], node.args[1].value) if self._dynamic(node) == "getattr" else (None, None))
-        q = self.resolve(base) if base is not None else None
-        return f"{q}.{attr}" if q else None
+        return f"{q}.{attr}" if (q := base is not None and self.resolve(base)) else None
 
     def findings(self, node: ast.AST) -> list[_Finding]:
         self.exempt, self.local, self.out = frozenset(), frozenset(), []
@@ -506,10 +493,9 @@ def _named(nodes: list[ast.AST], names) -> list[str]:
 def _reach(todo: list[str], graph: dict) -> set[str]:
     """Every name `todo` leads to in `graph` (name → names)."""
     seen = set()
-    while todo:
-        if (name := todo.pop()) not in seen:
-            seen.add(name)
-            todo += graph.get(name, ())
+    while todo := set(todo) - seen:
+        seen |= todo
+        todo = {m for n in todo for m in graph.get(n, ())}
     return seen
 
 
