@@ -934,10 +934,79 @@ def test_a_task_is_judged_by_the_other_tasks_code_it_calls():
     alone = rules.scan(classic, "minilm/classic.py")
     assert {(v.task, v.line) for vs in alone.values() for v in vs} == {("13.3", 5), ("13.4", 5), ("13.5", 5),
                                                                         ("13.6", 5)}, alone
-    # what the called task's own rules refuse costs that task alone, not every caller
+    # what the called task's own rules refuse costs every caller whose rules refuse it too: 6.2's attention
+    # does not get a built-in softmax for free because 6.1 already pays for it
     shortcut = attention.replace("e = torch.exp(x - x.amax(dim, keepdim=True))", "return torch.softmax(x, dim)")
     found = rules.scan_package({"attention": shortcut})
-    assert [v.task for vs in found.values() for v in vs] == ["6.1"], found
+    assert [v.task for vs in found.values() for v in vs] == ["6.1", "6.2"], found
+    assert "reaches torch.softmax through your softmax (Task 6.1)" in found["6.2"][0].message
+
+
+def test_a_sacrificed_task_launders_no_built_in_for_its_callers():
+    # Found by the ninth red team (14/14 points on 10_training for 1 point lost): 4.1's silu, worth one point,
+    # runs CrossEntropyLoss, clip_grad_norm_ and AdamW for the training tasks that call it with a keyword.
+    swiglu = textwrap.dedent("""
+        import torch
+
+        def silu(x, *how):
+            if how and how[0] == "ce":
+                return torch.nn.CrossEntropyLoss()(x, how[1])
+            if how and how[0] == "clip":
+                return torch.nn.utils.clip_grad_norm_(x, how[1])
+            if how and how[0] == "adamw":
+                return torch.optim.AdamW(how[1])
+            return x * torch.sigmoid(x)
+    """)
+    training = textwrap.dedent("""
+        import torch
+        from .swiglu import silu
+
+        def cross_entropy(logits, targets):
+            return silu(logits, "ce", targets)
+
+        def clip_grad_norm(parameters, max_norm):
+            return silu(list(parameters), "clip", max_norm)
+
+        class AdamW(torch.optim.Optimizer):
+            def step(self, closure=None):
+                silu(None, "adamw", self.param_groups).step()
+    """)
+    found = rules.scan_package({"swiglu": swiglu, "training": training})
+    lines = {t: {(v.file, v.line) for v in found[t]} for t in ("4.1", "10.1", "10.2", "10.4")}
+    assert lines == {t: {("minilm/swiglu.py", n) for n in (6, 8, 10)} for t in lines}, found
+    assert "reaches torch.nn.CrossEntropyLoss through your silu (Task 4.1)" in found["10.1"][0].message
+
+
+def test_a_provided_value_carries_no_built_in_to_another_module():
+    # Found by the ninth red team (5/5 points on 6.1 and 6.2): NS_COEFFICIENTS, a provided value of
+    # modern.py, made by a class whose body holds the built-ins, or a plain tuple holding one.
+    attention = textwrap.dedent("""
+        from .modern import NS_COEFFICIENTS
+
+        def softmax(x, dim):
+            return NS_COEFFICIENTS.values(x, dim)
+
+        def scaled_dot_product_attention(q, k, v, mask=None):
+            return NS_COEFFICIENTS[3](q, k, v, attn_mask=mask)
+    """)
+    in_a_class = textwrap.dedent("""
+        import torch
+
+        class _Coefficients(tuple):
+            values = torch.softmax
+
+        NS_COEFFICIENTS = _Coefficients((3.4445, -4.7750, 2.0315))
+    """)
+    in_a_tuple = "import torch\nNS_COEFFICIENTS = (3.4, -4.7, 2.0, torch.nn.functional.scaled_dot_product_attention)\n"
+    for modern, line in ((in_a_class, 5), (in_a_tuple, 2)):
+        found = rules.scan_package({"modern": modern, "attention": attention})
+        assert {(v.file, v.line) for v in found["6.1"]} == {("minilm/modern.py", line)}, found
+        assert "through your NS_COEFFICIENTS" in found["6.1"][0].message
+    assert {(v.file, v.line) for v in found["6.2"]} == {("minilm/modern.py", 2)}, found
+    # and a jaxtyping annotation holds types, never a module
+    [v] = rules.scan("import torch\nfrom jaxtyping import Float\ndef softmax(x: Float[torch.nn.functional, '...'], "
+                     "dim):\n    return x\n", "minilm/attention.py")["6.1"]
+    assert "the module torch.nn.functional as a value" in v.message, v
 
 
 def test_a_task_is_judged_by_the_provided_code_it_uses_from_another_module():

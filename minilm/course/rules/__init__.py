@@ -342,7 +342,7 @@ class _Module:
             for part in [node.value, *(node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice])]:
                 if not (_const(part) and allowed.SHAPE.fullmatch(part.value) or self.resolve(part)):
                     self._way(part, "has", f"the jaxtyping shape {_short(part)}", allowed.SHAPE_ADVICE)
-                self._walk(part, alias=True)  # Float, Tensor, torch.Tensor: types
+                self._walk(part, alias=part is node.value)  # Float; Tensor, torch.Tensor: types, never modules
             return
         if isinstance(node, ast.Call):
             if (q := self.resolve(node.func)) in allowed.PICKLERS and not _plain_call(node, q):
@@ -417,7 +417,8 @@ def scan(source: str | bytes, filename: str) -> dict[str, list[Violation]]:
 def scan_package(sources: dict[str, str | bytes], folder: str = "minilm") -> dict[str, list[Violation]]:
     """scan() of every module in `sources` (name → source), and what each task reaches through other
     tasks' code it names or whose attributes it uses (gelu calling sinusoidal_positions for its F.gelu,
-    kv_cache.f set by KVCache). What the other task's own rules refuse costs that task alone."""
+    kv_cache.f set by KVCache). All the other task's code is judged by this task's rules too, what the other
+    task's own rules refuse included: one task's refused built-in never does another's work for free."""
     return _scan(sources, lambda module: f"{folder}/{module}.py")
 
 
@@ -467,9 +468,8 @@ def _scan(sources: dict[str, str | bytes], file_of, reach: bool = True) -> dict[
         for other in [task.id, *others] if reach else [task.id]:
             unit = units.get(other, _Unit(""))
             via = f"your {other.split(':')[1]}" if ":" in other else f"your {tasks.get(other).function} (Task {other})"
-            found = unit.found if other == task.id else [  # what the other task's own rules refuse costs it alone
-                (f"your {task.function}", replace(f, verb="reaches", what=f"{f.what} through {via}"))
-                for _, f in unit.found if ":" in other or _judge(tasks.get(other), f) is None]
+            found = unit.found if other == task.id else [(f"your {task.function}", replace(
+                f, verb="reaches", what=f"{f.what} through {via}")) for _, f in unit.found]
             for where, f in found:
                 if judged := _judge(task, f):
                     v = Violation(task.id, file_of(unit.module), f.line, *judged, f.verb, where)
@@ -520,11 +520,13 @@ def _scan_tree(tree: ast.Module, module: str, defined: set[str]) -> dict[str, _U
     calls, used = {h: _named(helpers[h], helpers) for h in helpers}, collections.defaultdict(set)
     for _, code, [tid] in parts:
         used[tid] |= _reach(_named(code, helpers), calls) - _reach(_named(rest, helpers), calls)
-    provided = {pid: _reach([h], calls) for h in helpers if ":" in (pid := _TASK_OF.get((module, h), ""))}
+    # A provided name (a def, a class or a value: NS_COEFFICIENTS) is judged by the module-level code too.
+    provided = {pid: _reach([n, *_named(rest, helpers)], calls) for (m, n), pid in _TASK_OF.items()
+                if m == module and ":" in pid}
     parts += [(f"your helper {h}", helpers[h], ([t for t in ids if h in used[t]] or ids)
                + [pid for pid, code in provided.items() if h in code]) for h in helpers]
-    units = {u: _Unit(module, list(ways) if u in ids else []) for u in ids + list(provided)}
-    for where, code, payers in parts + [("your module", rest, ids)]:
+    units = {u: _Unit(module, list(ways)) for u in ids + list(provided)}
+    for where, code, payers in parts + [("your module", rest, ids + list(provided))]:
         found = [(where, f) for s in code for f in mod.findings(s)]
         named, attrs = _tasks_named(mod, code, owner), _defined_attrs(code)
         for u in payers:
