@@ -955,7 +955,7 @@ def test_a_sacrificed_task_launders_no_built_in_for_its_callers():
                 return torch.nn.utils.clip_grad_norm_(x, how[1])
             if how and how[0] == "adamw":
                 return torch.optim.AdamW(how[1])
-            return x * torch.sigmoid(x)
+            return x.sigmoid().mul(x)
     """)
     training = textwrap.dedent("""
         import torch

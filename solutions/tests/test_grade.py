@@ -303,7 +303,7 @@ def zip_bomb(root: Path) -> Path:
 def shortcuts() -> dict[str, dict[str, str]]:
     """The built-ins instead of the work (the from-scratch rule): behind an alias, a computed
     getattr, torch.ops.aten only at grading time, and the provided oracles. Their outputs are
-    right; the tasks that shortcut earn 0, the others their points."""
+    right; the tasks that shortcut earn 0, and so do Linear and RMSNorm, which call them."""
     linear, rms = reference("linear"), reference("rmsnorm")
     aliased = replace_region(linear.replace("import torch\n", "import torch\nimport torch.nn.functional as G\n", 1),
                              "1.1", "return G.linear(x, weight)")
@@ -321,8 +321,8 @@ def shortcuts() -> dict[str, dict[str, str]]:
 def third_red_team() -> dict[str, str]:
     """Found by the third red team (issue 24) with the student edition alone, each a working
     shortcut that the old blacklist passed: `self` rebound to torch.nn.functional (1.1) and
-    einops' private backend handing back the torch module (3.1). The allowlist refuses both; the
-    honest Linear and RMSNorm that call them keep their points (a refused helper costs its own task)."""
+    einops' private backend handing back the torch module (3.1). The allowlist refuses both, and the
+    Linear and RMSNorm that call them: a task is judged by all the code it runs."""
     linear = replace_region(reference("linear"), "1.1", "self = torch.nn.functional\nreturn self.linear(x, weight)")
     rms = replace_region(reference("rmsnorm"), "3.1", "backend = einops._backends.get_backend(x)\n"
                                                        "return backend.torch.nn.functional.rms_norm(x, x.shape[-1:], "
@@ -350,10 +350,10 @@ def build_batch(tmp: Path, out: Path, port: int) -> dict[str, tuple[Path, int]]:
         rmsnorm=prepend(forged["rmsnorm"], sabotage))
     add("always_equal_and_hangs", P32, **always_equal_and_hangs())
     cut = shortcuts()
-    add("builtins_behind_aliases", P12 + P32, **cut["builtins_behind_aliases"])
-    add("grading_time_and_oracles", P12, **cut["grading_time_and_oracles"])
+    add("builtins_behind_aliases", 0, **cut["builtins_behind_aliases"])
+    add("grading_time_and_oracles", 0, **cut["grading_time_and_oracles"])
     add("daemon_crash_network_memory", P32, **daemon_crash_network_memory(out, port))
-    add("third_red_team", P12 + P32, **third_red_team())
+    add("third_red_team", 0, **third_red_team())
     batch["bad_files_outer"] = (bad_files(tmp), P11 + P12)
     batch["bomb"] = (zip_bomb(tmp), P11 + P12)
     (tmp / "corrupt.zip").write_bytes(b"PK\x03\x04" + os.urandom(200))
@@ -511,6 +511,8 @@ def test_feedback_is_the_graders_own_words(batch):
     late = feedback("grading_time_and_oracles")
     assert "calls os.environ.get, which is not on Task 1.1's list of allowed operations" in late, late
     assert "(minilm/linear.py:" in late and "imports minilm.oracles (minilm/rmsnorm.py:" in late
+    # Linear runs the shortcut linear: refused too, the path named (a sacrificed task launders nothing)
+    assert "Task 1.2: your Linear reaches torch.nn.functional.linear through your linear (Task 1.1)" in aliases
     assert not any(line.startswith(reports.UNSANDBOXED) for line in feedback("reference").splitlines())
 
 

@@ -33,7 +33,9 @@ def third_red_team_later_tasks() -> dict[str, str]:
 
 # The torch.optim object that 10.4's shortcut reaches is a value any task of the module could use:
 # it costs 10.3 too, whose families include optim.
-LATER_SHORTCUTS = {"6.1", "6.2", "10.1", "10.2", "10.3", "10.4"}
+# And a task is judged by all the code it runs: the multi-head attention and the models (6.3, 7.1, 8.1,
+# 13.5, 13.6) run 6.2's shortcut.
+LATER_SHORTCUTS = {"6.1", "6.2", "10.1", "10.2", "10.3", "10.4"} | {"6.3", "7.1", "8.1", "13.5", "13.6"}
 
 
 @needs_bwrap
@@ -42,7 +44,8 @@ def test_the_data_notebooks_and_the_third_red_teams_later_shortcuts(tmp_path):
     # One batch, --jobs 2: the reference earns every point of 06 and of 09-11, which read the
     # tokenizer's files and Tiny Shakespeare offline, from the local copies the grader binds
     # read-only into the sandbox (TIKTOKEN_CACHE_DIR, MINILM_TINYSHAKESPEARE). Beside it, the red
-    # team's shortcuts score 0 on exactly their tasks (LATER_SHORTCUTS) and keep the rest.
+    # team's shortcuts score 0 on exactly their tasks and the tasks that run them (LATER_SHORTCUTS), and keep
+    # the rest.
     every = {m: reference(m) for m in tasks.EXERCISE_MODULES}
     honest = submission(tmp_path / "subs", "reference", **every)
     attacker = submission(tmp_path / "subs", "attacker", **{**every, **third_red_team_later_tasks()})

@@ -417,8 +417,8 @@ def scan(source: str | bytes, filename: str) -> dict[str, list[Violation]]:
 def scan_package(sources: dict[str, str | bytes], folder: str = "minilm") -> dict[str, list[Violation]]:
     """scan() of every module in `sources` (name → source), and what each task reaches through other
     tasks' code it names or whose attributes it uses (gelu calling sinusoidal_positions for its F.gelu,
-    kv_cache.f set by KVCache). All the other task's code is judged by this task's rules too, what the other
-    task's own rules refuse included: one task's refused built-in never does another's work for free."""
+    kv_cache.f set by KVCache). The code a task names is judged by its rules in full, what the other task's
+    own rules refuse included: one task's refused built-in never does another's work for free."""
     return _scan(sources, lambda module: f"{folder}/{module}.py")
 
 
@@ -457,6 +457,7 @@ def _scan(sources: dict[str, str | bytes], file_of, reach: bool = True) -> dict[
     # A tensor's method's name set on an object may be a plant on torch.Tensor (type(x).training = …, or
     # self.exp = … in a method called with torch.Tensor as self): its readers are followed to it like any other's.
     stored = _defined_attrs(list(trees.values()), stored_only=True)
+    named = {u: set(unit.names) for u, unit in units.items()}  # the code each unit names, so runs
     for u, unit in units.items():  # an attribute of the student's own: the code that defines it
         used = {f.name for _, f in unit.found if f.kind in ("method", "self") and (f.name not in allowed.METHODS
                                                                                   or f.name in stored)}
@@ -464,12 +465,16 @@ def _scan(sources: dict[str, str | bytes], file_of, reach: bool = True) -> dict[
     result, graph = {}, {u: unit.names for u, unit in units.items()}
     for task in (t for t in tasks.TASKS if t.module in sources):
         others = sorted(_reach(list(graph[task.id]), graph) - {task.id}, key=lambda o: (":" not in o, o))
-        seen = {}
+        seen, runs = {}, _reach(list(named[task.id]), named)
         for other in [task.id, *others] if reach else [task.id]:
             unit = units.get(other, _Unit(""))
             via = f"your {other.split(':')[1]}" if ":" in other else f"your {tasks.get(other).function} (Task {other})"
+            # What a task runs is judged by its rules, what the other's own rules refuse too (a sacrificed task
+            # launders nothing); of code that only sets an attribute's name it uses, what the other's rules accept
+            # (that code runs in the other task's process: the worker forks one for each).
             found = unit.found if other == task.id else [(f"your {task.function}", replace(
-                f, verb="reaches", what=f"{f.what} through {via}")) for _, f in unit.found]
+                f, verb="reaches", what=f"{f.what} through {via}")) for _, f in unit.found
+                if other in runs or ":" in other or _judge(tasks.get(other), f) is None]
             for where, f in found:
                 if judged := _judge(task, f):
                     v = Violation(task.id, file_of(unit.module), f.line, *judged, f.verb, where)
@@ -554,7 +559,5 @@ def violations_for(task_id: str) -> list[Violation]:
 
     task, folder = tasks.get(task_id), minilm.implementation()
     paths = {m: tasks.ROOT / folder / f"{m}.py" for m in tasks.EXERCISE_MODULES}
-    if not paths[task.module].is_file():
-        return []
     stamps = tuple((m, str(p), p.stat().st_mtime_ns, p.stat().st_size) for m, p in paths.items() if p.is_file())
-    return list(_scan_files(stamps, folder).get(task.id, []))
+    return list(_scan_files(stamps, folder).get(task.id, [])) if paths[task.module].is_file() else []
