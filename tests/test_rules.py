@@ -164,7 +164,8 @@ CORPUS = {
         @_keep(loss=torch.nn.functional.cross_entropy)  # flag: 10.1
         def save_checkpoint(model, optimizer, iteration, out):
             _KIT["lse"] = model.logsumexp  # flag: 10.1
-            torch.save(model.state_dict(), out)
+            # handed to _keep's lambda, save_checkpoint's code may run for any task of the module
+            torch.save(model.state_dict(), out)  # flag: 10.1 10.2 10.3 10.4
     """),
     # ---------------------------------------------------------------- found by the third red team (issue 24)
     "self-rebound-to-anything": ("attention.py", """
@@ -768,9 +769,9 @@ CORPUS = {
             def frame(self):
                 return self.gi_frame  # flag: 6.1
 
-            @static
+            @static  # not Python's staticmethod by its name: it may hand `names` out, to run anywhere
             def names(self):
-                return self._parameters  # flag: 6.1
+                return self._parameters  # flag: 6.1 6.2 6.3
 
         def softmax(x, dim):
             b = FrameReader.names(FrameReader.frame(i for i in ()).f_builtins)  # flag: 6.1
@@ -1007,6 +1008,71 @@ def test_a_provided_value_carries_no_built_in_to_another_module():
     [v] = rules.scan("import torch\nfrom jaxtyping import Float\ndef softmax(x: Float[torch.nn.functional, '...'], "
                      "dim):\n    return x\n", "minilm/attention.py")["6.1"]
     assert "the module torch.nn.functional as a value" in v.message, v
+
+
+def test_a_class_body_or_a_decorator_hands_out_no_built_in():
+    # Found by the tenth red team (22 points on 1.1-6.2 and 10.1, no task given up): functions defined in a
+    # class body that forbids nothing (Tokenizer, 9.3) escape to module scope, by `global` or by a class-body
+    # statement that files them; another task of the module (train_bpe, 9.2) hands them out. They, and a
+    # function given to a decorator of the student's, are module-level code: every task of the module runs them.
+    dispatch = "\ndef train_bpe(text, num_merges, op=None):\n    return OPS[op] if op else []\n"
+    by_global = textwrap.dedent("""
+        import dataclasses
+        import torch
+
+        @dataclasses.dataclass
+        class Tokenizer:
+            vocab: dict
+            global _sdpa
+
+            def _sdpa(*a):
+                return torch.nn.functional.scaled_dot_product_attention(*a)
+            OPS = {"sdpa": _sdpa}
+    """).replace("    OPS = {", "OPS = {")
+    by_shelf = textwrap.dedent("""
+        import dataclasses
+        import torch
+        OPS = {}
+
+        @dataclasses.dataclass
+        class Tokenizer:
+            vocab: dict
+
+            def _sdpa(*a):
+                return torch.nn.functional.scaled_dot_product_attention(*a)
+            OPS.update(sdpa=_sdpa)
+    """)
+    attention = textwrap.dedent("""
+        from .bpe import train_bpe
+
+        def scaled_dot_product_attention(q, k, v, mask=None):
+            return train_bpe("", 0, op="sdpa")(q, k, v, mask)
+    """)
+    for bpe, line in ((by_global, 11), (by_shelf, 11)):
+        found = rules.scan_package({"bpe": bpe + dispatch, "attention": attention})
+        assert {(v.file, v.line) for v in found["6.2"]} == {("minilm/bpe.py", line)}, found
+        assert "through your train_bpe (Task 9.2)" in found["6.2"][0].message
+    # a decorator of the student's gets the function: softmax's torch.softmax runs for 6.2 without its name
+    registry = textwrap.dedent("""
+        import torch
+        REGISTRY = {}
+
+        def _register(f):
+            REGISTRY[f.__name__] = f
+            return f
+
+        @_register
+        def softmax(x, dim):
+            return torch.softmax(x, dim)
+
+        def scaled_dot_product_attention(q, k, v, mask=None):
+            return REGISTRY["softmax"](q @ k.transpose(-1, -2), -1) @ v
+    """)
+    found = rules.scan(registry, "minilm/attention.py")
+    assert {(t, v.line) for t in ("6.1", "6.2") for v in found[t]} == {("6.1", 11), ("6.2", 11)}, found
+    # Python's and the libraries' decorators hand nothing out
+    kept = registry.replace("@_register", "@torch.no_grad()")
+    assert {v.line for v in rules.scan(kept, "minilm/attention.py")["6.2"]} == set()
 
 
 def test_a_task_is_judged_by_the_provided_code_it_uses_from_another_module():

@@ -116,9 +116,7 @@ def _binds(nodes: list[ast.AST]) -> frozenset[str]:
 def _locals(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> frozenset[str]:
     """The names a function binds in its own scope, where Python never looks them up in its built-ins (a module's
     or a class body's names may be unbound when read, and then are): fewer names, so more refusals."""
-    a = fn.args
-    return _binds(fn.body if isinstance(fn.body, list) else [fn.body]) | {
-        x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg] if x}
+    return _binds([fn.args, *(fn.body if isinstance(fn.body, list) else [fn.body])])
 
 
 def _defined_attrs(roots: list[ast.AST], stored_only: bool = False) -> frozenset[str]:
@@ -133,14 +131,19 @@ def _defined_attrs(roots: list[ast.AST], stored_only: bool = False) -> frozenset
         and n.func.attr in allowed.SETTERS and _const(n.args[0]) else []))
 
 
-def _on_import(stmt: ast.stmt) -> list[ast.AST]:
+def _on_import(stmt: ast.stmt, plain) -> list[ast.AST]:
     """What a def or a class runs when its module is imported, for every task to use: all but a def's body
-    (decorators, defaults, annotations; a class's bases), and a class's body but its methods' bodies."""
+    (decorators, defaults, annotations; a class's bases), a class's body but its methods' bodies; and whole,
+    a function the import hands out: to a decorator not `plain`, by name in a class body (OPS.update(f=f)) or
+    as a global of one."""
     if not isinstance(stmt, (*_FUNCTIONS, ast.ClassDef)):
         return []
     runs = stmt.body if isinstance(stmt, ast.ClassDef) else []
-    return [c for c in ast.iter_child_nodes(stmt) if c not in stmt.body] + [
-        n for s in runs for n in (_on_import(s) if isinstance(s, _SCOPES) else [s])]
+    code = [c for c in ast.iter_child_nodes(stmt) if c not in stmt.body] + [
+        n for s in runs for n in (_on_import(s, plain) if isinstance(s, _SCOPES) else [s])]
+    out = {*_named(code, {getattr(s, "name", "") for s in runs}), *(x for n in code if isinstance(n, ast.Global)
+                                                                     for x in n.names)}
+    return code + [s for s in runs if getattr(s, "name", None) in out] + [stmt][all(map(plain, stmt.decorator_list)):]
 
 
 def _alias_pairs(stmt: ast.stmt) -> list[tuple[str, ast.expr]]:
@@ -185,8 +188,7 @@ class _Module:
     def __init__(self, tree: ast.Module, task_names: set[str], defined: set[str] = frozenset()):
         # The `self` of the method being walked, the names its function and the enclosing ones bind (none while
         # aliases are resolved: getattr is Python's), the findings.
-        self.exempt, self.local, self.out = frozenset(), frozenset(), []
-        nodes = list(ast.walk(tree))
+        self.exempt, self.local, self.out, nodes = frozenset(), frozenset(), [], list(ast.walk(tree))
         # How many times the module binds each name, anywhere: super and int may not be Python's where it does.
         self.own = collections.Counter(b for n in nodes if (b := _binding(n)))
         self.defined = defined  # attribute names the student's code defines, in this module or others
@@ -218,8 +220,7 @@ class _Module:
         # Classes whose self is the student's alone: built on nn.Module, Optimizer or such classes (a
         # subclass of torch.Tensor has the built-ins as methods: self.softmax). Each method's self: its first
         # parameter in such a class, never rebound, where no decorator but a plain one makes it something else.
-        plain = set()
-        self.bases = {id(b) for c in classes for b in c.bases}  # a base class is the class's own business
+        plain, self.bases = set(), {id(b) for c in classes for b in c.bases}  # a base class is the class's business
         for _ in classes:
             plain |= {c.name for c in classes if not c.keywords and all(self.resolve(b) in allowed.SELF_BASES or (
                 isinstance(b, ast.Name) and b.id in plain and b.id not in self.aliases) for b in c.bases)}
@@ -232,6 +233,13 @@ class _Module:
         """property, or torch.no_grad and its kin: the method still gets its instance first."""
         d = d.func if isinstance(d, ast.Call) and not d.args and not d.keywords else d
         return self.resolve(d) in allowed.SELF_DECORATORS or ast.unparse(d) == "property" not in self.own
+
+    def library_decorator(self, d: ast.expr) -> bool:
+        """One that cannot hand the function to the student's code: a library's, with constant arguments only,
+        or property, staticmethod or classmethod."""
+        f, args = (d.func, [*d.args, *(k.value for k in d.keywords)]) if isinstance(d, ast.Call) else (d, [])
+        q = self.resolve(f) or ast.unparse(f) in allowed.DECORATORS - set(self.own) and "builtins"
+        return bool(q) and q.split(".")[0] != "minilm" and all(isinstance(a, ast.Constant) for a in args)
 
     def is_alias_binding(self, stmt: ast.stmt) -> bool:
         return id(stmt) not in self.in_class and (isinstance(stmt, (ast.Import, ast.ImportFrom)) or bool(
@@ -393,10 +401,8 @@ def _judge(task: tasks.Task, f: _Finding) -> tuple[str, str] | None:
     what = f.what if listed else f"{f.what}, which is not on Task {task.id}'s list of allowed operations ({LIST_FILE})"
     if f.kind == "way":
         return what, f.advice
-    for family, advice in task.forbidden:  # the family's own advice first, listed or not
-        if _forbidden(FAMILIES[family], f):
-            return what, advice
-    return None if listed else (what, allowed.LIST_ADVICE)
+    advice = next((a for family, a in task.forbidden if _forbidden(FAMILIES[family], f)), None)  # listed or not
+    return (what, advice) if advice is not None else None if listed else (what, allowed.LIST_ADVICE)
 
 
 def _forbidden(family: Family, f: _Finding) -> bool:
@@ -511,7 +517,7 @@ def _scan_tree(tree: ast.Module, module: str, defined: set[str]) -> dict[str, _U
     mod, parts, helpers, rest, ways = _Module(tree, set(owner), defined), [], {}, [], []
     for stmt in tree.body:  # parts: ("your …", its code, the units it costs)
         mine = [n for n in _binds([stmt]) if n in owner]
-        rest += _on_import(stmt)  # runs for every task (shelf.extend(…) in a default fills what another reads)
+        rest += _on_import(stmt, mod.library_decorator)  # runs for every task (a default fills a shelf …)
         parts += [(f"your {name}", [stmt], [owner[name]]) for name in mine]
         if not mine and isinstance(stmt, _SCOPES):
             helpers.setdefault(stmt.name, []).append(stmt)

@@ -341,6 +341,9 @@ METHODS = frozenset("""
     xpu zero_ zero_grad zfill
 """.split()) - NEVER_ATTRIBUTES
 
+# Python's decorators that keep a function to its class (a library's are the library's business).
+DECORATORS = frozenset({"property", "staticmethod", "classmethod"})
+
 # The tensor and module attributes code may set on an object it did not make (p.grad = None); any
 # other method's name is refused as a target, as patching: k.transpose = … would change what a caller runs.
 WRITABLE = frozenset({"grad", "data", "requires_grad", "training"})
