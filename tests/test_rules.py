@@ -1051,7 +1051,7 @@ def test_a_class_body_or_a_decorator_hands_out_no_built_in():
     for bpe, line in ((by_global, 11), (by_shelf, 11)):
         found = rules.scan_package({"bpe": bpe + dispatch, "attention": attention})
         assert {(v.file, v.line) for v in found["6.2"]} == {("minilm/bpe.py", line)}, found
-        assert "through your train_bpe (Task 9.2)" in found["6.2"][0].message
+        assert "through your bpe.py's top-level code" in found["6.2"][0].message  # and through train_bpe
     # a decorator of the student's gets the function: softmax's torch.softmax runs for 6.2 without its name
     registry = textwrap.dedent("""
         import torch
@@ -1073,6 +1073,30 @@ def test_a_class_body_or_a_decorator_hands_out_no_built_in():
     # Python's and the libraries' decorators hand nothing out
     kept = registry.replace("@_register", "@torch.no_grad()")
     assert {v.line for v in rules.scan(kept, "minilm/attention.py")["6.2"]} == set()
+
+
+def test_a_task_is_judged_by_the_top_level_code_of_every_module_its_module_imports():
+    # Found by the eleventh red team (17 points on 3.1, 6.1, 6.2, 10.1, 10.2 and 10.4 for 9.1's 3): importing
+    # data.py runs its top-level code in the importer's tasks' processes, where it replaced their functions
+    # or planted a method on torch.Tensor. Now every task of the importer runs that code, directly or not.
+    data = textwrap.dedent("""
+        import torch
+        from . import attention
+        attention.softmax = torch.softmax
+        type(torch.empty(0)).sm = lambda x, dim: torch.special.softmax(x, dim)
+
+        def get_batch(dataset, batch_size, context_length, device):
+            return dataset
+    """)
+    attention = textwrap.dedent("""
+        def softmax(x, dim):
+            return x.sm(dim)
+    """)
+    for importer in ("from .data import get_batch\n", "import minilm.data\n", "from .rope import rope\n"):
+        found = rules.scan_package({"data": data, "rope": "from . import data\n", "attention": attention + importer})
+        # (import minilm.data, a module, and rope's `from . import data` are refused on their own lines too)
+        assert {(v.file, v.line) for v in found["6.1"]} >= {("minilm/data.py", n) for n in (3, 4, 5)}, found
+        assert "reaches torch.softmax through your data.py's top-level code" in str([v.message for v in found["6.1"]])
 
 
 def test_a_task_is_judged_by_the_provided_code_it_uses_from_another_module():

@@ -213,10 +213,10 @@ class _Module:
             self.ambiguous = {t for t, qs in meanings.items()
                               if qs != {None} and (len(qs) > 1 or self.own[t] > alias_sites[t])}
             self.aliases = {t: q for t, (q, *_) in meanings.items() if q and t not in self.ambiguous}
-        for name in task_names:  # never aliases: Task 6.2 calling softmax calls the student's softmax
-            self.aliases.pop(name, None)
-        self.task_names = task_names  # bound by their own top-level def or class, and nothing else
-        self.task_defs = {id(s) for s in tree.body if isinstance(s, _SCOPES) and s.name in task_names}
+        # A task's name is never an alias (6.2 calling softmax calls the student's softmax), and is bound by its
+        # own top-level def or class and nothing else.
+        self.aliases = {t: q for t, q in self.aliases.items() if t not in task_names}
+        self.task_names, self.task_defs = task_names, {id(s) for s in tree.body if getattr(s, "name", 0) in task_names}
         # Classes whose self is the student's alone: built on nn.Module, Optimizer or such classes (a
         # subclass of torch.Tensor has the built-ins as methods: self.softmax). Each method's self: its first
         # parameter in such a class, never rebound, where no decorator but a plain one makes it something else.
@@ -432,6 +432,7 @@ def scan_package(sources: dict[str, str | bytes], folder: str = "minilm") -> dic
 # uses one is judged by that code as well, under a pseudo id "module:name".
 _TASK_OF = {(t.module, n): t.id for t in tasks.TASKS for n in t.names}
 _TASK_OF |= {(m, n): f"{m}:{n}" for n, m in tasks.EXPORTS.items() if (m, n) not in _TASK_OF}
+_top = "{0}:{0}.py's top-level code".format  # a module's code that runs on import, a unit of its own too
 
 
 @dataclass
@@ -477,10 +478,11 @@ def _scan(sources: dict[str, str | bytes], file_of, reach: bool = True) -> dict[
             via = f"your {other.split(':')[1]}" if ":" in other else f"your {tasks.get(other).function} (Task {other})"
             # What a task runs is judged by its rules, what the other's own rules refuse too (a sacrificed task
             # launders nothing); of code that only sets an attribute's name it uses, what the other's rules accept
-            # (that code runs in the other task's process: the worker forks one for each).
+            # (that code runs in the other task's process: the worker forks one for each), and of a module's top-level
+            # code, nothing (it runs where the module is imported, which names it).
             found = unit.found if other == task.id else [(f"your {task.function}", replace(
                 f, verb="reaches", what=f"{f.what} through {via}")) for _, f in unit.found
-                if other in runs or ":" in other or _judge(tasks.get(other), f) is None]
+                if other in runs or other != _top(unit.module) and (":" in other or not _judge(tasks.get(other), f))]
             for where, f in found:
                 if judged := _judge(task, f):
                     v = Violation(task.id, file_of(unit.module), f.line, *judged, f.verb, where)
@@ -501,13 +503,10 @@ def _named(nodes: list[ast.AST], names) -> list[str]:
     return [n.id for root in nodes for n in ast.walk(root) if isinstance(n, ast.Name) and n.id in names]
 
 
-def _reach(todo: list[str], graph: dict) -> set[str]:
+def _reach(todo, graph: dict, seen: frozenset = frozenset()) -> frozenset[str]:
     """Every name `todo` leads to in `graph` (name → names)."""
-    seen = set()
-    while todo := set(todo) - seen:
-        seen |= todo
-        todo = {m for n in todo for m in graph.get(n, ())}
-    return seen
+    todo = set(todo) - seen
+    return _reach({m for n in todo for m in graph.get(n, ())}, graph, seen | todo) if todo else seen
 
 
 def _scan_tree(tree: ast.Module, module: str, defined: set[str]) -> dict[str, _Unit]:
@@ -533,7 +532,7 @@ def _scan_tree(tree: ast.Module, module: str, defined: set[str]) -> dict[str, _U
         used[tid] |= _reach(_named(code, helpers), calls) - _reach(_named(rest, helpers), calls)
     # A provided name (a def, a class or a value: NS_COEFFICIENTS) is judged by the module-level code too.
     provided = {pid: _reach([n, *_named(rest, helpers)], calls) for (m, n), pid in _TASK_OF.items()
-                if m == module and ":" in pid}
+                if m == module and ":" in pid} | {_top(module): _reach(_named(rest, helpers), calls)}
     parts += [(f"your helper {h}", helpers[h], ([t for t in ids if h in used[t]] or ids)
                + [pid for pid, code in provided.items() if h in code]) for h in helpers]
     units = {u: _Unit(module, list(ways)) for u in ids + list(provided)}
@@ -544,6 +543,11 @@ def _scan_tree(tree: ast.Module, module: str, defined: set[str]) -> dict[str, _U
             units[u].found += found
             units[u].names |= named
             units[u].attrs |= attrs
+    # Importing an exercise module runs its top-level code: in the process of every task of this module.
+    imported = {p for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names
+                for p in f"{_from_module(n)}.{a.name}".split(".")[1:3] if p in tasks.EXERCISE_MODULES}
+    for unit in units.values():
+        unit.names |= {_top(m) for m in imported - {module}}
     # A family's built-in as a value (a default, a dict entry, a decorator's argument) may be filed anywhere
     # and used by any task of the module: it costs every task whose families have it.
     values = [(u, where, f) for u, unit in units.items() for where, f in unit.found if f.value]
