@@ -1099,6 +1099,17 @@ def test_a_task_is_judged_by_the_top_level_code_of_every_module_its_module_impor
         assert "reaches torch.softmax through your data.py's top-level code" in str([v.message for v in found["6.1"]])
 
 
+def test_a_task_name_imported_in_a_class_body_is_named():
+    # Found by the twelfth red team (22 points on 1.1-10.4 for 13.3's 1): an import in a class body binds
+    # no alias, so _Box.f called 11.1's next_token_probs (torch.softmax, on 11.1's list) unseen.
+    generation = "import torch\n\ndef next_token_probs(logits, t=1.0):\n    return torch.softmax(logits, -1)\n"
+    for how in ("from minilm.generation import next_token_probs as f", "from .generation import next_token_probs as f"):
+        attention = f"def softmax(x, dim):\n    return _Box.f(x)\n\nclass _Box:\n    {how}\n"
+        found = rules.scan_package({"generation": generation, "attention": attention})
+        assert [(v.file, v.line) for v in found["6.1"]] == [("minilm/generation.py", 4)], found
+        assert "through your next_token_probs (Task 11.1)" in found["6.1"][0].message
+
+
 def test_a_task_is_judged_by_the_provided_code_it_uses_from_another_module():
     # Found by a red team: ClassicConfig is provided but lives in the student's classic.py; a class
     # attribute ce = F.cross_entropy there (13.x forbid no loss) gave Task 10.1 its points.

@@ -99,11 +99,9 @@ def _binding(n: ast.AST) -> str | None:
 
 def _in_scope(nodes: list[ast.AST], stop: tuple = (*_SCOPES, *_COMPREHENSIONS)):
     """`nodes` and what they hold in their own scope: a def's or a class's node, not its body."""
-    todo = list(nodes)
-    while todo:
-        yield (n := todo.pop())
-        if not isinstance(n, stop):
-            todo += ast.iter_child_nodes(n)
+    for n in nodes:
+        yield n
+        yield from () if isinstance(n, stop) else _in_scope(ast.iter_child_nodes(n), stop)
 
 
 def _binds(nodes: list[ast.AST]) -> frozenset[str]:
@@ -161,6 +159,12 @@ def _from_module(node: ast.Import | ast.ImportFrom) -> str | None:
     """"" for `import x`; `from .linear import Linear` is a sibling exercise module's; beyond the package, None."""
     return "" if isinstance(node, ast.Import) else node.module if node.level == 0 else (
         "minilm" + (f".{node.module}" if node.module else "") if node.level == 1 else None)
+
+
+def _imports(nodes: list[ast.AST]) -> list[list[str]]:
+    """Each name an import in `nodes` binds, wherever it is (a class body's too), as its dotted parts."""
+    return [f"{_from_module(n)}.{a.name}".split(".") for root in nodes for n in ast.walk(root)
+            if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names]
 
 
 def _plain_call(call: ast.Call, q: str) -> bool:
@@ -492,9 +496,10 @@ def _scan(sources: dict[str, str | bytes], file_of, reach: bool = True) -> dict[
 
 
 def _tasks_named(mod: _Module, nodes: list[ast.AST], owner: dict[str, str]) -> set[str]:
-    """The ids of the tasks, of any module, whose function or class `nodes` name."""
+    """The ids of the tasks, of any module, whose function or class `nodes` name or import (in a class body,
+    `from minilm.generation import next_token_probs as f` binds no alias: C.f is next_token_probs)."""
     names = [(mod.resolve(n) or "").split(".") for root in nodes for n in ast.walk(root)
-             if isinstance(n, (ast.Name, ast.Attribute))]
+             if isinstance(n, (ast.Name, ast.Attribute))] + _imports(nodes)
     return {owner[n] for n in _named(nodes, owner)} | {
         _TASK_OF[tuple(p[1:3])] for p in names if p[0] == "minilm" and tuple(p[1:3]) in _TASK_OF}
 
@@ -544,8 +549,7 @@ def _scan_tree(tree: ast.Module, module: str, defined: set[str]) -> dict[str, _U
             units[u].names |= named
             units[u].attrs |= attrs
     # Importing an exercise module runs its top-level code: in the process of every task of this module.
-    imported = {p for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names
-                for p in f"{_from_module(n)}.{a.name}".split(".")[1:3] if p in tasks.EXERCISE_MODULES}
+    imported = {p for parts in _imports([tree]) for p in parts[1:3] if p in tasks.EXERCISE_MODULES}
     for unit in units.values():
         unit.names |= {_top(m) for m in imported - {module}}
     # A family's built-in as a value (a default, a dict entry, a decorator's argument) may be filed anywhere
