@@ -200,8 +200,8 @@ CORPUS = {
         import torch
 
         class Scores(torch.Tensor):
-            def normalized(self):
-                return self.softmax(-1)  # flag: 6.2
+            def normalized(self):  # (made by torch's metaclass: module-level code)
+                return self.softmax(-1)  # flag: 6.1 6.2 6.3
 
         class Plain(torch.nn.Module):
             def forward(self, x):
@@ -309,8 +309,8 @@ CORPUS = {
             return functional.rms_norm(x, (x.shape[-1],), weight, eps)  # flag: 3.1
 
         class RMSNorm(nn.RMSNorm):  # flag: 3.1 3.2
-            def forward(self, x):
-                return torch.nn.functional.layer_norm(x, x.shape[-1:])  # flag: 3.2
+            def forward(self, x):  # (a library's class may call its methods as it makes it: module-level code)
+                return torch.nn.functional.layer_norm(x, x.shape[-1:])  # flag: 3.1 3.2
     """),
     "swiglu-builtins": ("swiglu.py", """
         import torch
@@ -1108,6 +1108,86 @@ def test_a_task_name_imported_in_a_class_body_is_named():
         found = rules.scan_package({"generation": generation, "attention": attention})
         assert [(v.file, v.line) for v in found["6.1"]] == [("minilm/generation.py", 4)], found
         assert "through your next_token_probs (Task 11.1)" in found["6.1"][0].message
+
+
+def test_a_class_that_python_makes_by_calling_its_methods_is_top_level_code():
+    # Found by the thirteenth red team (6.2's 3 points, 10.1's 3, 13.3's 1): making an Enum calls its
+    # __init__ for each member and its _generate_next_value_ for each auto(), at import, so a method body
+    # named by one task that forbids nothing (10.3, 14.5) filled a global that 10.1 or attention.py read.
+    # Such a class's methods, like a metaclass's class's, are module-level code: every task of the module
+    # and of its importers runs them.
+    training = textwrap.dedent("""
+        import enum
+        import torch
+
+        def cross_entropy(logits, targets):
+            return LOSS(logits, targets)
+
+        def lr_cosine_schedule(it, max_lr, min_lr, warmup_iters, cosine_cycle_iters):
+            return max_lr if Phase.WARMUP else min_lr
+
+        class Phase(enum.Enum):
+            WARMUP = 1
+
+            def __init__(self, number):
+                global LOSS
+                LOSS = lambda logits, targets: torch.nn.functional.cross_entropy(logits, targets)
+    """)
+    found = rules.scan_package({"training": training})
+    assert [(v.file, v.line) for v in found["10.1"]] == [("minilm/training.py", 16)], found
+    modern = textwrap.dedent("""
+        import enum
+        import torch
+        KERNELS = {}
+
+        class Cap(enum.Enum):
+            def _generate_next_value_(name, start, count, last_values):
+                KERNELS["attend"] = lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v)
+                return count
+
+            TANH = enum.auto()
+
+        def softcap(logits, cap):
+            return cap * torch.tanh(logits / cap) if Cap.TANH else logits
+
+        def matched_relu2_d_ff(swiglu_d_ff, kernel=None):
+            return KERNELS[kernel] if kernel else round(1.5 * swiglu_d_ff)
+    """)
+    attention = textwrap.dedent("""
+        from .modern import matched_relu2_d_ff
+
+        def scaled_dot_product_attention(q, k, v, mask=None):
+            return matched_relu2_d_ff(0, "attend")(q, k, v)
+    """)
+    found = rules.scan_package({"modern": modern, "attention": attention})
+    assert {(v.file, v.line) for v in found["6.2"]} == {("minilm/modern.py", 8)}, found
+    assert "through your modern.py's top-level code" in str([v.message for v in found["6.2"]])
+    # A metaclass's class: the same. nn.Module's classes and base-less ones call none of their methods.
+    meta = textwrap.dedent("""
+        import torch
+        OPS = {}
+
+        class _Meta(type):
+            def __init__(cls, name, bases, ns):
+                ns["f"]()
+
+        class Phase(metaclass=_Meta):
+            def f():
+                OPS["ce"] = lambda a, b: torch.nn.functional.cross_entropy(a, b)
+
+        def cross_entropy(logits, targets):
+            return OPS["ce"](logits, targets)
+
+        def lr_cosine_schedule(it, max_lr, min_lr, warmup_iters, cosine_cycle_iters):
+            return max_lr if Phase else min_lr
+    """)
+    assert [v.line for v in rules.scan(meta, "minilm/training.py")["10.1"]] == [11]
+    plain = meta.replace("class _Meta(type)", "class _Base(torch.nn.Module)")
+    for base in ("", "(torch.nn.Module)", "(_Base)"):
+        assert rules.scan(plain.replace("(metaclass=_Meta)", base), "minilm/training.py")["10.1"] == [], base
+    # a name bound twice is neither class for sure: an Enum may stand behind the plain one's name
+    twice = "import enum\n" + plain.replace("(metaclass=_Meta)", "(_Base)") + "\nclass _Base(enum.Enum):\n    pass\n"
+    assert [v.line for v in rules.scan(twice, "minilm/training.py")["10.1"]] == [12]
 
 
 def test_a_task_is_judged_by_the_provided_code_it_uses_from_another_module():

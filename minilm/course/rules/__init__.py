@@ -129,19 +129,19 @@ def _defined_attrs(roots: list[ast.AST], stored_only: bool = False) -> frozenset
         and n.func.attr in allowed.SETTERS and _const(n.args[0]) else []))
 
 
-def _on_import(stmt: ast.stmt, plain) -> list[ast.AST]:
+def _on_import(stmt: ast.stmt, mod: _Module) -> list[ast.AST]:
     """What a def or a class runs when its module is imported, for every task to use: all but a def's body
     (decorators, defaults, annotations; a class's bases), a class's body but its methods' bodies; and whole,
-    a function the import hands out: to a decorator not `plain`, by name in a class body (OPS.update(f=f)) or
-    as a global of one."""
-    if not isinstance(stmt, (*_FUNCTIONS, ast.ClassDef)):
-        return []
+    a function the import hands out (to a decorator not a library's, by name in a class body, OPS.update(f=f),
+    or as a global of one) and a class whose making may call its methods (an Enum's __init__ and
+    _generate_next_value_, a metaclass's)."""
     runs = stmt.body if isinstance(stmt, ast.ClassDef) else []
     code = [c for c in ast.iter_child_nodes(stmt) if c not in stmt.body] + [
-        n for s in runs for n in (_on_import(s, plain) if isinstance(s, _SCOPES) else [s])]
+        n for s in runs for n in (_on_import(s, mod) if isinstance(s, _SCOPES) else [s])]
     out = {*_named(code, {getattr(s, "name", "") for s in runs}), *(x for n in code if isinstance(n, ast.Global)
                                                                      for x in n.names)}
-    return code + [s for s in runs if getattr(s, "name", None) in out] + [stmt][all(map(plain, stmt.decorator_list)):]
+    whole = not all(map(mod.library_decorator, stmt.decorator_list)) or id(stmt) in mod.made_by_library
+    return code + [s for s in runs if getattr(s, "name", None) in out] + [stmt] * whole
 
 
 def _alias_pairs(stmt: ast.stmt) -> list[tuple[str, ast.expr]]:
@@ -226,8 +226,10 @@ class _Module:
         # parameter in such a class, never rebound, where no decorator but a plain one makes it something else.
         plain, self.bases = set(), {id(b) for c in classes for b in c.bases}  # a base class is the class's business
         for _ in classes:
-            plain |= {c.name for c in classes if not c.keywords and all(self.resolve(b) in allowed.SELF_BASES or (
-                isinstance(b, ast.Name) and b.id in plain and b.id not in self.aliases) for b in c.bases)}
+            plain |= {c.name for c in classes if not c.keywords and self.own[c.name] == 1 and all(self.resolve(b) in
+                      allowed.SELF_BASES or isinstance(b, ast.Name) and b.id in plain for b in c.bases)}
+        # Making any other class (a metaclass, an Enum, a base of neither kind) may call its methods.
+        self.made_by_library = {id(c) for c in classes if c.name not in plain}
         self.selves = {id(fn): frozenset(a.arg for a in [*fn.args.posonlyargs, *fn.args.args][:1] if c.name in plain
                                          and all(map(self._plain_decorator, fn.decorator_list))
                                          and [_binding(n) for n in ast.walk(fn)].count(a.arg) == 1)
@@ -521,7 +523,8 @@ def _scan_tree(tree: ast.Module, module: str, defined: set[str]) -> dict[str, _U
     mod, parts, helpers, rest, ways = _Module(tree, set(owner), defined), [], {}, [], []
     for stmt in tree.body:  # parts: ("your …", its code, the units it costs)
         mine = [n for n in _binds([stmt]) if n in owner]
-        rest += _on_import(stmt, mod.library_decorator)  # runs for every task (a default fills a shelf …)
+        # What a def or a class runs on import runs for every task (a default fills a shelf …)
+        rest += _on_import(stmt, mod) if isinstance(stmt, _SCOPES) else []
         parts += [(f"your {name}", [stmt], [owner[name]]) for name in mine]
         if not mine and isinstance(stmt, _SCOPES):
             helpers.setdefault(stmt.name, []).append(stmt)
