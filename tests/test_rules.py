@@ -1190,6 +1190,43 @@ def test_a_class_that_python_makes_by_calling_its_methods_is_top_level_code():
     assert [v.line for v in rules.scan(twice, "minilm/training.py")["10.1"]] == [12]
 
 
+def test_reading_an_attribute_of_the_students_code_at_the_top_level_runs_it():
+    # Found by the fourteenth red team (13 points on 6.1, 6.2, 6.3 and 10.1, no task given up): `warmed =
+    # Tokenizer.warm` read like an alias, which costs nobody, but a classmethod over a property runs its getter
+    # (9.3's code, which forbids nothing) there, at import: it filled the dict that attention.py's tasks read.
+    # A name bound to the student's code is module-level code, which every task of the module runs.
+    bpe = textwrap.dedent("""
+        import torch
+
+        class Tokenizer:
+            @classmethod
+            @property
+            def warm(cls):
+                from minilm.attention import MultiHeadSelfAttention
+                MultiHeadSelfAttention.kernels.update(sm=torch.softmax)
+                return 0
+    """)
+    attention = textwrap.dedent("""
+        import torch
+        from .bpe import Tokenizer
+        KERNELS = {}
+
+        def softmax(x, dim):
+            return KERNELS["sm"](x, dim)
+
+        class MultiHeadSelfAttention(torch.nn.Module):
+            kernels = KERNELS
+
+        warmed = Tokenizer.warm
+    """)
+    found = rules.scan_package({"bpe": bpe, "attention": attention})
+    assert {(v.file, v.line) for v in found["6.1"]} == {("minilm/bpe.py", 9)}, found
+    assert "through your Tokenizer (Task 9.3)" in found["6.1"][0].message
+    # a library's name bound at the top level is still an alias, judged where it is used
+    assert rules.scan_package({"bpe": bpe, "attention": attention.replace("Tokenizer.warm", "torch.softmax")})[
+        "6.1"] == [], "an unused alias costs nothing"
+
+
 def test_a_task_is_judged_by_the_provided_code_it_uses_from_another_module():
     # Found by a red team: ClassicConfig is provided but lives in the student's classic.py; a class
     # attribute ce = F.cross_entropy there (13.x forbid no loss) gave Task 10.1 its points.

@@ -248,8 +248,10 @@ class _Module:
         return bool(q) and q.split(".")[0] != "minilm" and all(isinstance(a, ast.Constant) for a in args)
 
     def is_alias_binding(self, stmt: ast.stmt) -> bool:
-        return id(stmt) not in self.in_class and (isinstance(stmt, (ast.Import, ast.ImportFrom)) or bool(
-            pairs := _alias_pairs(stmt)) and all(self.resolve(v) is not None for _, v in pairs))
+        """An import, or names bound to a library's: what the student's code binds (warm = Tokenizer.warm, whose
+        getter runs here and now) is module-level code."""
+        return id(stmt) not in self.in_class and (isinstance(stmt, (ast.Import, ast.ImportFrom)) or bool(pairs :=
+            _alias_pairs(stmt)) and all((self.resolve(v) or "minilm").split(".")[0] != "minilm" for _, v in pairs))
 
     def _dynamic(self, node: ast.AST) -> str | None:
         """Python's getattr, hasattr, setattr or delattr with a constant name: a use of that attribute."""
