@@ -1227,6 +1227,36 @@ def test_reading_an_attribute_of_the_students_code_at_the_top_level_runs_it():
         "6.1"] == [], "an unused alias costs nothing"
 
 
+def test_a_task_runs_the_provided_objects_its_check_builds_from_its_module():
+    # Found by the fifteenth red team (13.5's and 13.6's 8 points): the check builds ClassicBlock(ClassicConfig(…))
+    # from the student's file, where ClassicConfig returned a carrier whose __call__ ran F.layer_norm and F.sdpa;
+    # only 13.2 (which forbids nothing) named ClassicConfig, and calling a value reads no attribute.
+    classic = textwrap.dedent("""
+        import torch
+
+        class _Carrier:
+            def __call__(self, block, x):
+                return torch.nn.functional.layer_norm(x, x.shape[-1:])
+
+        def ClassicConfig(**fields):
+            return _Carrier()
+
+        def sinusoidal_positions(seq_len, d_model):
+            return ClassicConfig and torch.zeros(seq_len, d_model)
+
+        class ClassicBlock(torch.nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                self.config = config
+
+            def forward(self, x, token_positions=None):
+                return self.config(self, x)
+    """)
+    found = rules.scan_package({"classic": classic})
+    assert [(v.file, v.line) for v in found["13.5"]] == [("minilm/classic.py", 6)], found
+    assert "through your ClassicConfig" in found["13.5"][0].message
+
+
 def test_a_task_is_judged_by_the_provided_code_it_uses_from_another_module():
     # Found by a red team: ClassicConfig is provided but lives in the student's classic.py; a class
     # attribute ce = F.cross_entropy there (13.x forbid no loss) gave Task 10.1 its points.

@@ -553,10 +553,11 @@ def _scan_tree(tree: ast.Module, module: str, defined: set[str]) -> dict[str, _U
             units[u].found += found
             units[u].names |= named
             units[u].attrs |= attrs
-    # Importing an exercise module runs its top-level code: in the process of every task of this module.
+    # Importing an exercise module runs its top-level code: in the process of every task of this module. And a
+    # task's check may build the module's provided objects (ClassicBlock gets a ClassicConfig): the task runs them.
     imported = {p for parts in _imports([tree]) for p in parts[1:3] if p in tasks.EXERCISE_MODULES}
-    for unit in units.values():
-        unit.names |= {_top(m) for m in imported - {module}}
+    for u, unit in units.items():
+        unit.names |= {_top(m) for m in imported - {module}} | (set(provided) - {_top(module)} if u in ids else set())
     # A family's built-in as a value (a default, a dict entry, a decorator's argument) may be filed anywhere
     # and used by any task of the module: it costs every task whose families have it.
     values = [(u, where, f) for u, unit in units.items() for where, f in unit.found if f.value]
