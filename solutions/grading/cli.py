@@ -22,10 +22,12 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import dataclasses
+import hashlib
 import json
 import os
 import secrets
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -128,8 +130,51 @@ def build_workspace(plan: Plan, sub: Submission, ws: Path, cases: dict) -> None:
 PREFLIGHT = "import torch, einops, jaxtyping, numpy, nbval, minilm.course.validate, minilm.course.sandboxed.worker"
 
 
+def preflight_key(box: sandbox.Sandbox) -> str | None:
+    """What the preflight's verdict depends on: the sandbox, its limits and its Python (the docker image's id;
+    else the interpreter, and the folders this one imports from, whose times change when a package is added or
+    removed), and the grader's and the sandboxed side's code. None: the preflight runs (no image to name, or an
+    interpreter other than the grader's own, whose folders this process does not see)."""
+    if box.kind != "docker" and os.path.abspath(box.python) != sandbox.python():
+        return None
+    if box.kind == "docker":
+        r = subprocess.run(["docker", "image", "inspect", "-f", "{{.Id}}", sandbox.IMAGE], capture_output=True,
+                           text=True, timeout=60)
+        if r.returncode != 0:
+            return None
+        python = [r.stdout.strip()]
+    else:
+        exe = sandbox.python()  # as started, not resolved: a venv's python links to its base interpreter
+        python = [exe, os.stat(exe).st_mtime_ns, *((p, os.stat(p).st_mtime_ns) for p in sys.path if os.path.isdir(p))]
+    code = sorted([*(COURSE / "solutions" / "grading").glob("*.py"), *(tasks.PACKAGE_DIR / "course" / "sandboxed").glob(
+        "*.py"), tasks.PACKAGE_DIR / "course" / "validate.py"])
+    h = hashlib.sha256(json.dumps([box.kind, box.memory_mb, box.tmp_mb, python], default=str).encode())
+    for path in code:
+        h.update(path.read_bytes())
+    return h.hexdigest()[:32]
+
+
+def _preflight_stamp(key: str) -> Path:
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "minilm" / "preflight" / key
+
+
 def preflight(box: sandbox.Sandbox, scratch: Path) -> None:
-    """Stop before grading a batch into zeros when the sandbox's Python cannot run the course."""
+    """Stop before grading a batch into zeros when the sandbox's Python cannot run the course. Once it could,
+    the same sandbox and Python (preflight_key) are not asked again: it costs seconds in every run."""
+    key = preflight_key(box)
+    if key is not None and _preflight_stamp(key).is_file():
+        return
+    _preflight(box, scratch)
+    if key is not None:
+        try:
+            _preflight_stamp(key).parent.mkdir(parents=True, exist_ok=True)
+            _preflight_stamp(key).touch()
+        except OSError:  # no cache folder (a read-only home): the next run asks again
+            pass
+
+
+def _preflight(box: sandbox.Sandbox, scratch: Path) -> None:
     home = scratch / "preflight"
     ws, out = home / "ws", home / "out"
     ws.mkdir(parents=True)

@@ -426,7 +426,7 @@ def batch(request, tmp_path_factory):
                       "--out", str(out), "--cell-timeout", str(CELL_TIMEOUT), "--timeout", "900", "--memory-mb", "2500")
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         reports_at_exit = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
-        time.sleep(5)  # the daemon would have rewritten them by now
+        time.sleep(2)  # the daemon (a rewrite every 0.1 s) would have rewritten them by now
     finally:
         listener.close()
     data = json.loads((out / "grades.json").read_text(encoding="utf-8"))

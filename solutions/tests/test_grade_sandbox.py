@@ -54,6 +54,29 @@ def test_preflight_names_a_sandbox_python_that_cannot_import_torch(tmp_path):
 
 
 @needs_bwrap
+def test_preflight_asks_the_same_sandbox_python_once(tmp_path, monkeypatch):
+    # Seconds in every grading run: once the sandbox's Python ran the course, the same sandbox, limits and
+    # Python are not asked again; other limits are, and a Python that cannot run the course every time.
+    from solutions.grading import cli
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    runs, real = [], sandbox.run
+    monkeypatch.setattr(sandbox, "run", lambda box, argv, *a, **k: runs.append(box) or real(box, argv, *a, **k))
+    box = sandbox.Sandbox("bwrap")
+    cli.preflight(box, tmp_path / "first")
+    cli.preflight(box, tmp_path / "again")
+    assert len(runs) == 1
+    cli.preflight(sandbox.Sandbox("bwrap", memory_mb=box.memory_mb + 512), tmp_path / "more-memory")
+    assert len(runs) == 2
+    base = _base_interpreter()
+    if not _imports_torch(base):
+        for attempt in ("no-torch", "no-torch-again"):
+            with pytest.raises(cli.GradeError, match="cannot import torch"):
+                cli.preflight(sandbox.Sandbox("bwrap", python=base), tmp_path / attempt)
+        assert len(runs) == 4
+
+
+@needs_bwrap
 @pytest.mark.slow
 def test_grading_from_a_venv_made_from_an_interpreter_without_torch(tmp_path):
     # A newcomer's setup: a venv made from an interpreter that has no torch, with torch and the
