@@ -154,23 +154,26 @@ def preflight_key(box: sandbox.Sandbox) -> str | None:
     return h.hexdigest()[:32]
 
 
-def _preflight_stamp(key: str) -> Path:
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "minilm" / "preflight" / key
+def _preflight_stamp(key: str | None) -> Path | None:
+    try:
+        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    except (RuntimeError, KeyError):  # no home to keep a cache in: the preflight runs every time
+        return None
+    return cache / "minilm" / "preflight" / key if key else None
 
 
 def preflight(box: sandbox.Sandbox, scratch: Path) -> None:
     """Stop before grading a batch into zeros when the sandbox's Python cannot run the course. Once it could,
     the same sandbox and Python (preflight_key) are not asked again: it costs seconds in every run."""
-    key = preflight_key(box)
-    if key is not None and _preflight_stamp(key).is_file():
+    stamp = _preflight_stamp(preflight_key(box))
+    if stamp is not None and stamp.is_file():
         return
     _preflight(box, scratch)
-    if key is not None:
+    if stamp is not None:
         try:
-            _preflight_stamp(key).parent.mkdir(parents=True, exist_ok=True)
-            _preflight_stamp(key).touch()
-        except OSError:  # no cache folder (a read-only home): the next run asks again
+            stamp.parent.mkdir(parents=True, exist_ok=True)
+            stamp.touch()
+        except OSError:  # a read-only cache folder: the next run asks again
             pass
 
 
