@@ -37,10 +37,11 @@ def stub(module: str) -> str:
     return make_stubs.stub_source(reference(module), module)
 
 
-def keep_only(module: str, keep: set[str]) -> str:
-    """The module with the reference's bodies for the tasks in `keep`, stubs for the others."""
+def keep_only(module: str, keep: set[str], source: str | None = None) -> str:
+    """The module (the reference, or `source` with its solution markers) with the bodies of the tasks in
+    `keep`, stubs for the others."""
     out, drop_end = [], False
-    for line in reference(module).splitlines(keepends=True):
+    for line in (reference(module) if source is None else source).splitlines(keepends=True):
         m = make_stubs.BEGIN.match(line)
         if m and m["task"] in keep:
             drop_end = True

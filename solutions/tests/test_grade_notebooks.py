@@ -9,7 +9,15 @@ import pytest
 
 from minilm.course import tasks
 from solutions.grading import submissions
-from solutions.tests.grading_helpers import needs_bwrap, prepend, reference, replace_region, run_grade, submission
+from solutions.tests.grading_helpers import (
+    keep_only,
+    needs_bwrap,
+    prepend,
+    reference,
+    replace_region,
+    run_grade,
+    submission,
+)
 
 
 def third_red_team_later_tasks() -> dict[str, str]:
@@ -51,8 +59,7 @@ def test_the_data_notebooks_and_the_third_red_teams_later_shortcuts(tmp_path):
     # The attacker leaves 10.5 a stub: with no task of 10_training left to earn, its longest notebook is not
     # run (CI's time); its honest tasks of 09 and 11 still show that a refusal costs nothing beyond it.
     later = third_red_team_later_tasks()
-    todo = f"raise NotImplementedError({tasks.get('10.5').todo_message()!r})"
-    later["training"] = replace_region(replace_region(later["training"], "10.5", todo), "10.5", todo, occurrence=1)
+    later["training"] = keep_only("training", {"10.1", "10.2", "10.3", "10.4"}, later["training"])
     attacker = submission(tmp_path / "subs", "attacker", **{**every, **later})
     r = run_grade(str(honest), str(attacker), "--notebooks", "06", "09", "10", "11", "--jobs", "2",
                   "--out", str(tmp_path / "out"))
