@@ -195,14 +195,19 @@ def _preflight(box: sandbox.Sandbox, scratch: Path) -> None:
                          + (" (ran over 300 s)" if run.returncode is None else ""))
 
 
+def lost_tasks(verdicts: dict[str, judge.TaskResult], rules: dict[str, list[str]]) -> set[str]:
+    """The tasks that have lost their points before nbval runs: nbval can only cost points, so their
+    check cells are not run (a hanging task's would each cost the cell's whole time limit). A task has
+    lost them once it broke a rule or failed on the notebook's own inputs; a failure on a hidden input
+    does not count here, as skipping would then tell it before grades are published."""
+    return {t for t, v in verdicts.items() if rules.get(t) or not (v.ok or v.hidden)}
+
+
 def notebooks_to_run(cells: dict[str, dict[int, list[str]]], verdicts: dict[str, judge.TaskResult],
                      rules: dict[str, list[str]]) -> list[str]:
-    """nbval can only cost points: a notebook none of whose graded tasks can still earn theirs is
-    not run. A task has lost them once it broke a rule or failed on the notebook's own inputs; a
-    failure on a hidden input does not count here, as skipping would then tell it before grades
-    are published."""
-    live = {t for t, v in verdicts.items() if not rules.get(t) and (v.ok or v.hidden)}
-    return [stem for stem, by_cell in cells.items() if any(set(ids) & live for ids in by_cell.values())]
+    """A notebook none of whose graded tasks can still earn their points is not run (lost_tasks)."""
+    lost = lost_tasks(verdicts, rules)
+    return [stem for stem, by_cell in cells.items() if any(set(ids) - lost for ids in by_cell.values())]
 
 
 def grade_one(plan: Plan, sub: Submission, slot: int) -> StudentGrade:
@@ -238,6 +243,7 @@ def grade_one(plan: Plan, sub: Submission, slot: int) -> StudentGrade:
                                     judge.load_results(out / f"{t}.pt", len(case_sets[t][0])))
                 for t in plan.task_ids}
     stems = notebooks_to_run(plan.cells, verdicts, rules)
+    lost = lost_tasks(verdicts, rules)
     cells = {}
     if stems:
         many = plan.workers > 1 and len(stems) > 1
@@ -248,7 +254,10 @@ def grade_one(plan: Plan, sub: Submission, slot: int) -> StudentGrade:
                 "-p", "minilm.course.sandboxed.nbval_plugin", "-q", "--color=no",
                 *[f"notebooks/{s}.ipynb" for s in stems], f"--nbval-cell-timeout={plan.cell_timeout:g}",
                 f"--junitxml={inside_nb_out}/nbval.xml", *xdist)
-        nbval = sandbox.run(box, argv, ws, nb_out, box.env(extra, ws, nb_out), slot,
+        # Its plugin leaves out the check cells of the lost tasks (which the submission could run anyway: a cell can
+        # only cost points, and a lost task's cells are not read).
+        env = box.env({**extra, "MINILM_LOST_TASKS": " ".join(sorted(lost))}, ws, nb_out)
+        nbval = sandbox.run(box, argv, ws, nb_out, env, slot,
                             timeout=max(1.0, plan.timeout - worker.seconds), log=home / "nbval.log")
         if nbval.returncode is None:
             problems.append(f"the notebooks ran over the {plan.timeout:g}-second limit for one submission")
@@ -262,7 +271,8 @@ def grade_one(plan: Plan, sub: Submission, slot: int) -> StudentGrade:
     for task_id in plan.task_ids:
         task = tasks.get(task_id)
         verdict = verdicts[task_id]
-        mine = [cells.get((stem, i), notebooks.Cell(stem, i, "not run" if stem in stems else SKIPPED))
+        mine = [cells.get((stem, i), notebooks.Cell(stem, i, "not run" if stem in stems and set(ids) - lost
+                                                    else SKIPPED))
                 for stem, by_cell in plan.cells.items() for i, ids in by_cell.items() if task_id in ids]
         broken_rule = rules.get(task_id, [])
         ok = verdict.ok and not broken_rule and all(c.status == "passed" for c in mine)

@@ -504,6 +504,8 @@ def test_feedback_is_the_graders_own_words(batch):
     assert all(c["status"] == "passed" for r in results["reference"]["tasks"].values() for c in r["cells"])
     hangs = results["always_equal_and_hangs"]["tasks"]  # 1.1 and 1.2 lost; 3.2 earns, so 03 ran
     assert {c["status"] for t in ("1.1", "1.2") for c in hangs[t]["cells"]} == {SKIPPED}
+    # but not 3.1's check cells: 3.1 ran over its limit on the notebook's inputs, and each would hang again.
+    assert {c["status"] for c in hangs["3.1"]["cells"]} == {SKIPPED}, hangs["3.1"]
     assert {c["status"] for c in hangs["3.2"]["cells"]} == {"passed"}
     aliases = feedback("builtins_behind_aliases")
     assert "from scratch: Task 1.1: your linear calls torch.nn.functional.linear (minilm/linear.py:" in aliases, aliases
@@ -710,7 +712,7 @@ def test_check_cells_are_read_from_the_notebooks():
 
 
 def test_a_notebook_runs_while_one_of_its_tasks_can_still_earn_points():
-    from solutions.grading.cli import notebooks_to_run
+    from solutions.grading.cli import lost_tasks, notebooks_to_run
 
     cells = {"01_linear": {3: ["1.1"], 6: ["1.2"]}, "03_rmsnorm": {3: ["3.1"], 5: ["3.2"]}}
     ok, wrong = judge.TaskResult("", True, ""), judge.TaskResult("", False, "")
@@ -724,6 +726,8 @@ def test_a_notebook_runs_while_one_of_its_tasks_can_still_earn_points():
     assert notebooks_to_run(cells, {**everything, "1.1": wrong}, {"1.2": ["Task 1.2: …"]}) == ["03_rmsnorm"]
     # A failure on a hidden input is not known before grades are published: its notebook runs.
     assert notebooks_to_run(cells, {**everything, "1.1": hidden, "1.2": wrong}, {}) == ["01_linear", "03_rmsnorm"]
+    # Within a notebook that runs, the check cells of the tasks already lost are left out (nbval_plugin).
+    assert lost_tasks({**everything, "1.1": hidden, "1.2": wrong}, {"3.2": ["Task 3.2: …"]}) == {"1.2", "3.2"}
 
 
 def test_feedback_names_a_check_cell_where_students_find_it():

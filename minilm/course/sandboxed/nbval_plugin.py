@@ -4,7 +4,8 @@ Its kernels (kernel.py) talk to nbval over unix sockets in the run's own runtime
 localhost: a sandbox may refuse every other kind of socket. It runs only what grading reads: the check
 cells (each a lone `check("3.1")`, which needs nothing a cell before it made) and the cells tied to no
 task (imports, setup); the demos (`with needs("3.1"): …`: plots, training runs) earn nothing and
-would cost most of a submission's time. And it makes cells fail sooner: a cell
+would cost most of a submission's time, and neither do the check cells of the tasks that already lost
+their points (MINILM_LOST_TASKS, from the grader). And it makes cells fail sooner: a cell
 whose kernel died fails at once instead of after the cell's time limit, and once a cell ran over
 its time limit, the later cells of that notebook tied only to the same tasks fail without running
 (they would call the same hanging code: each would cost the whole limit again). What it reports
@@ -74,10 +75,12 @@ def _kernels_over_unix_sockets() -> None:
 
 def pytest_collection_modifyitems(config, items):
     if os.environ.get("MINILM_RESULTS"):  # in the grader's sandbox
-        demos = [i for i in items if (c := getattr(i, "minilm_cell", None)) is not None and c.uses and not c.checks]
-        if demos:
-            config.hook.pytest_deselected(items=demos)
-            items[:] = [i for i in items if i not in demos]
+        lost = set(os.environ.get("MINILM_LOST_TASKS", "").split())
+        unread = [i for i in items if (c := getattr(i, "minilm_cell", None)) is not None
+                  and ((c.uses and not c.checks) or (_tied(i) and _tied(i) <= lost))]
+        if unread:
+            config.hook.pytest_deselected(items=unread)
+            items[:] = [i for i in items if i not in unread]
 
 
 _timed_out: dict[str, dict[str, str]] = {}  # notebook → {task whose cell ran over its limit: that cell}
