@@ -269,8 +269,8 @@ def judge_task(task: str, cases: list[dict], n_visible: int, rows: list[dict] | 
         where = f"on an input the notebook does not show ({case['what']})" if hidden else f"on {case['what']}"
         if row.get("ok") is not True:
             err = row.get("error")
-            if err == STUB:
-                return TaskResult(task, False, tasks.get(task).todo_message())
+            if err == STUB:  # raised on a hidden input only, it is a failure there like any other
+                return TaskResult(task, False, tasks.get(task).todo_message(), hidden=hidden)
             err = err if type(err) is str and err in _EXCEPTIONS else "an exception"
             return TaskResult(task, False, f"{name} raised {err} {where}", hidden=hidden)
         got = row.get("out")

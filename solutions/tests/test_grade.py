@@ -521,6 +521,21 @@ def test_feedback_is_the_graders_own_words(batch):
 # ---------------------------------------------------------------- the pieces, on their own
 
 
+def test_a_stub_error_on_a_hidden_input_alone_is_a_hidden_failure():
+    # Red team 18: raised only where the hidden inputs differ from the notebook's, the stub's error was
+    # reported as a failure on the notebook's inputs, before grades were published (and its cells skipped):
+    # one bit about the hidden inputs per task. It is a hidden input's failure like any other.
+    cases, n_visible = judge.make_cases("3.1", seed=8)
+    assert len(cases) > n_visible
+    rows = [{"ok": True, "out": out} for out in judge.expected("3.1", cases)]
+    rows[n_visible] = {"ok": False, "error": judge.STUB}
+    verdict = judge.judge_task("3.1", cases, n_visible, rows)
+    assert not verdict.ok and verdict.hidden, verdict
+    rows[0] = {"ok": False, "error": judge.STUB}  # a stub: it fails on the notebook's first input
+    verdict = judge.judge_task("3.1", cases, n_visible, rows)
+    assert not verdict.ok and not verdict.hidden and verdict.message == tasks.get("3.1").todo_message(), verdict
+
+
 def test_judge_demands_exact_types_before_values():
     want = torch.ones(2, 3)
 
