@@ -11,6 +11,8 @@ which of its parts are real work.
 
 from __future__ import annotations
 
+import functools
+import io
 import json
 import os
 import re
@@ -290,14 +292,22 @@ def zip_bomb(root: Path) -> Path:
     """A zip with the package one folder down, a 1 GB member that compresses to 1 MB (never
     read), an rmsnorm.py whose header lies about its size, and the reference's linear.py."""
     path = root / "bomb.zip"
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+    path.write_bytes(_zip_bomb_bytes())
+    return path
+
+
+@functools.cache
+def _zip_bomb_bytes() -> bytes:
+    """Made once per session: deflating the 1 GB member takes seconds of CPU, in each batch."""
+    data = io.BytesIO()
+    with zipfile.ZipFile(data, "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr("bomb-main/minilm/linear.py", reference("linear"))
         with z.open("bomb-main/data/zeros.bin", "w", force_zip64=True) as f:
             chunk = bytes(2**20)
             for _ in range(1024):
                 f.write(chunk)
         z.writestr("bomb-main/minilm/rmsnorm.py", "x = 1\n" * 400_000)
-    return path
+    return data.getvalue()
 
 
 def shortcuts() -> dict[str, dict[str, str]]:

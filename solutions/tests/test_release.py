@@ -228,7 +228,10 @@ def test_the_editions_docs_are_the_students_only_and_every_link_resolves(release
 @pytest.mark.slow  # the student's test command, in a subprocess, up to its first failure
 def test_students_test_command_fails_on_the_stubs_naming_their_tasks(release):
     argv = rel.STUDENT_TEST.split()[1:]
-    r = subprocess.run([sys.executable, "-m", "minilm", *argv, "--", "-x"], cwd=release, env=student_env(release),
+    # The command as given (xdist's -n auto and all), with one worker: a second one would collect the whole
+    # suite again and run tests until -x reached it (40 s of CPU against 12).
+    env = {**student_env(release), "PYTEST_XDIST_AUTO_NUM_WORKERS": "1"}
+    r = subprocess.run([sys.executable, "-m", "minilm", *argv, "--", "-x"], cwd=release, env=env,
                        capture_output=True, text=True, timeout=900)
     assert r.returncode != 0, r.stdout[-3000:]
     assert "ERROR" not in r.stdout and "error" not in r.stdout.splitlines()[-1], r.stdout[-3000:]
