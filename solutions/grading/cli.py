@@ -221,7 +221,8 @@ def grade_one(plan: Plan, sub: Submission, slot: int) -> StudentGrade:
     nb_out.mkdir()
     seed = plan.seed if plan.seed is not None else secrets.randbits(62)
     case_sets = {t: judge.make_cases(t, seed if plan.hidden else None) for t in plan.task_ids}
-    build_workspace(plan, sub, ws, {"tasks": plan.task_ids, "cases": {t: c for t, (c, _) in case_sets.items()}})
+    build_workspace(plan, sub, ws, {"tasks": plan.task_ids, "cases": {t: c for t, (c, _) in case_sets.items()},
+                                    "visible": {t: n for t, (_, n) in case_sets.items()}})
     box = plan.box
     box.prepare(ws, out, slot)
     box.prepare(ws, nb_out, slot)
@@ -240,7 +241,7 @@ def grade_one(plan: Plan, sub: Submission, slot: int) -> StudentGrade:
     # The worker is dead: judge what it left, as data, before anything else of the submission's runs.
     rules = _rules(sub)
     verdicts = {t: judge.judge_task(t, case_sets[t][0], case_sets[t][1],
-                                    judge.load_results(out / f"{t}.pt", len(case_sets[t][0])))
+                                    judge.load_task_results(out, t, len(case_sets[t][0]), case_sets[t][1]))
                 for t in plan.task_ids}
     stems = notebooks_to_run(plan.cells, verdicts, rules)
     lost = lost_tasks(verdicts, rules)

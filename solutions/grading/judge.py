@@ -257,6 +257,25 @@ def load_results(path: Path, n_cases: int) -> list[dict] | None:
     return [_bounded(r, budget) for r in rows]
 
 
+# What stands for the hidden cases' rows when the worker handed back the notebook's cases' but not
+# theirs (a crash, a hang or too much output there): made here, so no file can spell it.
+DID_NOT_FINISH = object()
+
+
+def load_task_results(out: Path, task: str, n_cases: int, n_visible: int) -> list[dict] | None:
+    """One task's rows from the worker's two files (worker.py): the notebook's cases' (None when it did
+    not hand those back), then the hidden cases', or DID_NOT_FINISH rows where it did not hand those back.
+    A task that fails only on hidden cases is then judged as failing there, whatever the failure:
+    reported as not finishing at all, it would tell the student before grades are published."""
+    visible = load_results(out / f"{task}.pt", n_visible)
+    if visible is None or n_cases == n_visible:
+        return visible
+    hidden = load_results(out / f"{task}.hidden.pt", n_cases - n_visible)
+    if hidden is None:
+        hidden = [{"ok": False, "error": DID_NOT_FINISH}] * (n_cases - n_visible)
+    return visible + hidden
+
+
 def judge_task(task: str, cases: list[dict], n_visible: int, rows: list[dict] | None) -> TaskResult:
     probe = spec.get(task)
     name = tasks.get(task).function
@@ -269,6 +288,10 @@ def judge_task(task: str, cases: list[dict], n_visible: int, rows: list[dict] | 
         where = f"on an input the notebook does not show ({case['what']})" if hidden else f"on {case['what']}"
         if row.get("ok") is not True:
             err = row.get("error")
+            if err is DID_NOT_FINISH:
+                return TaskResult(task, False, f"{name} did not finish the inputs the notebook does not show: it "
+                                               "crashed, exited, ran over its time limit or returned too much there",
+                                  hidden=True)
             if err == STUB:  # raised on a hidden input only, it is a failure there like any other
                 return TaskResult(task, False, tasks.get(task).todo_message(), hidden=hidden)
             err = err if type(err) is str and err in _EXCEPTIONS else "an exception"

@@ -546,6 +546,52 @@ def test_a_stub_error_on_a_hidden_input_alone_is_a_hidden_failure():
     assert not verdict.ok and not verdict.hidden and verdict.message == tasks.get("3.1").todo_message(), verdict
 
 
+HIDDEN_ONLY = {  # Task 1.1's hidden inputs include float64 ones; the notebook's are float32
+    "crashes": "import os\nif x.dtype == torch.float64:\n    os._exit(3)\nreturn x @ weight.T",
+    "hangs": "while x.dtype == torch.float64:\n    pass\nreturn x @ weight.T",
+    "says too much": "return torch.zeros(2**25) if x.dtype == torch.float64 else x @ weight.T",  # 128 MB
+}
+
+
+@pytest.mark.parametrize("how", HIDDEN_ONLY)
+def test_a_task_that_fails_to_finish_on_hidden_inputs_alone_fails_there(how, tmp_path, monkeypatch):
+    # Red team 18: a task that crashed, hung or handed back too much only on a hidden input was reported
+    # as not finishing at all, like one that fails on the notebook's inputs, and its cells were skipped:
+    # one bit about the hidden inputs per task, before grades were published. The worker now hands back
+    # the notebook's cases' outputs first, so the grader sees the first failure was on a hidden input.
+    import minilm
+    from minilm.course.sandboxed import worker
+    from solutions.grading import cli
+
+    namespace = {"torch": torch}
+    exec("def linear(x, weight):\n" + "".join(f"    {line}\n" for line in HIDDEN_ONLY[how].splitlines()),
+         namespace)
+    # In the exercise module `minilm.linear` resolves to; the worker's children are forked: they see it.
+    monkeypatch.setattr(minilm.exercise_module("linear"), "linear", namespace["linear"])
+    monkeypatch.setenv("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "1")  # main() sets it: restored afterwards
+    cases, n_visible = judge.make_cases("1.1", seed=8)
+    assert any(c["x"].dtype == torch.float64 for c in cases[n_visible:])
+    assert not any(c["x"].dtype == torch.float64 for c in cases[:n_visible])
+    plan = tmp_path / "cases.pt"
+    torch.save({"tasks": ["1.1"], "cases": {"1.1": cases}, "visible": {"1.1": n_visible}}, plan)
+    (tmp_path / "out").mkdir()
+    threads = torch.get_num_threads()
+    try:
+        assert worker.main([str(plan), str(tmp_path / "out"), "3"]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["1.1.pt"]  # the notebook's cases' alone
+    rows = judge.load_task_results(tmp_path / "out", "1.1", len(cases), n_visible)
+    verdict = judge.judge_task("1.1", cases, n_visible, rows)
+    assert not verdict.ok and verdict.hidden and "the inputs the notebook does not show" in verdict.message, verdict
+    assert cli.lost_tasks({"1.1": verdict}, {}) == set()  # its check cells run, as for any hidden failure
+    # Failing on the notebook's own inputs as well, it did not finish there: the student may know that.
+    (tmp_path / "out" / "1.1.pt").unlink()
+    verdict = judge.judge_task("1.1", cases, n_visible, judge.load_task_results(tmp_path / "out", "1.1", len(cases),
+                                                                                n_visible))
+    assert not verdict.ok and not verdict.hidden and verdict.message.startswith("linear did not finish: "), verdict
+
+
 def test_judge_demands_exact_types_before_values():
     want = torch.ones(2, 3)
 

@@ -296,7 +296,7 @@ def test_a_task_cannot_write_another_tasks_results(tmp_path):
     assert run.returncode == 0, log.read_text()[-2000:]
     rows = judge.load_results(out / "1.1.pt", len(cases["1.1"]))
     assert rows is not None and all(r == {"ok": False, "error": judge.STUB} for r in rows), rows[:1]
-    assert sorted(p.name for p in out.iterdir()) == ["1.1.pt", "3.1.pt"]
+    assert sorted(p.name for p in out.iterdir()) == ["1.1.hidden.pt", "1.1.pt", "3.1.hidden.pt", "3.1.pt"]
 
 
 # ---------------------------------------------------------------- setpriv: root without namespaces (Gradescope's)

@@ -3,11 +3,14 @@
     python -m minilm.course.sandboxed.worker CASES OUT
 
 Runs inside the sandbox with the student's exercise modules importable as `minilm`. CASES
-(written by the grader) holds each task's probe inputs; for every task this writes OUT/<task>.pt
-with the outputs of the task's `collect` (minilm/course/spec/) on each case, or the name of the
-exception it raised. Each task runs in a forked child with a time limit, so a crash or a hang costs
-that task only, and hands its outputs back through a pipe: only this process writes OUT, after
-every child is gone.
+(written by the grader) holds each task's probe inputs, the notebook's first and then the hidden
+ones; for every task this writes OUT/<task>.pt with the outputs of the task's `collect`
+(minilm/course/spec/) on each of the notebook's cases, or the name of the exception it raised, and
+OUT/<task>.hidden.pt with those on the hidden cases. Each task runs in a forked child with a time
+limit, so a crash or a hang costs that task only, and hands its outputs back through a pipe, the
+notebook's cases' first: a child that crashes, hangs or says too much only on a hidden case still
+hands back those, and the grader can tell that its first failure was on a hidden case. Only this
+process writes OUT, after every child is gone.
 
 Nothing here decides a point: the student's code runs in this process and can rewrite any of
 it. The grader only reads the files as data (torch.load(weights_only=True)) and compares them,
@@ -43,7 +46,7 @@ def _plain(value, depth: int = 0):
 MAX_RESULT_BYTES = 64 * 2**20  # what one task's child may hand back; the grader loads no more either
 
 
-def _run_task(task: str, cases: list[dict]) -> bytes:
+def _run_cases(task: str, cases: list[dict]) -> bytes:
     import io
 
     import torch
@@ -65,6 +68,22 @@ def _run_task(task: str, cases: list[dict]) -> bytes:
     return buffer.getvalue()
 
 
+FRAME_HEADER = 8  # each part's outputs go through the pipe as its length (8 bytes, little-endian), then its bytes
+
+
+def frames(data: bytes) -> list[bytes]:
+    """The whole frames at the start of `data`; a part cut short (its child died, ran over its time or said
+    too much) and anything after it are not a frame."""
+    found, at = [], 0
+    while at + FRAME_HEADER <= len(data):
+        size = int.from_bytes(data[at:at + FRAME_HEADER], "little")
+        if at + FRAME_HEADER + size > len(data):
+            break
+        found.append(data[at + FRAME_HEADER:at + FRAME_HEADER + size])
+        at += FRAME_HEADER + size
+    return found
+
+
 def _undumpable() -> None:
     """Keep this process's memory and file descriptors out of its children's reach: a child runs
     the student's code as the same uid, and could otherwise open /proc/<this pid>/fd or ptrace it."""
@@ -76,22 +95,24 @@ def _undumpable() -> None:
         pass
 
 
-def _child(task: str, cases: list[dict], write_end: int) -> None:
-    """Run one task and hand its outputs back through the pipe only; never returns."""
+def _child(task: str, parts: list[list[dict]], write_end: int) -> None:
+    """Run one task, part after part (the notebook's cases, then the hidden ones), and hand each part's
+    outputs back through the pipe only, as a frame, as soon as it is done; never returns."""
     code = 0
     try:
-        data = _run_task(task, cases)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(write_end, view[:1 << 16]):]
+        for cases in parts:
+            data = _run_cases(task, cases)
+            view = memoryview(len(data).to_bytes(FRAME_HEADER, "little") + data)
+            while view:
+                view = view[os.write(write_end, view[:1 << 16]):]
     except BaseException:  # noqa: BLE001
         code = 1
     os._exit(code)
 
 
-def _collect(pid: int, read_end: int, deadline: float) -> bytes | None:
-    """What the child wrote before it exited or its time ran out (then it is killed): None if too
-    much or too late. A daemon the child left may hold the pipe open: the child's exit, with the
+def _collect(pid: int, read_end: int, deadline: float) -> bytes:
+    """What the child wrote before it exited or its time ran out (then it is killed), up to
+    MAX_RESULT_BYTES. A daemon the child left may hold the pipe open: the child's exit, with the
     pipe drained, ends the wait as surely as the pipe's end."""
     import select
 
@@ -102,16 +123,14 @@ def _collect(pid: int, read_end: int, deadline: float) -> bytes | None:
             chunk = os.read(read_end, 1 << 16)
             if not chunk:
                 break
+            chunks.append(chunk[:MAX_RESULT_BYTES - size])
             size += len(chunk)
             if size > MAX_RESULT_BYTES:
-                chunks = None
                 break
-            chunks.append(chunk)
         elif os.waitpid(pid, os.WNOHANG)[0] == pid:
             reaped = True  # it wrote everything before it exited, and the pipe is empty: done
             break
         elif time.monotonic() > deadline:
-            chunks = None
             break
     if not reaped:
         try:
@@ -119,7 +138,7 @@ def _collect(pid: int, read_end: int, deadline: float) -> bytes | None:
         except ProcessLookupError:
             pass
         os.waitpid(pid, 0)
-    return b"".join(chunks) if chunks is not None else None
+    return b"".join(chunks)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -140,15 +159,17 @@ def main(argv: list[str] | None = None) -> int:
     # Each task's child hands its outputs to this process through a pipe of its own; nothing is
     # written to OUT until every child (and whatever it left running) is gone, so no child can
     # write, or rewrite, another task's results.
-    results: dict[str, bytes | None] = {}
+    results: dict[str, list[bytes]] = {}
     for task in plan["tasks"]:
+        cases = plan["cases"][task]
+        n_visible = plan.get("visible", {}).get(task, len(cases))
         read_end, write_end = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: leave without running anyone's atexit hooks
             os.close(read_end)
-            _child(task, plan["cases"][task], write_end)
+            _child(task, [cases[:n_visible], cases[n_visible:]], write_end)
         os.close(write_end)
-        results[task] = _collect(pid, read_end, time.monotonic() + per_task)
+        results[task] = frames(_collect(pid, read_end, time.monotonic() + per_task))
         os.close(read_end)
     if sandboxed:
         try:  # daemons a child left: every process this uid may signal, in this sandbox alone
@@ -163,12 +184,12 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(path, ignore_errors=True)
         else:
             os.unlink(path)
-    for task, data in results.items():
-        if data is not None:
-            tmp = os.path.join(out_dir, f"{task}.pt.tmp")
+    for task, parts in results.items():
+        for name, data in zip((f"{task}.pt", f"{task}.hidden.pt"), parts):
+            tmp = os.path.join(out_dir, f"{name}.tmp")
             with open(tmp, "wb") as f:
                 f.write(data)
-            os.replace(tmp, os.path.join(out_dir, f"{task}.pt"))
+            os.replace(tmp, os.path.join(out_dir, name))
     return 0
 
 
