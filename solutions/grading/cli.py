@@ -52,6 +52,7 @@ class Plan:
     box: sandbox.Sandbox
     hidden: bool
     cell_timeout: float
+    task_timeout: float  # one task's run on the grader's inputs, in the worker
     timeout: float
     workers: int
     scratch: Path
@@ -92,7 +93,8 @@ def make_plan(args, box: sandbox.Sandbox, scratch: Path) -> tuple[Plan, list[str
     if unchecked:
         raise GradeError(f"no check cell for task(s) {', '.join(unchecked)} in the notebooks graded "
                          f"({', '.join(sorted(stems))}): add the task's notebook with --notebooks")
-    return Plan(nbs, cells, wanted, box, not args.no_hidden, args.cell_timeout, args.timeout, 1, scratch,
+    task_timeout = args.task_timeout if args.task_timeout is not None else args.cell_timeout
+    return Plan(nbs, cells, wanted, box, not args.no_hidden, args.cell_timeout, task_timeout, args.timeout, 1, scratch,
                 args.seed), notes
 
 
@@ -229,7 +231,7 @@ def grade_one(plan: Plan, sub: Submission, slot: int) -> StudentGrade:
     extra = {"MINILM_IMPL": "minilm", "TQDM_DISABLE": "1", "PYTHONWARNINGS": "ignore::DeprecationWarning"}
     inside_ws = str(ws) if box.same_paths else sandbox.WS
     problems = []
-    per_task = plan.cell_timeout
+    per_task = plan.task_timeout
     inside_out = str(out) if box.same_paths else sandbox.OUT
     worker = sandbox.run(box,
                          ("-m", "minilm.course.sandboxed.worker", f"{inside_ws}/cases.pt", inside_out, f"{per_task:g}",
@@ -322,7 +324,9 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--tasks", nargs="+", metavar="ID", help="grade only these tasks")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="CPU cores to use (default: all)")
     p.add_argument("--workers", type=int, help="nbval workers per submission (default: from --jobs)")
-    p.add_argument("--cell-timeout", type=float, default=300, help="seconds per notebook cell or task")
+    p.add_argument("--cell-timeout", type=float, default=300, help="seconds per notebook cell")
+    p.add_argument("--task-timeout", type=float,
+                   help="seconds per task on the grader's inputs (default: --cell-timeout); a hang costs this once")
     p.add_argument("--timeout", type=float, default=3600, help="seconds per submission, all in all")
     p.add_argument("--memory-mb", type=int, default=4096, help="address-space limit per sandboxed process")
     p.add_argument("--sandbox", choices=("auto", "bwrap", "docker", "setpriv"), default="auto",

@@ -23,7 +23,8 @@ NOTEBOOKS = ["01_linear", "03_rmsnorm"]
 POINTS = {t: tasks.get(t).points for t in ("1.1", "1.2", "3.1", "3.2")}
 P11, P12, P31, P32 = POINTS.values()
 ALL = sum(POINTS.values())
-CELL_TIMEOUT = 15  # seconds: what a hang costs; the reference passed at 8 with three CPU hogs on two cores
+CELL_TIMEOUT = 15  # seconds per check cell: the reference passed at 8 with three CPU hogs on two cores
+TASK_TIMEOUT = 5  # seconds per task on the grader's inputs, what a hang costs: the reference's take milliseconds
 
 needs_bwrap = pytest.mark.skipif(sandbox.bwrap_path() is None,
                                  reason="bubblewrap (bwrap) is missing or cannot create namespaces here")

@@ -41,6 +41,7 @@ from solutions.tests.grading_helpers import (
     P32,
     POINTS,
     ROOT,
+    TASK_TIMEOUT,
     append,
     build_grader_image,
     course_digest,
@@ -433,7 +434,8 @@ def batch(request, tmp_path_factory):
     before = course_digest()
     try:
         r = run_grade(*(str(p) for p, _ in subs.values()), "--sandbox", kind, "--notebooks", *NOTEBOOKS, "--jobs", "2",
-                      "--out", str(out), "--cell-timeout", str(CELL_TIMEOUT), "--timeout", "900", "--memory-mb", "2500")
+                      "--out", str(out), "--cell-timeout", str(CELL_TIMEOUT), "--task-timeout", str(TASK_TIMEOUT),
+                      "--timeout", "900", "--memory-mb", "2500")
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         reports_at_exit = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
         time.sleep(2)  # the daemon (a rewrite every 0.1 s) would have rewritten them by now
