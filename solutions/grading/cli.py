@@ -427,6 +427,7 @@ def _grade_all(args, box: sandbox.Sandbox, scratch: Path) -> int:
     preflight(box, scratch)
     jobs = max(1, args.jobs)
     concurrent_subs = max(1, min(len(subs), jobs))
+    judge.judging_threads = concurrent_subs
     plan.workers = args.workers or max(1, jobs // concurrent_subs)
     box.cpus = float(plan.workers)  # each submission's share of the cores: a CPU hog costs only its own time
     if box.kind == "setpriv":

@@ -64,13 +64,16 @@ def _seeded(fn, *args):
 # the threads that judge submissions side by side share no state and need no lock.
 _POOL: concurrent.futures.ProcessPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()  # guards only the pool's creation
+# How many threads judge side by side (cli.py sets it before grading): more processes than that
+# would only be started, each importing torch and the reference (seconds of CPU), to sit idle.
+judging_threads: int | None = None
 
 
 def _pool() -> concurrent.futures.ProcessPoolExecutor:
     global _POOL
     with _POOL_LOCK:
         if _POOL is None:
-            _POOL = concurrent.futures.ProcessPoolExecutor(max(1, min(4, os.cpu_count() or 1)),
+            _POOL = concurrent.futures.ProcessPoolExecutor(max(1, min(4, os.cpu_count() or 1, judging_threads or 4)),
                                                            mp_context=multiprocessing.get_context("spawn"),
                                                            initializer=torch.set_num_threads, initargs=(1,))
             atexit.register(_POOL.shutdown)  # before the interpreter tears down what the pool's cleanup needs
