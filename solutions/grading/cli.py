@@ -147,7 +147,11 @@ def preflight_key(box: sandbox.Sandbox) -> str | None:
         python = [r.stdout.strip()]
     else:
         exe = sandbox.python()  # as started, not resolved: a venv's python links to its base interpreter
-        python = [exe, os.stat(exe).st_mtime_ns, *((p, os.stat(p).st_mtime_ns) for p in sys.path if os.path.isdir(p))]
+        # The course's own folder is left out: where it lies does not change what the sandbox's Python can import
+        # (each workspace gets a copy of its files, whose code is hashed below), and Gradescope's runs each unpack
+        # it somewhere new.
+        python = [exe, os.stat(exe).st_mtime_ns, *((p, os.stat(p).st_mtime_ns) for p in sys.path
+                                                   if os.path.isdir(p) and Path(p).resolve() != COURSE.resolve())]
     code = sorted([*(COURSE / "solutions" / "grading").glob("*.py"), *(tasks.PACKAGE_DIR / "course" / "sandboxed").glob(
         "*.py"), tasks.PACKAGE_DIR / "course" / "validate.py"])
     h = hashlib.sha256(json.dumps([box.kind, box.memory_mb, box.tmp_mb, python], default=str).encode())
