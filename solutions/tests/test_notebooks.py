@@ -99,46 +99,20 @@ def test_explorer_notebooks_display_widgets(stem):
     assert all("NBVAL_IGNORE_OUTPUT" in c.source for c in widget_cells)
 
 
-# Run before each notebook in the shared kernel: its names gone, and its figures, as in a fresh kernel.
-RESET = ("get_ipython().run_line_magic('reset', '-f')\nimport sys\n"
-         "sys.modules['matplotlib.pyplot'].close('all') if 'matplotlib.pyplot' in sys.modules else None")
-
-
-@pytest.fixture(scope="module")
-def stub_kernel():
-    """One kernel for every notebook in stub mode, reset between them: a kernel's start (ipykernel,
-    torch, matplotlib) took most of each notebook's seconds. A missing import outside `needs` would
-    be masked here, but nbval runs every notebook in a fresh kernel, and those lines run there too."""
-    from jupyter_client import KernelManager
-
-    env = {**os.environ, **{k: os.environ.get(k, v) for k, v in kernel_env().items()}, "MINILM_IMPL": "minilm"}
-    km = KernelManager(kernel_name="python3")
-    km.start_kernel(env=env, cwd=str(NOTEBOOKS[0].parent))
-    try:
-        yield km
-    finally:
-        km.shutdown_kernel(now=True)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("path", [p for p in NOTEBOOKS if tasks.for_notebook(p.name)], ids=lambda p: p.stem)
-def test_stub_mode_shows_one_clear_line_per_task_and_no_traceback(path, stub_kernel):
+def test_stub_mode_shows_one_clear_line_per_task_and_no_traceback(path, monkeypatch):
     """What a student sees before writing anything: every cell runs, and each task's first
     check cell prints the task's not-implemented line."""
+    monkeypatch.setenv("MINILM_IMPL", "minilm")
+    for key, value in kernel_env().items():
+        monkeypatch.setenv(key, os.environ.get(key, value))
     nb = _read(path)
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs = []
-    nb.cells.insert(0, nbformat.v4.new_code_cell(RESET))
-    client = NotebookClient(nb, km=stub_kernel, timeout=300, allow_errors=True,
-                            resources={"metadata": {"path": str(path.parent)}})
-    try:
-        client.execute()
-    finally:
-        if client.kc is not None:
-            client.kc.stop_channels()
-    reset = nb.cells.pop(0)
-    assert not [o for o in reset.outputs if o.output_type == "error"], reset.outputs
+    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
     for i, cell in enumerate(nb.cells):
         if cell.cell_type == "code":
             errors = [f"{o.ename}: {o.evalue}" for o in cell.outputs if o.output_type == "error"]
