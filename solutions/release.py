@@ -32,14 +32,15 @@ from pathlib import Path
 
 import tomllib
 
-from minilm.course import rules, tasks
+from minilm.course import tasks
+from minilm.course.rules.families import FAMILIES
 from solutions import make_stubs
 
 ROOT = tasks.ROOT
 SOLUTIONS = ROOT / "solutions"
 HIDDEN = SOLUTIONS / "hidden_cases.py"  # the grader's hidden inputs
 ORACLES = SOLUTIONS / "oracles.py"  # a second implementation of the model: instructors only
-# A provided line that calls a built-in of a task's family (minilm/course/rules/allowed.py FAMILIES) for some
+# A provided line that calls a built-in of a task's family (minilm/course/rules/families.py) for some
 # other job says why on the same line, after this marker; anything else is a leak.
 NOT_A_TASK = "# release: not a task"
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", ".pytest_cache", ".hypothesis",
@@ -166,11 +167,36 @@ def _python_sources(release: Path) -> list[tuple[str, str, int]]:
     return out
 
 
+# Tensor methods that do a family's job, on whatever object: x.softmax(-1).
+FAMILY_METHODS = frozenset("softmax log_softmax logsumexp logcumsumexp logaddexp logaddexp2 renorm dequantize "
+                           "int_repr".split())
+
+
+def _library_uses(tree: ast.AST) -> list[tuple[ast.AST, str]]:
+    """(node, name) for each name taken from torch or einops (torch.softmax, F.linear, nn.Linear, a from-import),
+    and each family's tensor method called on anything."""
+    libraries = {a.asname or a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
+                 for a in n.names if a.name.split(".")[0] in ("torch", "einops")}
+    libraries |= {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                  and (n.module or "").split(".")[0] in ("torch", "einops") for a in n.names}
+    uses = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("torch", "einops"):
+            uses += [(node, a.name) for a in node.names]
+        elif isinstance(node, ast.Attribute):
+            root = node.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if (isinstance(root, ast.Name) and root.id in libraries) or node.attr in FAMILY_METHODS:
+                uses.append((node, node.attr))
+    return uses
+
+
 def computes_a_task(release: Path) -> list[str]:
     """Code in the release, outside tests/ (where PyTorch's built-ins are the tests' own oracles,
     which the rules forbid students), that computes a task's result: a call of a built-in in a
     task's family (F.softmax, F.scaled_dot_product_attention, torch.optim.AdamW, …, see
-    minilm/course/rules/allowed.py FAMILIES) on a line without NOT_A_TASK, or a function whose code is one of
+    minilm/course/rules/families.py) on a line without NOT_A_TASK, or a function whose code is one of
     solutions/oracles.py's, renamed or not. Each problem names file:line."""
     problems = []
     oracles = oracle_functions()
@@ -180,16 +206,12 @@ def computes_a_task(release: Path) -> list[str]:
         except SyntaxError:
             continue
         lines = source.splitlines()
-        module = rules._Module(tree, set())
-        for f in module.findings(tree):
-            families = [name for name, fam in rules.FAMILIES.items()
-                        if (f.kind == "name" and rules._family_matches(fam, f.name))
-                        or (f.kind == "method" and f.name in fam.methods)]
-            line = lines[f.line - 1] if 0 < f.line <= len(lines) else ""
+        for node, name in _library_uses(tree):
+            families = [f for f, family in FAMILIES.items() if family.holds("torch", name)]
+            line = lines[node.lineno - 1] if 0 < node.lineno <= len(lines) else ""
             if families and NOT_A_TASK not in line:
-                problems.append(f"{where}:{f.line}: {f.verb} {f.what}, a built-in of the {families[0]!r} family that "
-                                f"a task builds (mark a different job with {NOT_A_TASK!r} and why): "
-                                f"{line.strip()[:100]}")
+                problems.append(f"{where}:{node.lineno}: uses {name}, a built-in of the {families[0]!r} family that a "
+                                f"task builds (mark a different job with {NOT_A_TASK!r} and why): {line.strip()[:100]}")
         for fn in _functions(tree):
             copy = oracles.get(_canonical(fn)) if len(fn.body) > 1 else None
             if copy:

@@ -205,8 +205,8 @@ def record(task_id: str) -> Recording:
 def run(task_id: str, known: dict[str, Verdict] | None = None) -> Verdict:
     """Run one task's check and return its verdict (never raises for student errors).
 
-    Code that breaks the task's "from scratch" rule (minilm/course/rules/: a forbidden built-in,
-    or a way around the rules) fails at once with the rule's one line, before the check runs.
+    Code that breaks the task's "from scratch" rule (minilm/course/rules/: a refused built-in ran, or
+    the source holds a way around the recording) fails with the rule's one line.
     A failing check whose task runs an earlier task's code (Task.uses) that fails its own check
     says so first: that task's bug may be this one's. `known` holds verdicts already run (status
     runs every check in course order) and receives the earlier checks run here."""
@@ -236,29 +236,38 @@ def run_many(task_ids) -> list[Verdict]:
 
 
 def _verdict(task_id: str) -> Verdict:
-    """One task's own check, blind to the tasks it uses."""
+    """One task's own check, blind to the tasks it uses, run under the from-scratch rule's recorder."""
+    from minilm.course.rules.recorder import exercise_files, watching
+
     _load()
     tasks.get(task_id)
     fn = _CHECKS.get(task_id)
     if fn is None:
         raise KeyError(f"task {task_id} has no registered check")
-    broken = rules.violations_for(task_id)
+    broken = rules.lint_for(task_id)
     if broken:
-        return Verdict(task_id, FAIL, broken[0].message)
+        return Verdict(task_id, FAIL, broken[0])
+    record = watching(task_id, exercise_files(rules.implementation_folder()))
     try:
-        with _running(task_id):
+        with _running(task_id), record:
             torch.manual_seed(0)
-            return Verdict(task_id, PASS, fn())
+            message = fn()
+        if record.refusal is None:
+            return Verdict(task_id, PASS, message)
     except CheckFailed as e:
-        where = e.where or (_definition_of(_spec_label(task_id, e.output)) if e.output else None)
-        return Verdict(task_id, FAIL, e.message, e.mistake, where, e.difference)
+        if record.refusal is None:
+            where = e.where or (_definition_of(_spec_label(task_id, e.output)) if e.output else None)
+            return Verdict(task_id, FAIL, e.message, e.mistake, where, e.difference)
     except NotImplementedError as e:
         todo = todo_message(e)
-        if todo is not None:
+        if record.refusal is None and todo is not None:
             return Verdict(task_id, TODO, todo)
-        return Verdict(task_id, ERROR, *_raised(e))
+        if record.refusal is None:
+            return Verdict(task_id, ERROR, *_raised(e))
     except Exception as e:  # a student's bug: report it in one line, not a traceback
-        return Verdict(task_id, ERROR, *_raised(e))
+        if record.refusal is None:
+            return Verdict(task_id, ERROR, *_raised(e))
+    return Verdict(task_id, FAIL, str(record.refusal), where=record.refusal.where or None)
 
 
 # ---------------------------------------------------------------- where in the student's files

@@ -84,11 +84,13 @@ def contract(task: tasks.Task) -> str:
 
 def rule(task: tasks.Task) -> str:
     """The task's from-scratch rule in a line per family: what not to call, what to do instead."""
+    from minilm.course.rules.families import FAMILIES
+
     if not task.forbidden:
-        return "The from-scratch rule: this task forbids no built-in beyond the allowed list."
-    lines = ["The from-scratch rule (minilm/course/rules/):"]
+        return "The from-scratch rule: this task may run any library function (docs/students.md)."
+    lines = ["The from-scratch rule (docs/students.md): while this task runs, none of these may run:"]
     for family, instead in dict.fromkeys(task.forbidden):
-        lines.append(f"  - no {family} built-in: {instead}")
+        lines.append(f"  - {FAMILIES[family].summary}: {instead}")
     return "\n".join(lines)
 
 
@@ -144,7 +146,7 @@ def rung_difference(v) -> Rung:
 
     task = tasks.get(v.task)
     if v.message.startswith(f"Task {v.task}: "):  # the from-scratch rule
-        text = f"Your code breaks the task's from-scratch rule, before the check runs:\n  {v.message}"
+        text = f"Your code breaks the task's from-scratch rule:\n  {v.message}"
     elif v.message.startswith("Task ") and " fails; fix it first" in v.message:
         text = (f"{v.message.split(':')[0]}: {task.id} runs that task's code, so its bug may be this one's. "
                 f"Climb that task's ladder first (`minilm hint {v.message.split()[1]}`).")

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from minilm.course import tasks
 from minilm.course.cells import cell_position, check_cells
-from solutions.grading import judge, lms, notebooks, reports, sandbox
+from solutions.grading import judge, lms, notebooks, reports, sandbox, submissions
 from solutions.grading.results import SKIPPED, CellResult, StudentGrade, TaskGrade
 from solutions.grading.submissions import GradeError, Submission, SubmissionError, given_name, resolve
 
@@ -225,6 +225,7 @@ def grade_one(plan: Plan, sub: Submission, slot: int) -> StudentGrade:
     ws.mkdir(parents=True)
     out.mkdir()
     nb_out.mkdir()
+    rules = lint(sub)  # before the workspace: a module that does not parse is graded as the stub
     seed = plan.seed if plan.seed is not None else secrets.randbits(62)
     case_sets = {t: judge.make_cases(t, seed if plan.hidden else None) for t in plan.task_ids}
     build_workspace(plan, sub, ws, {"tasks": plan.task_ids, "cases": {t: c for t, (c, _) in case_sets.items()},
@@ -242,13 +243,27 @@ def grade_one(plan: Plan, sub: Submission, slot: int) -> StudentGrade:
                                *([] if box.unsandboxed else ["--sandboxed"])),
                          ws, out, box.env(extra, ws, out), slot,
                          timeout=min(plan.timeout, 60 + per_task * len(plan.task_ids)), log=home / "worker.log")
-    if worker.returncode is None:
+    if worker.wrote_too_much:
+        problems.append(f"your code wrote over {sandbox.WRITE_MAX_BYTES // 2**20} MB or {sandbox.WRITE_MAX_FILES:,} "
+                        "files while the grader's inputs were run: it was stopped")
+    elif worker.returncode is None:
         problems.append("your code ran over the time limit while the grader's inputs were run")
-    # The worker is dead: judge what it left, as data, before anything else of the submission's runs.
-    rules = _rules(sub)
-    verdicts = {t: judge.judge_task(t, case_sets[t][0], case_sets[t][1],
-                                    judge.load_task_results(out, t, len(case_sets[t][0]), case_sets[t][1]))
-                for t in plan.task_ids}
+    # The worker is dead: judge what it left, as data, before anything else of the submission's runs. A task
+    # whose run called a refused built-in was stopped there: the recorder's refusal is its verdict.
+    # A refusal on a hidden input (after the notebook's inputs' outputs came back) is a failure there, told only
+    # once grades are published, like any other.
+    verdicts = {}
+    for t in plan.task_ids:
+        refusal = judge.load_refusal(out, t)
+        on_hidden = refusal is not None and case_sets[t][1] < len(case_sets[t][0]) and (out / f"{t}.pt").is_file()
+        if refusal is not None and not on_hidden:
+            rules.setdefault(t, []).insert(0, refusal)
+            verdicts[t] = judge.TaskResult(t, False, "stopped by the from-scratch rule on the notebook's inputs")
+        elif refusal is not None:
+            verdicts[t] = judge.TaskResult(t, False, refusal, hidden=True)
+        else:
+            verdicts[t] = judge.judge_task(t, case_sets[t][0], case_sets[t][1],
+                                           judge.load_task_results(out, t, len(case_sets[t][0]), case_sets[t][1]))
     stems = notebooks_to_run(plan.cells, verdicts, rules)
     lost = lost_tasks(verdicts, rules)
     cells = {}
@@ -266,7 +281,10 @@ def grade_one(plan: Plan, sub: Submission, slot: int) -> StudentGrade:
         env = box.env({**extra, "MINILM_LOST_TASKS": " ".join(sorted(lost))}, ws, nb_out)
         nbval = sandbox.run(box, argv, ws, nb_out, env, slot,
                             timeout=max(1.0, plan.timeout - worker.seconds), log=home / "nbval.log")
-        if nbval.returncode is None:
+        if nbval.wrote_too_much:
+            problems.append(f"the notebooks wrote over {sandbox.WRITE_MAX_BYTES // 2**20} MB or "
+                            f"{sandbox.WRITE_MAX_FILES:,} files: they were stopped")
+        elif nbval.returncode is None:
             problems.append(f"the notebooks ran over the {plan.timeout:g}-second limit for one submission")
         unlimited = sorted(set(worker.unlimited) | set(nbval.unlimited))
         # Every sandboxed process is dead now: read what they left, as data.
@@ -294,19 +312,38 @@ def grade_one(plan: Plan, sub: Submission, slot: int) -> StudentGrade:
                         box.unsandboxed, sub.notes, problems, round(time.monotonic() - t0, 1), box.kind, unlimited)
 
 
-def _rules(sub: Submission) -> dict[str, list[str]]:
-    """The course's from-scratch rules on the submission's source (parsed, never run)."""
+LINT_SECONDS, LINT_MEMORY_MB = 60, 2048  # the lint takes well under a second and 100 MB on any honest submission
+
+
+def lint(sub: Submission) -> dict[str, list[str]]:
+    """The from-scratch rule's lint (minilm/course/rules/lint.py) on the submission's source, parsed and never run,
+    in a process of its own with limits on its time and memory: what a parse of the student's bytes costs is
+    theirs alone. Modules that do not parse are graded as the stub from here on, with a note."""
+    sources = {m: data.decode("utf-8") for m, data in sub.modules.items() if m not in sub.broken}
+
+    def limit():
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (LINT_MEMORY_MB * 2**20,) * 2)
+
+    found = None
     try:
-        from minilm.course import rules
-    except ImportError:
-        return {}
-    found: dict[str, list[str]] = {}
-    # All modules at once: a task is also judged by the other tasks' code it calls, in any module.
-    sources = {module: data.decode("utf-8") for module, data in sub.modules.items() if module not in sub.broken}
-    for task_id, violations in rules.scan_package(sources).items():
-        # One line each, cut short: the rule quotes the submission's own code.
-        found.setdefault(task_id, []).extend(" ".join(v.message.split())[:200] for v in violations[:3])
-    return found
+        r = subprocess.run([sys.executable, "-m", "minilm.course.rules.lint"], input=json.dumps(sources),
+                           capture_output=True, text=True, timeout=LINT_SECONDS, cwd=COURSE,
+                           preexec_fn=limit if os.name == "posix" else None)
+        found = json.loads(r.stdout) if r.returncode == 0 else None
+    except (subprocess.TimeoutExpired, ValueError, OSError):
+        pass
+    if not isinstance(found, dict) or not isinstance(found.get("tasks"), dict):
+        why = (f"could not be read: the from-scratch lint did not finish within {LINT_SECONDS} s and "
+               f"{LINT_MEMORY_MB} MB on this code")
+        return {t.id: [why] for t in tasks.TASKS if t.module in sources}
+    for module, why in dict(found.get("unparsable") or {}).items():
+        if module in sources:
+            submissions.use_stub(sub, module, f"{str(why)[:200]}: graded as the stub")
+    known = {t.id for t in tasks.TASKS}
+    return {t: [" ".join(str(m).split())[:300] for m in list(ms)[:3]] for t, ms in found["tasks"].items()
+            if t in known and isinstance(ms, list)}
 
 
 def failed_submission(name: str, source: str, why: str, plan: Plan) -> StudentGrade:
@@ -413,6 +450,8 @@ def _grade_all(args, box: sandbox.Sandbox, scratch: Path) -> int:
             sub = resolve(arg, scratch / "fetch" / str(i), allow_ssh=args.allow_ssh)
         except SubmissionError as e:
             sub, why = None, str(e)
+        except Exception as e:  # noqa: BLE001 - one submission that cannot be read is its own problem only
+            sub, why = None, f"could not be read ({type(e).__name__}: {str(e)[:150]})"
         if sub is None:
             failed.append((name, arg, why))
         else:
@@ -453,7 +492,7 @@ def _grade_all(args, box: sandbox.Sandbox, scratch: Path) -> int:
             s = futures[f]
             try:
                 r = f.result()
-            except Exception as e:  # noqa: BLE001 - a grader bug on one submission must not stop the batch
+            except Exception as e:  # noqa: BLE001 - nothing in one submission may stop the batch
                 r = failed_submission(s.name, s.source,
                                       f"the grader failed on this submission ({type(e).__name__}: {e})",
                                       plan)

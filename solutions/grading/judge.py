@@ -15,9 +15,11 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import importlib
+import json
 import math
 import multiprocessing
 import os
+import re
 import threading
 from pathlib import Path
 
@@ -220,22 +222,41 @@ MAX_TOTAL_ELEMENTS = 2**23
 UNUSABLE = "<type tensor the grader refuses>"  # what stands for a tensor outside the bounds
 
 
-def _bounded(value, budget: list[int], depth: int = 0):
+MAX_ITEMS = 200_000  # list and dict items in one task's results: the largest honest output has a few thousand
+
+
+class _Budget:
+    """What one task's results may still hold: tensor elements and container items, and the containers met so
+    far. A pickle can refer to one list from many places, at no cost on disk: walking it would cost each time."""
+
+    def __init__(self):
+        self.elements, self.items, self.seen = MAX_TOTAL_ELEMENTS, MAX_ITEMS, set()
+
+    def container(self, value) -> bool:
+        if id(value) in self.seen or len(value) > self.items:
+            return False
+        self.seen.add(id(value))
+        self.items -= len(value)
+        return True
+
+
+def _bounded(value, budget: _Budget, depth: int = 0):
     """`value` with every tensor checked against the bounds before anything reads its values: a
     plain dense CPU tensor of a number dtype, contiguous, whose storage really holds all its
-    elements (a stride-0 view of a huge shape would cost memory only when materialized)."""
+    elements (a stride-0 view of a huge shape would cost memory only when materialized); and no
+    container met twice or past the item budget."""
     if type(value) is torch.Tensor:
         n = value.numel()
         ok = (value.layout == torch.strided and value.device.type == "cpu" and n <= MAX_ELEMENTS
-              and n <= budget[0] and not value.is_quantized and value.dtype in _DTYPES and value.is_contiguous()
+              and n <= budget.elements and not value.is_quantized and value.dtype in _DTYPES and value.is_contiguous()
               and value.untyped_storage().nbytes() >= (value.storage_offset() + n) * value.element_size())
         if not ok:
             return UNUSABLE
-        budget[0] -= n
+        budget.elements -= n
         return value
-    if type(value) is list and depth < 5:
+    if type(value) is list and depth < 5 and budget.container(value):
         return [_bounded(v, budget, depth + 1) for v in value[:1000]]
-    if type(value) is dict and depth < 5:
+    if type(value) is dict and depth < 5 and budget.container(value):
         return {k: _bounded(v, budget, depth + 1) for k, v in list(value.items())[:1000] if type(k) is str}
     if type(value) in (int, float, bool, str) or value is None:
         return value[:10_000] if type(value) is str else value
@@ -256,7 +277,9 @@ def load_results(path: Path, n_cases: int) -> list[dict] | None:
         return None
     if type(rows) is not list or len(rows) != n_cases or any(type(r) is not dict for r in rows):
         return None
-    budget = [MAX_TOTAL_ELEMENTS]
+    budget = _Budget()
+    if not budget.container(rows):
+        return None
     return [_bounded(r, budget) for r in rows]
 
 
@@ -277,6 +300,32 @@ def load_task_results(out: Path, task: str, n_cases: int, n_visible: int) -> lis
     if hidden is None:
         hidden = [{"ok": False, "error": DID_NOT_FINISH}] * (n_cases - n_visible)
     return visible + hidden
+
+
+_REFUSED_WHAT = re.compile(r"[A-Za-z0-9_.<>]{1,120}|something that switched the recording off")
+_REFUSED_WHERE = re.compile(r"minilm/[a-z_]{1,30}\.py:\d{1,7}")
+_REFUSED_FUNCTION = re.compile(r"[A-Za-z_<>][A-Za-z0-9_<>]{0,60}")
+
+
+def load_refusal(out: Path, task: str) -> str | None:
+    """The from-scratch rule's refusal the worker handed back for `task` (worker.py), as a message made here from
+    the registry's words and the report's fields, each checked against its form; None when it ran no refused
+    call. The report comes from the submission's own process: it can only cost the submission its points."""
+    path = out / f"{task}.refused.json"
+    if path.is_symlink() or not path.is_file():
+        return None
+    from minilm.course.rules.recorder import Refusal
+
+    try:
+        data = json.loads(path.read_bytes()[:8192])
+    except (OSError, ValueError):
+        data = None
+    data = data if type(data) is dict else {}
+    field = lambda key, form: data[key] if type(data.get(key)) is str and form.fullmatch(data[key]) else ""  # noqa: E731
+    advice = {a for _, a in tasks.get(task).forbidden}
+    return str(Refusal(task, field("what", _REFUSED_WHAT) or "a call the rule refuses", field("where", _REFUSED_WHERE),
+                       field("function", _REFUSED_FUNCTION), data["advice"] if data.get("advice") in advice else "",
+                       data.get("escape") is True))
 
 
 def judge_task(task: str, cases: list[dict], n_visible: int, rows: list[dict] | None) -> TaskResult:

@@ -516,7 +516,7 @@ def _remove_ipc(uid: int) -> None:
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PIDS_MAX = 512
-FSIZE_MAX = 512 * 2**20  # the largest file one sandboxed process may write
+FSIZE_MAX = 128 * 2**20  # the largest file one sandboxed process may write (WRITE_MAX_BYTES caps all)
 
 
 class Limits:
@@ -588,9 +588,33 @@ def _limit(memory_mb: int, limits: Limits | None, nproc: int | None = None, cpu_
 
 @dataclass
 class Run:
-    returncode: int | None  # None: killed at its time limit
+    returncode: int | None  # None: killed at its time limit, or when it wrote more than WRITE_MAX_BYTES
     seconds: float
     unlimited: list[str] = field(default_factory=list)  # cgroup limits this machine could not apply
+    wrote_too_much: bool = False
+
+
+# What one sandboxed run may leave in the folders it writes on the grader's disk (its results folder, its log and,
+# under setpriv, its home), in all: the worker's results are a few MB. Past either, the run is stopped.
+WRITE_MAX_BYTES, WRITE_MAX_FILES = 256 * 2**20, 2_000
+WATCH_SECONDS = 0.2  # how often the run's folders are measured
+
+
+def written(paths: list[Path], max_files: int = WRITE_MAX_FILES) -> tuple[int, int]:
+    """(bytes on disk, files) under `paths`, counting at most max_files + 1 files."""
+    total, files, todo = 0, 0, [p for p in paths if p.exists()]
+    while todo and files <= max_files:
+        path = todo.pop()
+        try:
+            if path.is_dir() and not path.is_symlink():
+                with os.scandir(path) as entries:
+                    todo.extend(Path(e.path) for e in entries)
+            else:
+                files += 1
+                total += path.lstat().st_blocks * 512
+        except OSError:
+            continue
+    return total, files
 
 
 def run(box: Sandbox, argv: list[str], ws: Path, out: Path, env: dict[str, str], slot: int, timeout: float,
@@ -618,11 +642,18 @@ def run(box: Sandbox, argv: list[str], ws: Path, out: Path, env: dict[str, str],
         finally:
             if rules is not None:
                 rules.close()
-        rc = None
+        rc, too_much = None, False
+        watched = [out, log] + ([_home(ws)] if setpriv else [])
+        deadline = time.monotonic() + timeout
         try:
-            rc = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            pass
+            while rc is None and time.monotonic() < deadline:
+                try:
+                    rc = proc.wait(timeout=min(WATCH_SECONDS, max(0.0, deadline - time.monotonic())))
+                except subprocess.TimeoutExpired:
+                    size, files = written(watched)
+                    if size > WRITE_MAX_BYTES or files > WRITE_MAX_FILES:
+                        too_much = True
+                        break
         finally:
             try:  # the whole session: with bwrap, its PID namespace goes with it
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -633,7 +664,7 @@ def run(box: Sandbox, argv: list[str], ws: Path, out: Path, env: dict[str, str],
             # Killing `docker run` (at the time limit, or if it died) leaves its container running:
             # remove that too. A client that exited by itself saw its container's init, and so all
             # of the container, exit.
-            if box.kind == "docker" and (rc is None or rc < 0):
+            if box.kind == "docker" and (rc is None or rc < 0 or too_much):
                 try:
                     subprocess.run(["docker", "rm", "-f", cmd[cmd.index("--name") + 1]], stdin=subprocess.DEVNULL,
                                    capture_output=True, timeout=60)
@@ -647,7 +678,11 @@ def run(box: Sandbox, argv: list[str], ws: Path, out: Path, env: dict[str, str],
         shutil.rmtree(_home(ws), ignore_errors=True)
     if limits is not None:
         limits.remove()
-    return Run(rc, time.monotonic() - t0, limits.missing if limits is not None else [])
+    if too_much:  # what it left counts for nothing, and takes no more of the grader's disk
+        for path in out.iterdir() if out.is_dir() else ():
+            shutil.rmtree(path, ignore_errors=True) if path.is_dir() and not path.is_symlink() else path.unlink()
+        log.write_bytes(b"")
+    return Run(None if too_much else rc, time.monotonic() - t0, limits.missing if limits is not None else [], too_much)
 
 
 def _kill_strays(ws: Path) -> None:

@@ -138,29 +138,6 @@ def test_ruff_finds_nothing():
     assert ruff.returncode == 0, ruff.stdout[-3000:] + ruff.stderr[-2000:]
 
 
-STUDENTS_DOC = ROOT / "docs" / "students.md"
-
-
-def test_readme_task_table_matches_the_registry():
-    # The tasks table lives in docs/students.md (the README links it; the student edition ships it).
-    doc = STUDENTS_DOC.read_text(encoding="utf-8")
-    for t in tasks.TASKS:
-        row = f"| {t.id} | `{t.function}`: {t.title} | `{t.file}` | `{t.notebook}` | {t.points} |"
-        assert row in doc, f"docs/students.md's task table is out of date for task {t.id}"
-    assert f"Total: {sum(t.points for t in tasks.TASKS)} points." in doc
-
-
-def test_readme_lists_every_from_scratch_rule():
-    doc = STUDENTS_DOC.read_text(encoding="utf-8")
-    start = doc.index("**Build it yourself.**")
-    end = doc.find("\n## ", start)
-    section = doc[start:end if end >= 0 else len(doc)]
-    rows = [line.split("|")[1] for line in section.splitlines() if line.startswith("| ")]
-    listed = {i.strip() for row in rows for i in row.split(",")}
-    assert {t.id for t in tasks.TASKS if t.forbidden} <= listed, "docs/students.md's from-scratch table misses a task"
-    assert {i for i in listed if i[0].isdigit()} <= {t.id for t in tasks.TASKS if t.forbidden}
-
-
 def markdown_links(path) -> list[str]:
     """Every link target of a Markdown file (inline `[text](target)` links and images), code spans
     and fenced blocks left out."""

@@ -34,6 +34,7 @@ from solutions.grading.results import SKIPPED, CellResult, TaskGrade
 from solutions.tests.grading_helpers import (
     ALL,
     CELL_TIMEOUT,
+    FUTURE,
     NOTEBOOKS,
     P11,
     P12,
@@ -341,6 +342,51 @@ def third_red_team() -> dict[str, str]:
     return {"linear": linear, "rmsnorm": prepend(rms, "import einops\n")}
 
 
+def fourth_red_team() -> dict[str, str]:
+    """Found by the fourth red team with the student edition: names the static rule read but did not judge, bound in
+    a module-level annotation (which Python evaluates at import) and taken from getattr's default. Judged by what
+    runs, each runs a refused built-in: 1.1 and 3.1 earn 0, and so do Linear and RMSNorm, which call them."""
+    linear = reference("linear").replace(FUTURE, "import torch\n_: [F := torch.nn.functional] = None\n", 1)
+    rms = replace_region(reference("rmsnorm"), "3.1", "return getattr(x, 'no_such_name', torch.nn.functional.rms_norm)"
+                                                       "(x, x.shape[-1:], weight, eps)")
+    return {"linear": replace_region(linear, "1.1", "return F.linear(x, weight)"), "rmsnorm": rms}
+
+
+def stopped_the_old_trusted_side() -> dict[str, str]:
+    """Each stopped or stalled a whole batch in the grader's own process: 6,000 chained aliases, honest code (the
+    static rule's scan took a minute over them), and a 12 kB line the parser cannot nest (graded as the stub)."""
+    linear = append(reference("linear"), "z0 = 0\n" + "".join(f"z{i + 1} = z{i}\n" for i in range(6000)))
+    return {"linear": linear, "rmsnorm": append(reference("rmsnorm"), "BIG = " + "+".join(["1"] * 6000) + "\n")}
+
+
+def honest_variants() -> dict[str, str]:
+    """Honest code the static rule refused: a NamedTuple and an exception class with an __init__, an Enum, a helper,
+    einsum for @. It keeps every point."""
+    linear = replace_region(reference("linear"), "1.1", 'return torch.einsum("...i,oi->...o", x, weight)')
+    linear = append(linear, "from typing import NamedTuple\n\n\nclass Hyper(NamedTuple):\n    std: float = 1.0\n\n\n"
+                            "class ShapeError(ValueError):\n    def __init__(self, what):\n"
+                            "        super().__init__(f'bad shape: {what}')\n")
+    rms = replace_region(reference("rmsnorm"), "3.1", "x32 = x.float()\ninv = _inverse_rms(x32, eps)\n"
+                                                       "return (x32 * inv * weight.float()).to(x.dtype)")
+    rms = append(rms, "import enum\n\n\nclass Mode(enum.Enum):\n    RMS = 'rms'\n\n\n"
+                      "def _inverse_rms(x, eps):\n    return torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)\n")
+    return {"linear": linear, "rmsnorm": rms}
+
+
+def encrypted_zip(root: Path) -> Path:
+    """A member whose headers say it is encrypted: zipfile raises RuntimeError reading it, which ended the batch."""
+    data = io.BytesIO()
+    with zipfile.ZipFile(data, "w") as z:
+        z.writestr("encrypted-main/minilm/linear.py", reference("linear"))
+    raw = bytearray(data.getvalue())
+    for signature, flags in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):  # local and central headers' flag bits
+        at = raw.index(signature) + flags
+        raw[at] |= 0x1
+    path = root / "encrypted.zip"
+    path.write_bytes(bytes(raw))
+    return path
+
+
 def build_batch(tmp: Path, out: Path, port: int) -> dict[str, tuple[Path, int]]:
     """name → (submission, the exact points it must get on 01_linear + 03_rmsnorm). Attacks share
     a submission where they sit in different modules, to keep the batch short."""
@@ -365,6 +411,10 @@ def build_batch(tmp: Path, out: Path, port: int) -> dict[str, tuple[Path, int]]:
     add("grading_time_and_oracles", 0, **cut["grading_time_and_oracles"])
     add("daemon_crash_network_memory", P32, **daemon_crash_network_memory(out, port))
     add("third_red_team", 0, **third_red_team())
+    add("fourth_red_team", 0, **fourth_red_team())
+    add("stopped_the_old_trusted_side", P11 + P12, **stopped_the_old_trusted_side())
+    add("honest_variants", ALL, **honest_variants())
+    batch["encrypted"] = (encrypted_zip(tmp), 0)
     batch["bad_files_outer"] = (bad_files(tmp), P11 + P12)
     batch["bomb"] = (zip_bomb(tmp), P11 + P12)
     (tmp / "corrupt.zip").write_bytes(b"PK\x03\x04" + os.urandom(200))
@@ -450,6 +500,7 @@ def batch(request, tmp_path_factory):
 BATCH = ["poisons_reads_answers_exfiltrates", "reference", "partial", "forges_copies_sabotages",
          "always_equal_and_hangs",
          "builtins_behind_aliases", "grading_time_and_oracles", "daemon_crash_network_memory", "third_red_team",
+         "fourth_red_team", "stopped_the_old_trusted_side", "honest_variants", "encrypted",
          "bad_files_outer", "bomb", "corrupt", "friend"]
 
 
@@ -495,12 +546,14 @@ def test_feedback_is_the_graders_own_words(batch):
     assert "got an object of type _Yes" in equal["1.1"]["message"], equal["1.1"]
     assert "NaN" in equal["1.2"]["message"], equal["1.2"]
     assert "did not finish" in equal["3.1"]["message"], equal["3.1"]
-    crash = results["daemon_crash_network_memory"]["tasks"]
-    assert "did not finish" in crash["1.1"]["message"] and "raised RuntimeError" in crash["3.1"]["message"], crash
+    crash = results["daemon_crash_network_memory"]["tasks"]  # the daemon's fork refused before it ran
+    assert "os.fork" in crash["1.1"]["rules"][0] and "raised RuntimeError" in crash["3.1"]["message"], crash
     reader = results["poisons_reads_answers_exfiltrates"]["tasks"]
-    assert "raised an exception" in reader["3.1"]["message"]
-    # In the sandbox the reader and the copier found nothing to run: their own code is what was judged.
-    assert reader["1.1"]["message"] == tasks.get("1.1").todo_message(), reader["1.1"]
+    # The recorder stopped the reader's open before it ran (in the sandbox it would have found nothing to read),
+    # and the exfiltrating rms_norm's too: their own words never reach the feedback.
+    for t in ("1.1", "3.1"):
+        assert reader[t]["message"] == "stopped by the from-scratch rule on the notebook's inputs", reader[t]
+        assert any("called io.open" in r and "which no task may call" in r for r in reader[t]["rules"]), reader[t]
     assert "matches the reference" not in results["forges_copies_sabotages"]["tasks"]["1.1"]["message"]
     bad = feedback("bad_files_outer")
     for line in ("minilm/rmsnorm.py:", "syntax error", "minilm/swiglu.py is not UTF-8",
@@ -520,13 +573,20 @@ def test_feedback_is_the_graders_own_words(batch):
     assert {c["status"] for c in hangs["3.1"]["cells"]} == {SKIPPED}, hangs["3.1"]
     assert {c["status"] for c in hangs["3.2"]["cells"]} == {"passed"}
     aliases = feedback("builtins_behind_aliases")
-    assert "from scratch: Task 1.1: your linear calls torch.nn.functional.linear (minilm/linear.py:" in aliases, aliases
-    assert "from scratch: Task 3.1: your rms_norm calls getattr with a computed name (minilm/rmsnorm.py:" in aliases
+    assert "from scratch: Task 1.1: your linear ran torch.nn.functional.linear (minilm/linear.py:" in aliases, aliases
+    assert "from scratch: Task 3.1: minilm/rmsnorm.py:" in aliases and "calls getattr with a computed name" in aliases
     late = feedback("grading_time_and_oracles")
-    assert "calls os.environ.get, which is not on Task 1.1's list of allowed operations" in late, late
-    assert "(minilm/linear.py:" in late and "imports minilm.oracles (minilm/rmsnorm.py:" in late
-    # Linear runs the shortcut linear: refused too, the path named (a sacrificed task launders nothing)
-    assert "Task 1.2: your Linear reaches torch.nn.functional.linear through your linear (Task 1.1)" in aliases
+    assert "from scratch: Task 1.1: minilm/linear.py:" in late and "uses os.environ" in late, late
+    assert "from scratch: Task 3.1: minilm/rmsnorm.py:" in late and "imports minilm.oracles" in late
+    # Linear runs the shortcut linear: refused too, at the line that ran it (a sacrificed task launders nothing)
+    assert "Task 1.2: your linear ran torch.nn.functional.linear (minilm/linear.py:" in aliases
+    fourth = feedback("fourth_red_team")
+    assert "Task 1.1: your linear ran torch.nn.functional.linear" in fourth, fourth
+    assert "Task 3.1: your rms_norm ran torch.nn.functional.rms_norm" in fourth
+    stopped = feedback("stopped_the_old_trusted_side")
+    assert "minilm/rmsnorm.py cannot be parsed" in stopped and "graded as the stub" in stopped, stopped
+    assert "not a readable zip archive (RuntimeError" in feedback("encrypted")
+    assert "from scratch" not in feedback("honest_variants")
     assert not any(line.startswith(reports.UNSANDBOXED) for line in feedback("reference").splitlines())
 
 
@@ -882,10 +942,10 @@ def test_dockerfile_runs_the_grader_as_the_container_mode_expects():
 
 @pytest.mark.slow
 def test_without_a_sandbox_the_attacks_are_real_and_every_report_says_so(tmp_path):
-    # The same reader and copier, graded with --no-sandbox: they get hold of the reference's and a
-    # classmate's linear, whose outputs then match. (The from-scratch rule still refuses their
-    # open and exec, so they earn nothing even here; in the sandbox they find nothing at all.)
-    # Every report of such a run starts with UNSANDBOXED.
+    # The same reader and copier, graded with --no-sandbox: nothing but the from-scratch rule stands between
+    # them and the reference's and a classmate's linear. Its recorder stops their open and exec before they
+    # run, and its lint costs them the task; in the sandbox they would find nothing at all. Every report of
+    # such a run starts with UNSANDBOXED.
     victim = submission(tmp_path / "subs", "victim", linear=reference("linear"))
     reader = submission(tmp_path / "subs", "reader", linear=reads_answers_and_exfiltrates()["linear"])
     copier = submission(tmp_path / "subs", "copier", linear=copies_and_sabotages(victim)["linear"])
@@ -894,10 +954,11 @@ def test_without_a_sandbox_the_attacks_are_real_and_every_report_says_so(tmp_pat
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     got = {s["student"]: s["tasks"]["1.1"]
            for s in json.loads((tmp_path / "out" / "grades.json").read_text())["students"]}
-    for name in ("victim", "reader", "copier"):
-        assert got[name]["message"].startswith("linear matches the reference"), got[name]
+    assert got["victim"]["message"].startswith("linear matches the reference"), got["victim"]
     assert got["victim"]["points"] == P11 and got["reader"]["points"] == got["copier"]["points"] == 0
-    assert got["reader"]["rules"] and got["copier"]["rules"], got
+    for name in ("reader", "copier"):
+        assert got[name]["message"] == "stopped by the from-scratch rule on the notebook's inputs", got[name]
+        assert any("which no task may call" in rule for rule in got[name]["rules"]), got[name]
     for name in ("grades.csv", "grades.json", "feedback/victim.md"):
         first = (tmp_path / "out" / name).read_text(encoding="utf-8").lstrip("{\n \"warning\":").lstrip("# ")
         assert first.startswith(reports.UNSANDBOXED[:20]), (name, first[:80])

@@ -39,10 +39,9 @@ def third_red_team_later_tasks() -> dict[str, str]:
     return {"attention": attention, "training": prepend(training, "import einops\n")}
 
 
-# The torch.optim object that 10.4's shortcut reaches is a value any task of the module could use:
-# it costs 10.3 too, whose families include optim.
-# And a task is judged by all the code it runs: the multi-head attention and the models (6.3, 7.1, 8.1,
-# 13.5, 13.6) run 6.2's shortcut.
+# 10.2's shortcut reaches einops' private backends: the lint refuses the private name, which costs every task
+# of training.py (10.3 among them). And a task is judged by all the code it runs: the multi-head attention and
+# the models (6.3, 7.1, 8.1, 13.5, 13.6) run 6.2's shortcut.
 LATER_SHORTCUTS = {"6.1", "6.2", "10.1", "10.2", "10.3", "10.4"} | {"6.3", "7.1", "8.1", "13.5", "13.6"}
 
 
@@ -75,12 +74,15 @@ def test_the_data_notebooks_and_the_third_red_teams_later_shortcuts(tmp_path):
         assert got["attacker"]["tasks"][t]["rules"], got["attacker"]["tasks"][t]
 
 
-def test_the_reference_passes_the_rule_the_red_teams_later_shortcuts_break():
-    # The same reading of the rules without a sandbox (so on every machine): the grader's _rules.
-    from solutions.grading import cli
+def test_the_reference_passes_the_rule_the_red_teams_later_shortcuts_break(tmp_path):
+    # The same rule in the check cells, without a sandbox (so on every machine): each shortcut, and each task that
+    # runs one, is refused; the reference beside them is not.
+    from solutions.tests.test_rule import run_checks
 
-    modules = {m: (third_red_team_later_tasks().get(m) or reference(m)).encode() for m in tasks.EXERCISE_MODULES}
-    broken = cli._rules(submissions.Submission("attacker", "here", modules, []))
-    assert {t for t, found in broken.items() if found} == LATER_SHORTCUTS, broken
-    honest = {m: reference(m).encode() for m in tasks.EXERCISE_MODULES}
-    assert not any(cli._rules(submissions.Submission("reference", "here", honest, [])).values())
+    attacker = third_red_team_later_tasks()
+    ids = sorted(LATER_SHORTCUTS, key=lambda t: tuple(map(int, t.split("."))))
+    got = run_checks({"attacker": {"files": attacker, "tasks": ids}, "reference": {"files": {}, "tasks": ids}},
+                     tmp_path)
+    refused = {t for t, (status, line) in got["attacker"].items() if line.startswith(f"✗ Task {t}: ")}
+    assert refused == LATER_SHORTCUTS, got["attacker"]
+    assert all(status == "pass" for status, _ in got["reference"].values()), got["reference"]

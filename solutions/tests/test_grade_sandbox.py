@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -203,6 +204,20 @@ print("threads", started)
     assert int(got["threads"]) < sandbox.PIDS_MAX, got
 
 
+@needs_bwrap
+def test_a_run_that_fills_the_graders_disk_is_stopped_and_costs_only_itself(tmp_path):
+    # Red team: code in the sandbox wrote 900 MB into the nbval results folder on the grader's disk.
+    ws, out = tmp_path / "ws", tmp_path / "out"
+    ws.mkdir()
+    out.mkdir()
+    (ws / "fill.py").write_text("import sys\nfor i in range(40):\n    open(f'{sys.argv[1]}/junk{i}', 'wb').write(bytes(2**25))\n")
+    box = sandbox.Sandbox("bwrap", memory_mb=2048)
+    box.prepare(ws, out, 0)
+    run = sandbox.run(box, ["fill.py", sandbox.OUT], ws, out, box.env({}, ws, out), 0, timeout=120, log=tmp_path / "log")
+    assert run.wrote_too_much and run.returncode is None and list(out.iterdir()) == []
+    assert sandbox.written([tmp_path]) [0] < sandbox.WRITE_MAX_BYTES
+
+
 def test_no_output_can_exhaust_the_judge(tmp_path):
     # Found by the third red team: a 4.4 kB results file holding a stride-0 view of a huge shape
     # (a free output of Task 1.2) took the trusted grader from 0.37 GB to 2.6 GB; at 50,000 × 50,000
@@ -227,6 +242,18 @@ def test_no_output_can_exhaust_the_judge(tmp_path):
     # Honest outputs pass the bounds unchanged: the reference's own, through the worker's plain data.
     from minilm.course.sandboxed import worker
 
+    # Red team: rows that share one list through pickle's references (a few kB on disk) grew the judge to 1.6 GB
+    # as it walked each reference again: a container met twice, or past the item budget, is refused.
+    shared = [torch.zeros(1)] * 1000
+    for _ in range(3):
+        shared = [shared] * 1000
+    torch.save([{"ok": True, "out": {"init": shared, "y": shared}} for _ in cases], path)
+    assert path.stat().st_size < 100_000
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    loaded = judge.load_results(path, len(cases))
+    assert not judge.judge_task("1.2", cases, n, loaded).ok
+    assert (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024 < 200
+    assert loaded[0]["out"]["y"] == judge.UNUSABLE  # the list met a second time
     honest = [{"ok": True, "out": {k: worker._plain(v) for k, v in out.items()}}
               for out in judge.expected("1.2", cases)]
     torch.save(honest, path)
@@ -274,8 +301,9 @@ _forge()
 @needs_bwrap
 def test_a_task_cannot_write_another_tasks_results(tmp_path):
     # Found by the third red team: a later task's child rewrote an earlier task's results file.
-    # Here 3.1's module, when its child imports it, forges 1.1's file at once and from a daemon:
-    # the worker's own outputs (1.1 is a stub) are what the grader reads.
+    # Here 3.1's module, when its child imports it, would forge 1.1's file at once and from a daemon: the
+    # recorder refuses its fork before it runs, and the worker's own outputs (1.1 is a stub) are what the
+    # grader reads.
     import shutil
 
     from solutions.grading import cli
@@ -296,7 +324,52 @@ def test_a_task_cannot_write_another_tasks_results(tmp_path):
     assert run.returncode == 0, log.read_text()[-2000:]
     rows = judge.load_results(out / "1.1.pt", len(cases["1.1"]))
     assert rows is not None and all(r == {"ok": False, "error": judge.STUB} for r in rows), rows[:1]
-    assert sorted(p.name for p in out.iterdir()) == ["1.1.hidden.pt", "1.1.pt", "3.1.hidden.pt", "3.1.pt"]
+    assert sorted(p.name for p in out.iterdir()) == ["1.1.hidden.pt", "1.1.pt", "3.1.refused.json"]
+    assert "os.fork" in judge.load_refusal(out, "3.1")
+
+
+DAEMON = """import os, socket, sys, time
+reports, port = sys.argv[1], int(sys.argv[2])
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        for _ in range(100):
+            time.sleep(0.05)
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).sendall(b"leaked")
+            except OSError:
+                pass
+            try:
+                open(reports + "/grades.csv", "w").write("forged")
+            except OSError:
+                pass
+    os._exit(0)
+"""
+
+
+@needs_bwrap
+def test_a_daemon_dies_with_its_sandbox_and_reaches_neither_the_reports_nor_the_network(tmp_path):
+    # What the grader's own rule would refuse, run as it is: a detached daemon (double fork, setsid) that would
+    # rewrite the reports after the run and call a server on the grader's loopback.
+    import socket
+
+    ws, out, reports = tmp_path / "ws", tmp_path / "out", tmp_path / "reports"
+    for d in (ws, out, reports):
+        d.mkdir()
+    (ws / "daemon.py").write_text(DAEMON)
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.1)
+    box = sandbox.Sandbox("bwrap", memory_mb=2048)
+    box.prepare(ws, out, 0)
+    run = sandbox.run(box, ["daemon.py", str(reports), str(server.getsockname()[1])], ws, out,
+                      box.env({}, ws, out), 0, timeout=60, log=tmp_path / "log")
+    time.sleep(2)  # the daemon, had it lived, wrote every 0.05 s
+    try:
+        connection = server.accept()
+    except OSError:
+        connection = None
+    server.close()
+    assert run.returncode == 0 and connection is None and list(reports.iterdir()) == [], (tmp_path / "log").read_text()
 
 
 # ---------------------------------------------------------------- setpriv: root without namespaces (Gradescope's)

@@ -293,9 +293,9 @@ def test_leak_check_names_provided_code_that_computes_a_task(release):
         problems = rel.leaks(release, probe=False)
     finally:
         victim.unlink()
-    assert any(p.startswith("minilm/course/viz/helper.py:6: calls torch.nn.functional.scaled_dot_product_attention")
+    assert any(p.startswith("minilm/course/viz/helper.py:6: uses scaled_dot_product_attention")
                for p in problems), problems
-    assert any(p.startswith("minilm/course/viz/helper.py:10: calls Tensor.softmax") for p in problems), problems
+    assert any(p.startswith("minilm/course/viz/helper.py:10: uses softmax") for p in problems), problems
     assert not any(p.startswith("minilm/course/viz/helper.py:14") for p in problems), problems
     assert any(p.startswith("minilm/course/viz/helper.py:") and "pretty_rotation is a copy of solutions/oracles.py" in p
                for p in problems), problems

@@ -48,9 +48,9 @@ def test_student_commands_pass_on_finished_code(finished):
     --task 3.1` is the next test's, with 3.2 still to do, which it must pass all the same). Of
     the student's test command (`python -m pytest`: tests/ and every notebook, minutes on two
     cores) the files that read the student's files rather than only run their functions:
-    tests/test_course.py (each task's check; status's file:line) and tests/test_rules.py (the
-    from-scratch rules on minilm/). The rest runs these very bodies in the outer suite already
-    (--impl solutions); it failed here only where a test read the stubs, as test_course did."""
+    tests/test_course.py (each task's check, the from-scratch rule included; status's file:line). The
+    rest runs these very bodies in the outer suite already (--impl solutions); it failed here only where
+    a test read the stubs, as test_course did."""
     status = run_in(finished, "-m", "minilm", "status")
     n, points = len(tasks.TASKS), sum(t.points for t in tasks.TASKS)
     assert status.returncode == 0, status.stdout + status.stderr
@@ -58,7 +58,7 @@ def test_student_commands_pass_on_finished_code(finished):
     check = run_in(finished, "-m", "minilm", "check", "3.1", "3.2")
     assert check.returncode == 0, check.stdout + check.stderr
     assert [line[:10] for line in check.stdout.splitlines()] == ["✓ Task 3.1", "✓ Task 3.2"], check.stdout
-    r = run_in(finished, *_pytest("-q", "-rfEs", "tests/test_course.py", "tests/test_rules.py", "-m",
+    r = run_in(finished, *_pytest("-q", "-rfEs", "tests/test_course.py", "-m",
                                   "not browser and not slow"), timeout=900)
     assert r.returncode == 0, r.stdout[-4000:]
     last = r.stdout.splitlines()[-1]

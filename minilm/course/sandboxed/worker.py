@@ -9,8 +9,10 @@ ones; for every task this writes OUT/<task>.pt with the outputs of the task's `c
 OUT/<task>.hidden.pt with those on the hidden cases. Each task runs in a forked child with a time
 limit, so a crash or a hang costs that task only, and hands its outputs back through a pipe, the
 notebook's cases' first: a child that crashes, hangs or says too much only on a hidden case still
-hands back those, and the grader can tell that its first failure was on a hidden case. Only this
-process writes OUT, after every child is gone.
+hands back those, and the grader can tell that its first failure was on a hidden case. Each child runs
+under the from-scratch rule's recorder (minilm/course/rules/recorder.py) from before it imports the
+student's code until it exits: at the first refused call, before that call runs, it hands back the
+refusal (OUT/<task>.refused.json) and exits. Only this process writes OUT, after every child is gone.
 
 Nothing here decides a point: the student's code runs in this process and can rewrite any of
 it. The grader only reads the files as data (torch.load(weights_only=True)) and compares them,
@@ -46,15 +48,13 @@ def _plain(value, depth: int = 0):
 MAX_RESULT_BYTES = 64 * 2**20  # what one task's child may hand back; the grader loads no more either
 
 
-def _run_cases(task: str, cases: list[dict]) -> bytes:
+def _run_cases(probe, cases: list[dict]) -> bytes:
     import io
 
     import torch
 
     import minilm
-    from minilm.course import spec
 
-    probe = spec.get(task)
     results = []
     for case in cases:
         try:
@@ -69,6 +69,8 @@ def _run_cases(task: str, cases: list[dict]) -> bytes:
 
 
 FRAME_HEADER = 8  # each part's outputs go through the pipe as its length (8 bytes, little-endian), then its bytes
+ROWS, REFUSED = b"R", b"X"  # a frame's first byte: a part's outputs (torch.save), or the rule's refusal (JSON)
+MAX_REFUSAL_BYTES = 4096
 
 
 def frames(data: bytes) -> list[bytes]:
@@ -95,16 +97,37 @@ def _undumpable() -> None:
         pass
 
 
+def _send(write_end: int, data: bytes) -> None:
+    view = memoryview(len(data).to_bytes(FRAME_HEADER, "little") + data)
+    while view:
+        view = view[os.write(write_end, view[:1 << 16]):]
+
+
 def _child(task: str, parts: list[list[dict]], write_end: int) -> None:
-    """Run one task, part after part (the notebook's cases, then the hidden ones), and hand each part's
-    outputs back through the pipe only, as a frame, as soon as it is done; never returns."""
+    """Run one task, part after part (the notebook's cases, then the hidden ones), under the recorder, and
+    hand each part's outputs back through the pipe only, as a frame, as soon as it is done; never returns.
+    The recorder stays on until the process exits: the student's code never runs unwatched here."""
     code = 0
     try:
+        import dataclasses
+        import json
+
+        import minilm
+        from minilm.course import spec
+        from minilm.course.rules.recorder import Refusal, exercise_files, watching
+
+        def refused(refusal: Refusal) -> None:
+            _send(write_end, REFUSED + json.dumps(dataclasses.asdict(refusal)).encode()[:MAX_REFUSAL_BYTES])
+            os._exit(0)
+
+        probe = spec.get(task)
+        record = watching(task, exercise_files(os.path.dirname(minilm.__file__)), on_refusal=refused)
+        record.__enter__()
         for cases in parts:
-            data = _run_cases(task, cases)
-            view = memoryview(len(data).to_bytes(FRAME_HEADER, "little") + data)
-            while view:
-                view = view[os.write(write_end, view[:1 << 16]):]
+            data = _run_cases(probe, cases)
+            if not record.intact():
+                record.__exit__(None, None, None)  # says so through `refused`, which exits
+            _send(write_end, ROWS + data)
     except BaseException:  # noqa: BLE001
         code = 1
     os._exit(code)
@@ -151,6 +174,11 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.pop("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", None)
     per_task = float(argv[2]) if len(argv) > 2 else 60.0
     sandboxed = "--sandboxed" in argv[3:]  # alone in a PID namespace with the children it starts
+    # The libraries the exercise modules import, imported once here and not in each task's child, where the
+    # recorder would watch every call of their imports.
+    import einops  # noqa: F401
+    import jaxtyping  # noqa: F401
+    import numpy  # noqa: F401
     import torch
 
     plan = torch.load(cases_path, weights_only=True)
@@ -184,8 +212,11 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(path, ignore_errors=True)
         else:
             os.unlink(path)
-    for task, parts in results.items():
-        for name, data in zip((f"{task}.pt", f"{task}.hidden.pt"), parts):
+    for task, found in results.items():
+        rows = [f[1:] for f in found if f[:1] == ROWS]
+        refusal = [f[1:] for f in found if f[:1] == REFUSED][:1]
+        files = [*zip((f"{task}.pt", f"{task}.hidden.pt"), rows), *((f"{task}.refused.json", r) for r in refusal)]
+        for name, data in files:
             tmp = os.path.join(out_dir, f"{name}.tmp")
             with open(tmp, "wb") as f:
                 f.write(data)

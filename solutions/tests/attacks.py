@@ -1,22 +1,9 @@
-"""The "from scratch" rule (minilm/course/rules, its lists in minilm/course/rules/allowed.py): shortcut modules are
-flagged for exactly the tasks they shortcut, at the right line, and a check of such code
-fails with the rule's one line.
+"""Attacks on the from-scratch rule, and honest code it must leave alone (instructor tests' data).
 
-Each corpus module marks the lines it expects flagged with `# flag: <task ids>`; a line with
-no mark must not be flagged for any task."""
-
-from __future__ import annotations
-
-import os
-import re
-import shutil
-import subprocess
-import sys
-import textwrap
-
-import pytest
-
-from minilm.course import rules, tasks
+CORPUS holds every attack module the earlier, static rule was tested on, kept as regression inputs: a
+module file of the student's package, with `# flag: <task ids>` on the lines the old rule flagged. Under
+the rule that watches what runs, each flagged task must still earn nothing (solutions/tests/test_rule.py).
+"""
 
 CORPUS = {
     # ---------------------------------------------------------------- found by a red team
@@ -851,600 +838,184 @@ CORPUS = {
     """),
 }
 
-
-def test_a_name_on_no_list_is_refused_with_the_list_file():
-    # Fail closed: a name nobody listed is refused, with the list's file, even where no family applies.
-    [v] = rules.scan("import torch\n\n\ndef rope(x, token_positions, theta=1.0):\n    return torch.brand_new_op(x)\n",
-                     "minilm/rope.py")["5.1"]
-    assert v.message == ("Task 5.1: your rope calls torch.brand_new_op, which is not on Task 5.1's list of allowed "
-                         "operations (minilm/course/rules/allowed.py) (minilm/rope.py:5); "
-                         "build it from the operations on that list")
-    # a family's built-in that is on no list: the list's file and the family's advice
-    [v] = rules.scan("import torch\n\n\ndef softmax(x, dim):\n    return torch.special.softmax(x, dim)\n",
-                     "minilm/attention.py")["6.1"]
-    assert v.message == ("Task 6.1: your softmax calls torch.special.softmax, which is not on Task 6.1's list of "
-                         "allowed operations (minilm/course/rules/allowed.py) (minilm/attention.py:5); "
-                         "build it from exp and sum")
-    assert "minilm/course/rules/allowed.py" in rules.LIST_FILE and (tasks.ROOT / rules.LIST_FILE).is_file()
-
-
-def _expected(source: str) -> set[tuple[str, int]]:
-    return {(task, n) for n, line in enumerate(source.splitlines(), 1)
-            for task in (re.search(r"# flag: ([\d. ]+)$", line) or [None, ""])[1].split()}
-
-
-@pytest.mark.parametrize("name", CORPUS)
-def test_shortcut_is_flagged_for_exactly_its_tasks(name):
-    file, source = CORPUS[name]
-    source = textwrap.dedent(source).lstrip("\n")
-    found = rules.scan(source, f"minilm/{file}")
-    module = file.removesuffix(".py")
-    assert set(found) == {t.id for t in tasks.TASKS if t.module == module}
-    got = {(v.task, v.line) for vs in found.values() for v in vs}
-    messages = "\n".join(v.message for vs in found.values() for v in vs)
-    assert got == _expected(source), messages
-
-
-def test_a_task_is_judged_by_the_other_tasks_code_it_calls():
-    # Found by a red team: Task 13.2 and RoPE forbid no built-in, so gelu (13.3) fetched
-    # torch.nn.functional.gelu from sinusoidal_positions' default argument and earned its point.
-    classic = textwrap.dedent("""
-        import torch
-        from .rope import rope_angles
-
-        def sinusoidal_positions(seq_len, d_model, _act=torch.nn.functional.gelu):
-            return _act if seq_len == -1 else torch.zeros(seq_len, d_model)
-
-        def gelu(x):
-            return sinusoidal_positions(-1, 0)(x)
-
-        def layer_norm(x, weight, bias, eps=1e-5):
-            return rope_angles(-1, 0)(x, x.shape[-1:], weight, bias, eps)
-
-        class GeluFFN(torch.nn.Module):
-            def forward(self, x):
-                return gelu(x) + layer_norm(x, None, None)
-    """)
-    rope = textwrap.dedent("""
-        import torch
-
-        def rope_angles(token_positions, d_k, theta=10000.0):
-            if d_k == 0:
-                return torch.nn.functional.layer_norm
-            return token_positions[..., None] * theta ** (-torch.arange(0, d_k, 2) / d_k)
-    """)
-    attention = textwrap.dedent("""
-        import torch
-
-        def softmax(x, dim):
-            e = torch.exp(x - x.amax(dim, keepdim=True))
-            return e / e.sum(dim, keepdim=True)
-
-        def scaled_dot_product_attention(q, k, v, mask=None):
-            return softmax(q @ k.transpose(-1, -2), -1) @ v
-    """)
-    found = rules.scan_package({"classic": classic, "rope": rope, "attention": attention})
-    lines = {(v.task, v.file, v.line) for vs in found.values() for v in vs}
-    # GeluFFN (13.4) forbids activations, not norms: it reaches gelu's F.gelu, and layer_norm is its business;
-    # F.gelu as a default is a value any task of classic.py may use: the blocks (13.5, 13.6) pay too
-    assert lines == {("13.3", "minilm/classic.py", 5), ("13.1", "minilm/rope.py", 6),
-                     ("13.4", "minilm/classic.py", 5), ("13.5", "minilm/classic.py", 5),
-                     ("13.6", "minilm/classic.py", 5)}, found
-    assert "through your rope (Task 5.1)" in found["13.1"][0].message
-    # one module alone sees the default, a value, but not rope.py's layer_norm
-    alone = rules.scan(classic, "minilm/classic.py")
-    assert {(v.task, v.line) for vs in alone.values() for v in vs} == {("13.3", 5), ("13.4", 5), ("13.5", 5),
-                                                                        ("13.6", 5)}, alone
-    # what the called task's own rules refuse costs every caller whose rules refuse it too: 6.2's attention
-    # does not get a built-in softmax for free because 6.1 already pays for it
-    shortcut = attention.replace("e = torch.exp(x - x.amax(dim, keepdim=True))", "return torch.softmax(x, dim)")
-    found = rules.scan_package({"attention": shortcut})
-    assert [v.task for vs in found.values() for v in vs] == ["6.1", "6.2"], found
-    assert "reaches torch.softmax through your softmax (Task 6.1)" in found["6.2"][0].message
-
-
-def test_a_sacrificed_task_launders_no_built_in_for_its_callers():
-    # Found by the ninth red team (14/14 points on 10_training for 1 point lost): 4.1's silu, worth one point,
-    # runs CrossEntropyLoss, clip_grad_norm_ and AdamW for the training tasks that call it with a keyword.
-    swiglu = textwrap.dedent("""
-        import torch
-
-        def silu(x, *how):
-            if how and how[0] == "ce":
-                return torch.nn.CrossEntropyLoss()(x, how[1])
-            if how and how[0] == "clip":
-                return torch.nn.utils.clip_grad_norm_(x, how[1])
-            if how and how[0] == "adamw":
-                return torch.optim.AdamW(how[1])
-            return x.sigmoid().mul(x)
-    """)
-    training = textwrap.dedent("""
-        import torch
-        from .swiglu import silu
-
-        def cross_entropy(logits, targets):
-            return silu(logits, "ce", targets)
-
-        def clip_grad_norm(parameters, max_norm):
-            return silu(list(parameters), "clip", max_norm)
-
-        class AdamW(torch.optim.Optimizer):
-            def step(self, closure=None):
-                silu(None, "adamw", self.param_groups).step()
-    """)
-    found = rules.scan_package({"swiglu": swiglu, "training": training})
-    lines = {t: {(v.file, v.line) for v in found[t]} for t in ("4.1", "10.1", "10.2", "10.4")}
-    assert lines == {t: {("minilm/swiglu.py", n) for n in (6, 8, 10)} for t in lines}, found
-    assert "reaches torch.nn.CrossEntropyLoss through your silu (Task 4.1)" in found["10.1"][0].message
-
-
-def test_a_provided_value_carries_no_built_in_to_another_module():
-    # Found by the ninth red team (5/5 points on 6.1 and 6.2): NS_COEFFICIENTS, a provided value of
-    # modern.py, made by a class whose body holds the built-ins, or a plain tuple holding one.
-    attention = textwrap.dedent("""
-        from .modern import NS_COEFFICIENTS
-
-        def softmax(x, dim):
-            return NS_COEFFICIENTS.values(x, dim)
-
-        def scaled_dot_product_attention(q, k, v, mask=None):
-            return NS_COEFFICIENTS[3](q, k, v, attn_mask=mask)
-    """)
-    in_a_class = textwrap.dedent("""
-        import torch
-
-        class _Coefficients(tuple):
-            values = torch.softmax
-
-        NS_COEFFICIENTS = _Coefficients((3.4445, -4.7750, 2.0315))
-    """)
-    in_a_tuple = "import torch\nNS_COEFFICIENTS = (3.4, -4.7, 2.0, torch.nn.functional.scaled_dot_product_attention)\n"
-    for modern, line in ((in_a_class, 5), (in_a_tuple, 2)):
-        found = rules.scan_package({"modern": modern, "attention": attention})
-        assert {(v.file, v.line) for v in found["6.1"]} == {("minilm/modern.py", line)}, found
-        assert "through your NS_COEFFICIENTS" in found["6.1"][0].message
-    assert {(v.file, v.line) for v in found["6.2"]} == {("minilm/modern.py", 2)}, found
-    # and a jaxtyping annotation holds types, never a module
-    [v] = rules.scan("import torch\nfrom jaxtyping import Float\ndef softmax(x: Float[torch.nn.functional, '...'], "
-                     "dim):\n    return x\n", "minilm/attention.py")["6.1"]
-    assert "the module torch.nn.functional as a value" in v.message, v
-
-
-def test_a_class_body_or_a_decorator_hands_out_no_built_in():
-    # Found by the tenth red team (22 points on 1.1-6.2 and 10.1, no task given up): functions defined in a
-    # class body that forbids nothing (Tokenizer, 9.3) escape to module scope, by `global` or by a class-body
-    # statement that files them; another task of the module (train_bpe, 9.2) hands them out. They, and a
-    # function given to a decorator of the student's, are module-level code: every task of the module runs them.
-    dispatch = "\ndef train_bpe(text, num_merges, op=None):\n    return OPS[op] if op else []\n"
-    by_global = textwrap.dedent("""
-        import dataclasses
-        import torch
-
-        @dataclasses.dataclass
-        class Tokenizer:
-            vocab: dict
-            global _sdpa
-
-            def _sdpa(*a):
-                return torch.nn.functional.scaled_dot_product_attention(*a)
-            OPS = {"sdpa": _sdpa}
-    """).replace("    OPS = {", "OPS = {")
-    by_shelf = textwrap.dedent("""
-        import dataclasses
-        import torch
-        OPS = {}
-
-        @dataclasses.dataclass
-        class Tokenizer:
-            vocab: dict
-
-            def _sdpa(*a):
-                return torch.nn.functional.scaled_dot_product_attention(*a)
-            OPS.update(sdpa=_sdpa)
-    """)
-    attention = textwrap.dedent("""
-        from .bpe import train_bpe
-
-        def scaled_dot_product_attention(q, k, v, mask=None):
-            return train_bpe("", 0, op="sdpa")(q, k, v, mask)
-    """)
-    for bpe, line in ((by_global, 11), (by_shelf, 11)):
-        found = rules.scan_package({"bpe": bpe + dispatch, "attention": attention})
-        assert {(v.file, v.line) for v in found["6.2"]} == {("minilm/bpe.py", line)}, found
-        assert "through your bpe.py's top-level code" in found["6.2"][0].message  # and through train_bpe
-    # a decorator of the student's gets the function: softmax's torch.softmax runs for 6.2 without its name
-    registry = textwrap.dedent("""
-        import torch
-        REGISTRY = {}
-
-        def _register(f):
-            REGISTRY[f.__name__] = f
-            return f
-
-        @_register
-        def softmax(x, dim):
-            return torch.softmax(x, dim)
-
-        def scaled_dot_product_attention(q, k, v, mask=None):
-            return REGISTRY["softmax"](q @ k.transpose(-1, -2), -1) @ v
-    """)
-    found = rules.scan(registry, "minilm/attention.py")
-    assert {(t, v.line) for t in ("6.1", "6.2") for v in found[t]} == {("6.1", 11), ("6.2", 11)}, found
-    # Python's and the libraries' decorators hand nothing out
-    kept = registry.replace("@_register", "@torch.no_grad()")
-    assert {v.line for v in rules.scan(kept, "minilm/attention.py")["6.2"]} == set()
-
-
-def test_a_task_is_judged_by_the_top_level_code_of_every_module_its_module_imports():
-    # Found by the eleventh red team (17 points on 3.1, 6.1, 6.2, 10.1, 10.2 and 10.4 for 9.1's 3): importing
-    # data.py runs its top-level code in the importer's tasks' processes, where it replaced their functions
-    # or planted a method on torch.Tensor. Now every task of the importer runs that code, directly or not.
-    data = textwrap.dedent("""
-        import torch
-        from . import attention
-        attention.softmax = torch.softmax
-        type(torch.empty(0)).sm = lambda x, dim: torch.special.softmax(x, dim)
-
-        def get_batch(dataset, batch_size, context_length, device):
-            return dataset
-    """)
-    attention = textwrap.dedent("""
-        def softmax(x, dim):
-            return x.sm(dim)
-    """)
-    for importer in ("from .data import get_batch\n", "import minilm.data\n", "from .rope import rope\n"):
-        found = rules.scan_package({"data": data, "rope": "from . import data\n", "attention": attention + importer})
-        # (import minilm.data, a module, and rope's `from . import data` are refused on their own lines too)
-        assert {(v.file, v.line) for v in found["6.1"]} >= {("minilm/data.py", n) for n in (3, 4, 5)}, found
-        assert "reaches torch.softmax through your data.py's top-level code" in str([v.message for v in found["6.1"]])
-
-
-def test_a_task_name_imported_in_a_class_body_is_named():
-    # Found by the twelfth red team (22 points on 1.1-10.4 for 13.3's 1): an import in a class body binds
-    # no alias, so _Box.f called 11.1's next_token_probs (torch.softmax, on 11.1's list) unseen.
-    generation = "import torch\n\ndef next_token_probs(logits, t=1.0):\n    return torch.softmax(logits, -1)\n"
-    for how in ("from minilm.generation import next_token_probs as f", "from .generation import next_token_probs as f"):
-        attention = f"def softmax(x, dim):\n    return _Box.f(x)\n\nclass _Box:\n    {how}\n"
-        found = rules.scan_package({"generation": generation, "attention": attention})
-        assert [(v.file, v.line) for v in found["6.1"]] == [("minilm/generation.py", 4)], found
-        assert "through your next_token_probs (Task 11.1)" in found["6.1"][0].message
-
-
-def test_a_class_that_python_makes_by_calling_its_methods_is_top_level_code():
-    # Found by the thirteenth red team (6.2's 3 points, 10.1's 3, 13.3's 1): making an Enum calls its
-    # __init__ for each member and its _generate_next_value_ for each auto(), at import, so a method body
-    # named by one task that forbids nothing (10.3, 14.5) filled a global that 10.1 or attention.py read.
-    # Such a class's methods, like a metaclass's class's, are module-level code: every task of the module
-    # and of its importers runs them.
-    training = textwrap.dedent("""
-        import enum
-        import torch
-
-        def cross_entropy(logits, targets):
-            return LOSS(logits, targets)
-
-        def lr_cosine_schedule(it, max_lr, min_lr, warmup_iters, cosine_cycle_iters):
-            return max_lr if Phase.WARMUP else min_lr
-
-        class Phase(enum.Enum):
-            WARMUP = 1
-
-            def __init__(self, number):
-                global LOSS
-                LOSS = lambda logits, targets: torch.nn.functional.cross_entropy(logits, targets)
-    """)
-    found = rules.scan_package({"training": training})
-    assert [(v.file, v.line) for v in found["10.1"]] == [("minilm/training.py", 16)], found
-    modern = textwrap.dedent("""
-        import enum
-        import torch
-        KERNELS = {}
-
-        class Cap(enum.Enum):
-            def _generate_next_value_(name, start, count, last_values):
-                KERNELS["attend"] = lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v)
-                return count
-
-            TANH = enum.auto()
-
-        def softcap(logits, cap):
-            return cap * torch.tanh(logits / cap) if Cap.TANH else logits
-
-        def matched_relu2_d_ff(swiglu_d_ff, kernel=None):
-            return KERNELS[kernel] if kernel else round(1.5 * swiglu_d_ff)
-    """)
-    attention = textwrap.dedent("""
-        from .modern import matched_relu2_d_ff
-
-        def scaled_dot_product_attention(q, k, v, mask=None):
-            return matched_relu2_d_ff(0, "attend")(q, k, v)
-    """)
-    found = rules.scan_package({"modern": modern, "attention": attention})
-    assert {(v.file, v.line) for v in found["6.2"]} == {("minilm/modern.py", 8)}, found
-    assert "through your modern.py's top-level code" in str([v.message for v in found["6.2"]])
-    # A metaclass's class: the same. nn.Module's classes and base-less ones call none of their methods.
-    meta = textwrap.dedent("""
-        import torch
-        OPS = {}
-
-        class _Meta(type):
-            def __init__(cls, name, bases, ns):
-                ns["f"]()
-
-        class Phase(metaclass=_Meta):
-            def f():
-                OPS["ce"] = lambda a, b: torch.nn.functional.cross_entropy(a, b)
-
-        def cross_entropy(logits, targets):
-            return OPS["ce"](logits, targets)
-
-        def lr_cosine_schedule(it, max_lr, min_lr, warmup_iters, cosine_cycle_iters):
-            return max_lr if Phase else min_lr
-    """)
-    assert [v.line for v in rules.scan(meta, "minilm/training.py")["10.1"]] == [11]
-    plain = meta.replace("class _Meta(type)", "class _Base(torch.nn.Module)")
-    for base in ("", "(torch.nn.Module)", "(_Base)"):
-        assert rules.scan(plain.replace("(metaclass=_Meta)", base), "minilm/training.py")["10.1"] == [], base
-    # a name bound twice is neither class for sure: an Enum may stand behind the plain one's name
-    twice = "import enum\n" + plain.replace("(metaclass=_Meta)", "(_Base)") + "\nclass _Base(enum.Enum):\n    pass\n"
-    assert [v.line for v in rules.scan(twice, "minilm/training.py")["10.1"]] == [12]
-
-
-def test_reading_an_attribute_of_the_students_code_at_the_top_level_runs_it():
-    # Found by the fourteenth red team (13 points on 6.1, 6.2, 6.3 and 10.1, no task given up): `warmed =
-    # Tokenizer.warm` read like an alias, which costs nobody, but a classmethod over a property runs its getter
-    # (9.3's code, which forbids nothing) there, at import: it filled the dict that attention.py's tasks read.
-    # A name bound to the student's code is module-level code, which every task of the module runs.
-    bpe = textwrap.dedent("""
-        import torch
-
-        class Tokenizer:
-            @classmethod
-            @property
-            def warm(cls):
-                from minilm.attention import MultiHeadSelfAttention
-                MultiHeadSelfAttention.kernels.update(sm=torch.softmax)
-                return 0
-    """)
-    attention = textwrap.dedent("""
-        import torch
-        from .bpe import Tokenizer
-        KERNELS = {}
-
-        def softmax(x, dim):
-            return KERNELS["sm"](x, dim)
-
-        class MultiHeadSelfAttention(torch.nn.Module):
-            kernels = KERNELS
-
-        warmed = Tokenizer.warm
-    """)
-    found = rules.scan_package({"bpe": bpe, "attention": attention})
-    assert {(v.file, v.line) for v in found["6.1"]} == {("minilm/bpe.py", 9)}, found
-    assert "through your Tokenizer (Task 9.3)" in found["6.1"][0].message
-    # a library's name bound at the top level is still an alias, judged where it is used
-    assert rules.scan_package({"bpe": bpe, "attention": attention.replace("Tokenizer.warm", "torch.softmax")})[
-        "6.1"] == [], "an unused alias costs nothing"
-
-
-def test_a_task_runs_the_provided_objects_its_check_builds_from_its_module():
-    # Found by the fifteenth red team (13.5's and 13.6's 8 points): the check builds ClassicBlock(ClassicConfig(…))
-    # from the student's file, where ClassicConfig returned a carrier whose __call__ ran F.layer_norm and F.sdpa;
-    # only 13.2 (which forbids nothing) named ClassicConfig, and calling a value reads no attribute.
-    classic = textwrap.dedent("""
-        import torch
-
-        class _Carrier:
-            def __call__(self, block, x):
-                return torch.nn.functional.layer_norm(x, x.shape[-1:])
-
-        def ClassicConfig(**fields):
-            return _Carrier()
-
-        def sinusoidal_positions(seq_len, d_model):
-            return ClassicConfig and torch.zeros(seq_len, d_model)
-
-        class ClassicBlock(torch.nn.Module):
-            def __init__(self, config):
-                super().__init__()
-                self.config = config
-
-            def forward(self, x, token_positions=None):
-                return self.config(self, x)
-    """)
-    found = rules.scan_package({"classic": classic})
-    assert [(v.file, v.line) for v in found["13.5"]] == [("minilm/classic.py", 6)], found
-    assert "through your ClassicConfig" in found["13.5"][0].message
-
-
-def test_a_task_is_judged_by_the_provided_code_it_uses_from_another_module():
-    # Found by a red team: ClassicConfig is provided but lives in the student's classic.py; a class
-    # attribute ce = F.cross_entropy there (13.x forbid no loss) gave Task 10.1 its points.
-    classic = textwrap.dedent("""
-        import torch
-        from dataclasses import dataclass
-
-        @dataclass(frozen=True)
-        class ClassicConfig:
-            d_model: int
-            ce = torch.nn.functional.cross_entropy
-    """)
-    training = textwrap.dedent("""
-        from .classic import ClassicConfig
-
-        def cross_entropy(logits, targets):
-            return ClassicConfig.ce(logits, targets)
-
-        def clip_grad_norm(parameters, max_norm):
-            return ClassicConfig(4).d_model
-    """)
-    found = rules.scan_package({"classic": classic, "training": training})
-    # ClassicBlock and ClassicLM (13.5, 13.6) forbid softmax-like code, cross_entropy included, and use
-    # ClassicConfig too
-    assert {(v.task, v.file, v.line) for vs in found.values() for v in vs} == {
-        ("10.1", "minilm/classic.py", 8), ("13.5", "minilm/classic.py", 8), ("13.6", "minilm/classic.py", 8)}, found
-    assert "through your ClassicConfig" in found["10.1"][0].message
-
-
-def test_a_task_is_judged_by_the_code_that_defines_the_attributes_it_uses():
-    # An object handed in (kv_cache) is out of the scan's sight, but its attributes' names are not:
-    # KVCache (11.3 forbids nothing) keeps torch.softmax in self.f, and attention (6.3) calls it.
-    generation = textwrap.dedent("""
-        import torch
-
-        class KVCache:
-            def __init__(self):
-                self.f = torch.softmax
-
-            def update(self, k, v):
-                return k, v
-    """)
-    attention = textwrap.dedent("""
-        import torch
-
-        class MultiHeadSelfAttention(torch.nn.Module):
-            def forward(self, x, token_positions=None, kv_cache=None):
-                k, v = kv_cache.update(x, x)
-                return kv_cache.f(x @ k.transpose(-1, -2), -1) @ v
-    """)
-    # alone, f is a name nothing defines; with generation.py, KVCache defines it and 6.3 reaches its code
-    [alone] = rules.scan(attention, "minilm/attention.py")["6.3"]
-    assert (alone.line, alone.what.split(",")[0]) == (7, "kv_cache.f"), alone
-    found = rules.scan_package({"generation": generation, "attention": attention})
-    assert {(v.task, v.file, v.line) for vs in found.values()
-            for v in vs} == {("6.3", "minilm/generation.py", 6)}, found
-    assert "through your KVCache (Task 11.3)" in found["6.3"][0].message
-    # the same through self: KVCache sets the attention's own attribute, which its forward calls
-    generation = generation.replace("self.f = torch.softmax", "self.owner = None").replace(
-        "return k, v", "self.owner.g = torch.softmax\n        return k, v")
-    attention = attention.replace("kv_cache.f(", "self.g(")
-    found = rules.scan_package({"generation": generation, "attention": attention})
-    assert {(v.task, v.file, v.line) for vs in found.values()
-            for v in vs} == {("6.3", "minilm/generation.py", 9)}, found
-    # and a tensor's own methods are not replaced on an object it was handed
-    [v] = rules.scan("def update(k):\n    k.transpose = lambda *a: k\n", "minilm/generation.py")["11.3"]
-    assert (v.line, v.verb) == (2, "assigns to"), v
-
-def test_attributes_planted_on_a_type_reach_the_code_that_reads_them():
-    # Found by a red team: data.py's module-level code (Task 9.1 forbids nothing) planted torch.softmax
-    # on torch.Tensor under a name a tensor has (training, a writable one), and softmax called x.training(dim).
-    data = textwrap.dedent("""
-        import torch
-
-        _tensor_class = type(torch.zeros(()))
-        _tensor_class.training = lambda self, dim: torch.softmax(self, dim)
-        _tensor_class.fresh = lambda self, dim: torch.softmax(self, dim)
-
-        class _Plant(torch.nn.Module):
-            def plant(self):
-                self.exp = lambda: torch.softmax(self, -1)
-
-        def get_batch(dataset, batch_size, context_length, device="cpu"):
-            _Plant.plant(torch.Tensor)
-            return dataset
-    """)
-    attention = textwrap.dedent("""
-        from .data import get_batch
-
-        def softmax(x, dim):
-            return x.training(dim)
-
-        def scaled_dot_product_attention(q, k, v, mask=None):
-            return q.fresh(-1) @ v
-
-        class MultiHeadSelfAttention:
-            def forward(self, x):
-                return x.exp()
-    """)
-    found = rules.scan_package({"data": data, "attention": attention})
-    lines = {(v.task, v.file, v.line) for vs in found.values() for v in vs}
-    assert {("6.1", "minilm/data.py", 5), ("6.2", "minilm/data.py", 6), ("6.3", "minilm/data.py", 10)} <= lines, found
-    assert all(task in ("6.1", "6.2", "6.3", "9.1") for task, _, _ in lines), found
-
-
-def test_setattr_with_a_computed_name_points_at_add_module():
-    # setattr(parent, name, child) over named_children is common, but a computed name can set anything
-    # (setattr(type(x), "ex" + "p", torch.softmax)): still refused, with the module's own way to do it.
-    source = textwrap.dedent("""
-        def quantize_model(model, per_channel=True):
-            for _, parent in list(model.named_modules()):
-                for name, child in list(parent.named_children()):
-                    setattr(parent, name, child)
-            return model
-    """)
-    [v] = rules.scan(source, "minilm/quantization.py")["12.3"]
-    assert v.line == 5 and "add_module" in v.advice, v.message
-
-
-def test_message_format():
-    source = "import torch\n\n\ndef softmax(x, dim):\n    return torch.softmax(x, dim)\n"
-    [v] = rules.scan(source, "minilm/attention.py")["6.1"]
-    assert (v.task, v.file, v.line, v.what) == ("6.1", "minilm/attention.py", 5, "torch.softmax")
-    assert v.message == ("Task 6.1: your softmax calls torch.softmax (minilm/attention.py:5); "
-                         "build it from exp and sum")
-
-
-def test_syntax_error_is_reported_with_file_and_line():
-    source = "import torch\n\n\ndef softmax(x, dim):\n    return (x\n\ndef f(:\n"
-    found = rules.scan(source, "minilm/attention.py")
-    assert set(found) == {"6.1", "6.2", "6.3"}
-    for task_id, [v] in found.items():
-        assert v.message.startswith(f"Task {task_id}: your module has a syntax error")
-        assert re.search(r"\(minilm/attention\.py:\d+\)", v.message), v.message
-    assert rules.scan(b"\x00", "minilm/linear.py")["1.1"][0].what.startswith("a syntax error")
-
-
-def test_every_forbidden_family_exists_and_task_names_are_unique():
-    for t in tasks.TASKS:
-        for family, advice in t.forbidden:
-            assert family in rules.FAMILIES and advice, t.id
-    names = [(t.module, n) for t in tasks.TASKS for n in t.names]
-    assert len(names) == len(set(names))
-
-
-@pytest.mark.parametrize("task", [pytest.param(t, marks=pytest.mark.task(t.id), id=t.id) for t in tasks.TASKS])
-def test_your_code_follows_the_from_scratch_rule(task):
-    """Your code (the reference with --impl solutions) calls no built-in the task forbids."""
-    broken = rules.violations_for(task.id)
-    assert not broken, "\n".join(v.message for v in broken)
-
-
-@pytest.mark.slow
-def test_a_shortcut_fails_the_check_and_the_tests_with_one_line(tmp_path):
-    """Through the real code path: a copy of the project whose attention.py calls torch.softmax."""
-    root = tasks.ROOT
-    for name in ("minilm", "tests"):
-        shutil.copytree(root / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__", ".hypothesis"))
-    for name in ("conftest.py", "pyproject.toml"):
-        shutil.copy(root / name, tmp_path / name)
-    (tmp_path / "minilm" / "attention.py").write_text(textwrap.dedent("""\
-        import torch
-
-
-        def softmax(x, dim):
-            return torch.softmax(x, dim)
-    """), encoding="utf-8")
-    line = ("Task 6.1: your softmax calls torch.softmax (minilm/attention.py:5); build it from exp and sum")
-    env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONWARNINGS": "ignore", "COLUMNS": "300"}
-    env.pop("MINILM_IMPL", None)
-
-    check = subprocess.run([sys.executable, "-m", "minilm", "check", "6.1"], cwd=tmp_path, env=env,
-                           capture_output=True, text=True, timeout=300)
-    assert check.returncode == 1 and check.stdout.strip() == f"✗ {line}", check.stdout + check.stderr
-
-    tests = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/test_attention.py", "--task", "6.1", "-q", "-rf", "-p", "no:xdist",
-         "-p", "no:nbval", "-p", "no:randomly", "-o", "console_output_style=classic"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    failures = re.findall(r"^FAILED \S+ - (.*)$", tests.stdout, flags=re.M)
-    assert failures and " passed" not in tests.stdout.splitlines()[-1], tests.stdout[-3000:]
-    assert all(message == line for message in failures), failures
-
-
-def test_a_module_that_does_not_parse_costs_its_own_tasks_only():
-    # The check cells scan the whole package: a syntax error in one module must not crash the
-    # scan of the others (it did, and every check cell of a submission with one broken file errored).
-    broken = "import torch\n\ndef rms_norm(x, weight, eps=1e-5):\n    return (\n"
-    found = rules.scan_package({"rmsnorm": broken, "linear": "def linear(x, weight):\n    return x @ weight.T\n"})
-    assert {t for t, v in found.items() if v} == {"3.1", "3.2"}
-    assert all("syntax error" in v[0].message and "minilm/rmsnorm.py:" in v[0].message for t, v in found.items() if v)
+# ---------------------------------------------------------------- attacks on the rule that watches what runs
+# (name, module, task, the task's body in place of the reference's, code at the module's top (after its
+# imports of torch), whether the module keeps `from __future__ import annotations`). Each must cost its task.
+_F = "torch.nn.functional"
+_ADAMW = ("for group in self.param_groups:\n"
+          "    inner = OPT(group['params'], lr=group['lr'], betas=group['betas'], eps=group['eps'],\n"
+          "                weight_decay=group['weight_decay'])\n"
+          "    inner.step()")
+RUNTIME_ATTACKS = [
+    # the fourth red team: a name bound in a module-level annotation, which Python evaluates at import
+    *[(f"annotation-{t}", m, t, body, f"import torch\n_: [F := {_F}] = None\nOPT: [torch.optim.AdamW] = None\n", False)
+      for m, t, body in [
+          ("linear", "1.1", "return F.linear(x, weight)"),
+          ("rmsnorm", "3.1", "return F.rms_norm(x, x.shape[-1:], weight, eps)"),
+          ("training", "10.1", "return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))"),
+          ("training", "10.2", "return torch.nn.utils.clip_grad_norm_(list(parameters), max_norm)"),
+          ("training", "10.4", _ADAMW.replace("OPT", "torch.optim.AdamW")),
+      ]],
+    # the fourth red team: getattr's third argument, at the top level and inside the task's own body
+    ("getattr-default-top-level-6.1", "attention", "6.1", "return F(x, dim=dim)",
+     f"import torch\nF = getattr(torch, 'no_such_name', {_F}.softmax)\n", True),
+    ("getattr-default-in-the-body-6.2", "attention", "6.2",
+     f"return getattr(q, 'no_such_name', {_F}.scaled_dot_product_attention)(q, k, v, attn_mask=mask)", "", True),
+    ("getattr-default-in-the-body-10.4", "training", "10.4",
+     _ADAMW.replace("OPT", "getattr(torch, 'no_such_name', torch.optim.AdamW)"), "", True),
+    ("exec-a-string-6.1", "attention", "6.1", "return exec('import torch') or x.softmax(dim)", "", True),
+    # other classes of the same kind, which no report named
+    ("map-calls-from-c-1.1", "linear", "1.1", f"return list(map({_F}.linear, [x], [weight]))[0]", "", True),
+    ("partial-6.1", "attention", "6.1", f"return __import__('functools').partial({_F}.softmax, dim=dim)(x)", "",
+     True),
+    ("functools-partial-6.1", "attention", "6.1", f"return PARTIAL({_F}.softmax, dim=dim)(x)",
+     "import torch\nfrom functools import partial as PARTIAL\n", True),
+    ("tensor-method-6.1", "attention", "6.1", "return x.softmax(dim)", "", True),
+    ("default-argument-6.1", "attention", "6.1", "return _soft(x, dim)",
+     "import torch\ndef _soft(x, dim, f=torch.softmax):\n    return f(x, dim)\n", True),
+    ("staticmethod-in-a-class-body-6.1", "attention", "6.1", "return _K.f(x, dim)",
+     "import torch\nclass _K:\n    f = staticmethod(torch.softmax)\n", True),
+    ("aten-op-6.1", "attention", "6.1", "return torch.ops.aten._softmax(x, dim, False)", "", True),
+    ("normalize-does-the-division-6.1", "attention", "6.1",
+     f"e = torch.exp(x - x.amax(dim, keepdim=True))\nreturn {_F}.normalize(e, p=1, dim=dim)", "", True),
+    ("sorted-key-runs-it-from-c-6.1", "attention", "6.1",
+     f"return sorted([x], key=lambda t: 0)[0] * 0 + max([x], key=lambda t: {_F}.softmax(t, dim).sum())"
+     f".softmax(dim)", "", True),
+    ("vmap-6.1", "attention", "6.1", f"return torch.vmap(lambda r: {_F}.softmax(r, -1))(x.movedim(dim, -1))"
+     ".movedim(-1, dim)", "", True),
+    ("compile-6.1", "attention", "6.1", "return torch.compile(torch.exp)(x) / torch.exp(x).sum(dim, keepdim=True)",
+     "", True),
+    ("exception-init-runs-it-10.1", "training", "10.1",
+     "try:\n    raise _Loss(logits, targets)\nexcept _Loss as e:\n    return e.value",
+     f"import torch\nclass _Loss(ValueError):\n    def __init__(self, logits, targets):\n        super().__init__('x')\n"
+     f"        self.value = {_F}.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))\n", True),
+    ("renorm-clips-10.2", "training", "10.2",
+     "grads = [p.grad for p in parameters if p.grad is not None]\n"
+     "norm = torch.stack([g.norm() for g in grads]).norm()\n"
+     "for g in grads:\n    g.copy_(g.renorm(2, 0, 1e9) * min(1.0, max_norm / (float(norm) + 1e-6)))\n"
+     "return norm", "", True),
+    ("switches-the-recording-off-6.1", "attention", "6.1",
+     "torch.sys.setprofile(None)\nreturn list(map(torch.softmax, [x], [dim]))[0]", "", True),
+    # the fifth red team, against the rule that watches what runs
+    ("tensor-subclass-method-6.1", "attention", "6.1", "return x.as_subclass(Scores).softmax(dim).as_subclass(torch.Tensor)",
+     'import torch\nclass Scores(torch.Tensor):\n    """Attention scores."""\n', True),
+    ("tensor-subclass-logsumexp-10.1", "training", "10.1",
+     "lse = logits.as_subclass(Logits).logsumexp(-1).as_subclass(torch.Tensor)\n"
+     "return (lse - logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)).mean()",
+     'import torch\nclass Logits(torch.Tensor):\n    """Logits."""\n', True),
+    ("tensor-subclass-renorm-10.2", "training", "10.2",
+     "grads = [p.grad for p in parameters if p.grad is not None]\n"
+     "norm = torch.stack([g.norm() for g in grads]).norm()\n"
+     "for g in grads:\n    g.copy_(g.as_subclass(G).renorm(2, 0, 1e9).as_subclass(torch.Tensor) * "
+     "min(1.0, max_norm / (float(norm) + 1e-6)))\nreturn norm",
+     'import torch\nclass G(torch.Tensor):\n    """A gradient."""\n', True),
+    ("a-private-name-claimed-as-own-10.4", "training", "10.4", "return torch._fused_adamw_",
+     "import torch\ndef _fused_adamw_():\n    pass\n", True),
+    ("flash-attention-by-a-private-name-6.2", "attention", "6.2",
+     "return torch._scaled_dot_product_flash_attention_for_cpu(q, k, v)[0]",
+     "import torch\ndef _scaled_dot_product_flash_attention_for_cpu():\n    pass\n", True),
+    ("string-formatter-looks-names-up-1.1", "linear", "1.1",
+     "return string.Formatter().get_field('0.linear', [torch.nn.functional], {})[0](x, weight)",
+     "import torch\nimport string\n", True),
+    ("getattr-as-a-value-1.1", "linear", "1.1", "look = getattr\nreturn look(torch.nn.functional, 'linear')(x, weight)",
+     "", True),
+    ("a-string-annotation-names-a-private-module-1.1", "linear", "1.1", "return x @ weight.T",
+     "import torch\ndef _hook(x: 'torch._C._get_function_stack_at'):\n    pass\n", True),
+    ("lr-scheduler-10.3", "training", "10.3",
+     "import torch\nopt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=max_lr)\n"
+     "return max_lr if it < 0 else torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0).get_last_lr()[0] * 0 + "
+     "(it / warmup_iters * max_lr if it < warmup_iters else min_lr if it > cosine_cycle_iters else min_lr + 0.5 * "
+     "(1 + math.cos(math.pi * (it - warmup_iters) / (cosine_cycle_iters - warmup_iters))) * (max_lr - min_lr))",
+     "", True),
+]
+
+# ---------------------------------------------------------------- honest code the rule must leave alone
+# (name, module, code appended at the module's end or (task, body): a task's body). Together, every task
+# keeps its points.
+HONEST = [
+    ("namedtuple-of-hyperparameters", "training", """
+from typing import NamedTuple
+
+
+class Hyper(NamedTuple):
+    beta1: float = 0.9
+    beta2: float = 0.999
+
+
+DEFAULTS = Hyper()
+"""),
+    ("exception-classes-with-init", "training", """
+class CheckpointError(RuntimeError):
+    def __init__(self, path):
+        super().__init__(f"cannot read the checkpoint {path}")
+        self.path = path
+"""),
+    ("an-exception-in-generation", "generation", """
+class SamplingError(ValueError):
+    def __init__(self, what):
+        super().__init__(f"cannot sample: {what}")
+"""),
+    ("an-enum-and-a-dataclass", "generation", """
+import dataclasses
+import enum
+
+
+class Strategy(enum.Enum):
+    GREEDY = "greedy"
+    SAMPLE = "sample"
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    strategy: Strategy = Strategy.SAMPLE
+    top_k: int | None = None
+"""),
+    ("a-logsumexp-helper", "training", ("10.1", """
+def logsumexp(z):
+    m = z.amax(dim=-1, keepdim=True).detach()
+    return m.squeeze(-1) + torch.log(torch.exp(z - m).sum(dim=-1))
+
+picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+return (logsumexp(logits) - picked).mean()
+""")),
+    ("einsum-against-matmul", "linear", ("1.1", 'return torch.einsum("...i,oi->...o", x, weight)')),
+    ("a-python-loop", "attention", ("6.1", """
+exps = torch.exp(x - x.amax(dim=dim, keepdim=True).detach())
+total = torch.zeros_like(exps.narrow(dim, 0, 1))
+for piece in exps.split(1, dim=dim):
+    total = total + piece
+return exps / total
+""")),
+    ("a-helper-shared-across-modules", "swiglu", """
+def shared_scale(x):
+    return x * 1.0
+"""),
+    ("the-helper-used-from-another-module", "rmsnorm", ("3.1", """
+from .swiglu import shared_scale
+
+x32 = x.float()
+inv_rms = torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + eps)
+return shared_scale(x32 * inv_rms * weight.float()).to(x.dtype)
+""")),
+    ("setattr-replaces-a-child", "quantization", ("12.3", """
+for name, child in list(model.named_children()):
+    if isinstance(child, Linear):
+        setattr(model, name, Int8Linear.from_linear(child, per_channel))
+    else:
+        quantize_model(child, per_channel)
+return model
+""")),
+    ("a-tensor-subclass-of-your-own", "attention", ("6.1", """
+class Scores(torch.Tensor):
+    def normalized(self, dim):
+        exps = torch.exp(self - self.amax(dim=dim, keepdim=True).detach())
+        return exps / exps.sum(dim=dim, keepdim=True)
+
+return x.as_subclass(Scores).normalized(dim).as_subclass(torch.Tensor)
+""")),
+    ("constant-getattr-and-print", "embedding", ("2.1", """
+rows = getattr(weight, "shape")[0]
+assert rows == weight.shape[0]
+return weight[token_ids]
+""")),
+]

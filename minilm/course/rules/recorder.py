@@ -1,0 +1,272 @@
+"""The from-scratch rule, judged by what runs (provided: not an exercise).
+
+While a task's check or the grader's probe runs the student's code, two hooks see every call into the
+libraries: `sys.setprofile` (each Python function that starts, each C function called from Python code,
+with the caller's frame) and a torch function mode (each torch function, however it was reached: through
+an alias, map() or an operator). A call is refused when it belongs to one of the task's families
+(families.py), whoever made it: the student's function, a helper in another module, an object's method, or
+library code the student's code entered (torch.optim's AdamW.step). A call that did not run costs nothing.
+
+The student's code, or code made from a string, may also not call what would switch the recording off or
+get around it (families.ESCAPE_MODULES); the lint (lint.py) keeps the ways to reach those out of the source.
+
+    with watching("6.1", student_files) as record:
+        minilm.softmax(x, -1)          # raises Refused if it ran torch.softmax
+    record.refusal                     # the first Refusal, or None
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+from dataclasses import dataclass
+from types import ModuleType
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from minilm.course import tasks
+from minilm.course.rules.families import ESCAPE_EXCEPT, ESCAPE_MODULES, FAMILIES
+
+# Captured before any student code is imported: code that replaces them later does not reach the recorder.
+_setprofile, _getprofile, _getframe = sys.setprofile, sys.getprofile, sys._getframe
+_stack_len, _stack_at = torch._C._len_torch_function_stack, torch._C._get_function_stack_at
+
+
+class Refused(BaseException):
+    """Stops a task's run at its first refused call (a BaseException: the student's `except Exception`
+    does not swallow it; whatever swallows it, the recorder keeps the refusal)."""
+
+    def __init__(self, refusal: Refusal):
+        super().__init__(str(refusal))
+        self.refusal = refusal
+
+
+@dataclass(frozen=True)
+class Refusal:
+    task: str
+    what: str  # the library function, as students know it: "torch.softmax", "torch.optim.adamw.AdamW.step"
+    where: str  # the student's innermost line that led there, "minilm/attention.py:42", or ""
+    function: str  # the student's function on that line, "softmax", or ""
+    advice: str  # the task's: "build it from exp and sum"
+    escape: bool = False  # a way out of the recording, refused in every task
+
+    def __str__(self) -> str:
+        who = f"your {self.function}" if self.function else "your code"
+        at = f" ({self.where})" if self.where else ""
+        if self.escape:
+            return (f"Task {self.task}: {who} called {self.what}{at}, which no task may call: it can switch off or "
+                    "get around the from-scratch check; write the code itself")
+        return f"Task {self.task}: {who} ran {self.what}{at}" + (f"; {self.advice}" if self.advice else "")
+
+
+def _escape(module: str, qualname: str, allowed: tuple[str, ...]) -> bool:
+    full = f"{module}.{qualname}"
+    hit = any(full == e or full.startswith(e + ".") or module == e or module.startswith(e + ".")
+              for e in ESCAPE_MODULES)
+    return hit and not any(full == a or full.startswith(a + ".") or module == a for a in (*allowed, *ESCAPE_EXCEPT))
+
+
+def _library_dirs() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    dirs = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    dirs |= {p for p in sys.path if p.endswith(("site-packages", "dist-packages"))}
+    dirs |= {os.path.dirname(os.path.dirname(m.__file__)) for m in (torch, os) if getattr(m, "__file__", None)}
+    return tuple(sorted(os.path.join(os.path.abspath(d), "") for d in dirs))
+
+
+_LIBRARY_DIRS = _library_dirs()
+STUDENT, COURSE, LIBRARY, UNKNOWN = "student", "course", "library", "unknown"
+
+
+def exercise_files(folder: os.PathLike | str) -> dict[str, str]:
+    """The exercise modules' files in a package folder (the student's minilm/, or solutions/), each with the
+    path a message shows: "minilm/attention.py"."""
+    folder = os.path.abspath(folder)
+    shown = os.path.basename(folder)
+    return {os.path.join(folder, f"{m}.py"): f"{shown}/{m}.py" for m in tasks.EXERCISE_MODULES}
+
+
+_SPELLED = {"posix": "os", "nt": "os", "_io": "io", "_thread": "threading", "_signal": "signal", "_socket": "socket"}
+
+
+def _display(module: str, qualname: str) -> str:
+    """A library function's name as students write it."""
+    module = _SPELLED.get(module, module)
+    if module in ("torch._C._nn", "torch._C._VariableFunctions") or qualname.startswith("_VariableFunctionsClass."):
+        name = qualname.rsplit(".", 1)[-1]
+        return f"torch.nn.functional.{name}" if module == "torch._C._nn" else f"torch.{name}"
+    if qualname.startswith(("TensorBase.", "Tensor.")):
+        return "Tensor." + qualname.split(".", 1)[1]
+    if module.startswith("torch._ops"):
+        return f"torch.ops.aten.{qualname.rsplit('.', 1)[-1]}"
+    return f"{module}.{qualname}" if module else qualname
+
+
+def _c_name(fn) -> tuple[str, str]:
+    """(module, qualname) of a C function or method as a c_call event or the torch function mode hands it over.
+    A method is named by the library class that defines it, not by the subclass it was called on: a student's
+    `class Scores(Tensor)` does not make Tensor.softmax theirs, and a method of a class defined inside their
+    `softmax` is not torch's softmax."""
+    owner = getattr(fn, "__self__", None)
+    name = str(getattr(fn, "__name__", None) or type(fn).__name__)
+    if isinstance(owner, ModuleType):
+        return owner.__name__, str(getattr(fn, "__qualname__", None) or name)
+    cls = getattr(fn, "__objclass__", None) or (type(owner) if owner is not None else None)
+    if cls is not None:
+        cls = next((k for k in cls.__mro__ if str(getattr(k, "__module__", "")).split(".")[0] in _LIBRARIES), cls)
+        return str(getattr(cls, "__module__", "") or ""), f"{cls.__qualname__}.{name}"
+    return str(getattr(fn, "__module__", None) or ""), str(getattr(fn, "__qualname__", None) or name)
+
+
+_LIBRARIES = ("torch", "einops", "numpy", "builtins")
+
+
+class Recorder:
+    """One task's watch. `on_refusal(refusal)` is called at the first refused call, before it runs; by default it
+    raises Refused. The worker's aborts the process instead, so nothing the student's code does after can hide it.
+    The hooks are closures over what they judge by: the student's code can reach no attribute that holds the
+    task's families or the verdicts."""
+
+    def __init__(self, task_id: str, student_files: dict[str, str], on_refusal=None):
+        task = tasks.get(task_id)
+        if task.module in ("training", "modern"):
+            import torch._dynamo  # noqa: F401 - torch.optim.Optimizer imports it on first use: a second, not ten, outside
+        self.task_id, self.on_refusal = task.id, on_refusal
+        self.refusal: Refusal | None = None
+        self._profile, self._mode = _hooks(self, task, student_files)
+        self._saved = None
+
+    def __enter__(self) -> Recorder:
+        self._saved = _getprofile()
+        self._mode.__enter__()
+        _setprofile(self._profile)
+        return self
+
+    def intact(self) -> bool:
+        """Whether both hooks are still the ones this recorder set."""
+        n = _stack_len()
+        return _getprofile() is self._profile and n > 0 and _stack_at(n - 1) is self._mode
+
+    def __exit__(self, kind, value, tb) -> bool:
+        intact = self.intact()
+        _setprofile(self._saved)
+        try:
+            self._mode.__exit__(None, None, None)
+        except Exception:  # noqa: BLE001 - the student's code popped it already: not intact
+            intact = False
+        if self.refusal is None and not intact:
+            self.refuse(Refusal(self.task_id, "something that switched the recording off", "", "", "", True))
+        return kind is Refused  # a refusal ends the run; the recorder keeps it
+
+    def refuse(self, refusal: Refusal) -> None:
+        if self.refusal is None:
+            self.refusal = refusal
+        if self.on_refusal is not None:
+            self.on_refusal(self.refusal)
+
+
+def _hooks(record: Recorder, task, student_files: dict[str, str]):
+    """The profile function and the torch function mode of one watch, closed over what they judge by."""
+    families = tuple((FAMILIES[f], advice) for f, advice in task.forbidden)
+    allowed = tuple(task.allowed)
+    student = {os.path.abspath(p): shown for p, shown in student_files.items()}
+    course = tuple(str(p) for p in (tasks.COURSE_DIR, tasks.PACKAGE_DIR / "__init__.py",
+                                    tasks.ROOT / "solutions" / "__init__.py")) + tuple(
+        os.path.join(os.path.dirname(p), "course", "") for p in student)
+    kinds: dict[object, str] = {}  # code object → STUDENT | COURSE | LIBRARY | UNKNOWN
+    codes: dict[object, tuple | None] = {}  # a Python function's code → its verdict, None when free to run
+    functions: dict[object, tuple | None] = {}  # a C or torch function (a method: its class and name) → its verdict
+
+    def kind_of(code) -> str:
+        kind = kinds.get(code)
+        if kind is None:
+            file = code.co_filename
+            path = os.path.abspath(file) if not file.startswith("<") else file
+            if path in student:
+                kind = STUDENT
+            elif path.startswith(course):
+                kind = COURSE
+            elif path.startswith("<frozen ") or path.startswith(_LIBRARY_DIRS):
+                kind = LIBRARY
+            else:
+                kind = UNKNOWN  # code made from a string, a notebook cell, a test
+            kinds[code] = kind
+        return kind
+
+    def judge(module: str, qualname: str) -> tuple | None:
+        """(advice or None, escape?, display) for a library function, or None when it is free to run."""
+        for family, advice in families:
+            if family.holds(module, qualname):
+                return advice, False, _display(module, qualname)
+        if _escape(module, qualname, allowed):
+            return None, True, _display(module, qualname)
+        return None
+
+    def studentish(frame) -> bool:
+        """Whether the student's code made this call: its own frame, or code made from a string (a dataclass's
+        __init__, exec's) that the student's code called, not the library's."""
+        while frame is not None:
+            kind = kind_of(frame.f_code)
+            if kind != UNKNOWN:
+                return kind == STUDENT
+            frame = frame.f_back
+        return True
+
+    def refuse(what: str, advice: str | None, frame, escape: bool) -> None:
+        where, function = "", ""
+        while frame is not None:
+            shown = student.get(os.path.abspath(frame.f_code.co_filename))
+            if shown is not None:
+                where, function = f"{shown}:{frame.f_lineno}", frame.f_code.co_name
+                break
+            frame = frame.f_back
+        record.refuse(Refusal(task.id, what, where, function, advice or "", escape))
+        raise Refused(record.refusal)
+
+    def function_verdict(fn) -> tuple | None:
+        # A bound method is a new object at each call: it is known by its class and name.
+        owner = getattr(fn, "__self__", None)
+        key = fn if owner is None or type(owner) is ModuleType else (type(owner), getattr(fn, "__name__", None))
+        try:
+            return functions[key]
+        except KeyError:
+            verdict = functions[key] = judge(*_c_name(fn))
+            return verdict
+        except TypeError:  # unhashable
+            return judge(*_c_name(fn))
+
+    def profile(frame, event, arg):
+        if event == "call":
+            code = frame.f_code
+            if code not in codes:
+                name = getattr(code, "co_qualname", code.co_name)
+                codes[code] = judge(frame.f_globals.get("__name__", "") or "", name) if (
+                    kind_of(code) == LIBRARY) else None
+            verdict, caller = codes[code], frame.f_back
+        elif event == "c_call":
+            verdict, caller = function_verdict(arg), frame
+        else:
+            return
+        if verdict is not None:
+            advice, escape, what = verdict
+            if not escape:
+                refuse(what, advice, frame, False)
+            elif studentish(caller):
+                refuse(what, advice, caller, True)
+
+    class Mode(TorchFunctionMode):
+        """Sees every torch function, however the student's code reached it (map(F.linear, …) makes no c_call)."""
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            verdict = function_verdict(func)
+            if verdict is not None and not verdict[1]:
+                refuse(verdict[2], verdict[0], _getframe(1), False)
+            return func(*args, **(kwargs or {}))
+
+    return profile, Mode()
+
+
+def watching(task_id: str, student_files: dict[str, str], on_refusal=None) -> Recorder:
+    return Recorder(task_id, student_files, on_refusal)

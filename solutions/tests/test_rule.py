@@ -1,0 +1,158 @@
+"""The from-scratch rule (minilm/course/rules/): judged by what runs, it refuses every attack of the static
+rule's corpus and of the classes after it, and leaves honest code every point. The check cells judge
+variants of the reference here, as they judge a student's minilm/, each in a forked child of one process
+(solutions/tests/rule_runner.py); test_grade*.py show the grader gives the same verdicts."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from minilm.course import tasks
+from minilm.course.rules import lint
+from solutions.tests.attacks import CORPUS, HONEST, RUNTIME_ATTACKS
+from solutions.tests.grading_helpers import FUTURE, reference, replace_region
+
+pytestmark = pytest.mark.slow
+
+
+def run_checks(jobs: dict[str, dict], tmp_path) -> dict[str, dict[str, list[str]]]:
+    path = tmp_path / "jobs.json"
+    path.write_text(json.dumps(jobs), encoding="utf-8")
+    r = subprocess.run([sys.executable, "-m", "solutions.tests.rule_runner", str(path)], capture_output=True,
+                       text=True, env={**os.environ, "MINILM_IMPL": "solutions", "PYTHONWARNINGS": "ignore"},
+                       timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.splitlines()[-1])
+
+
+def _order(task_id: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in task_id.split("."))
+
+
+def attack_source(module: str, task: str, body: str, prelude: str, future: bool) -> str:
+    source = replace_region(reference(module), task, body)
+    return source.replace(FUTURE, FUTURE + prelude if future else prelude, 1)
+
+
+def test_every_attack_of_the_static_rules_corpus_earns_nothing(tmp_path):
+    # Each module as a student's whole file: every task the old rule flagged fails, by the rule or otherwise.
+    jobs = {}
+    for name, (file, source) in CORPUS.items():
+        source = textwrap.dedent(source).lstrip("\n")
+        flagged = {t for line in source.splitlines()
+                   for t in (re.search(r"# flag: ([\d. ]+)$", line) or [None, ""])[1].split()}
+        jobs[name] = {"files": {file.removesuffix(".py"): source}, "tasks": sorted(flagged, key=_order)}
+    results = run_checks(jobs, tmp_path)
+    earned = [f"{name} {t}: {line}" for name, out in results.items() for t, (status, line) in out.items()
+              if status == "pass"]
+    assert not earned, "\n".join(earned)
+
+
+def test_every_attack_on_what_runs_is_refused(tmp_path):
+    jobs = {name: {"files": {module: attack_source(module, task, body, prelude, future)}, "tasks": [task]}
+            for name, module, task, body, prelude, future in RUNTIME_ATTACKS}
+    results = run_checks(jobs, tmp_path)
+    for name, module, task, *_ in RUNTIME_ATTACKS:
+        status, line = results[name][task]
+        # the rule's own line: a refused call that ran, or what the lint keeps out of the source
+        assert status == "fail" and line.startswith(f"✗ Task {task}: "), f"{name}: {line}"
+        assert f"minilm/{module}.py:" in line or f"solutions/{module}.py:" in line, f"{name}: {line}"
+
+
+def honest_package() -> dict[str, str]:
+    sources: dict[str, str] = {}
+    for _, module, change in HONEST:
+        source = sources.get(module) or reference(module)
+        if isinstance(change, tuple):
+            sources[module] = replace_region(source, change[0], textwrap.dedent(change[1]))
+        else:
+            sources[module] = source + textwrap.dedent(change)
+    return sources
+
+
+def test_honest_variants_keep_every_point(tmp_path):
+    every = [t.id for t in tasks.TASKS]
+    results = run_checks({"honest": {"files": honest_package(), "tasks": every}}, tmp_path)
+    failed = [line for status, line in results["honest"].values() if status != "pass"]
+    assert not failed, "\n".join(failed)
+
+
+def test_the_lint_reads_what_stopped_the_old_scan_in_linear_time():
+    # red team: a 12 kB line of 1+1+…+1 (the parser's recursion), and 6,000 chained aliases (the old scan's
+    # quadratic pass): one finding, or none, and no exception
+    [deep] = lint.lint("x = " + "+".join(["1"] * 6000) + "\n", "linear")
+    assert "could not be read" in deep.what or "does not parse" in deep.what
+    aliases = "import torch\nz0 = torch\n" + "".join(f"z{i + 1} = z{i}\n" for i in range(6000)) + "z6000.exp = 1\n"
+    [patch] = lint.lint(aliases, "linear")
+    assert patch.line == 6003 and "changes z6000.exp" in patch.what
+    assert lint.parse_problem("def f(:\n", "linear").startswith("minilm/linear.py:1: syntax error")
+
+
+def test_a_lint_finding_costs_the_tasks_of_its_module_and_of_those_importing_it():
+    found = lint.lint_package({"linear": "import sys\n", "attention": "from .linear import Linear\n",
+                               "data": "import numpy\n"})
+    assert set(found) == {t.id for t in tasks.TASKS if t.module in ("linear", "attention")}
+    assert found["6.1"] == ["Task 6.1: minilm/linear.py:1 imports sys, which no exercise may: it could switch off "
+                            "or get around the from-scratch check; write the code itself with the operations the "
+                            "task allows"]
+
+
+def _watched(task_id: str, fn):
+    """Run `fn` under task_id's recorder, with this file as the student's."""
+    from minilm.course.rules.recorder import watching
+
+    with watching(task_id, {__file__: "minilm/attention.py"}) as record:
+        fn()
+    return record.refusal
+
+
+def test_a_call_that_would_switch_the_recording_off_is_refused_before_it_runs():
+    before = sys.getprofile()
+    refusal = _watched("6.1", lambda: sys.setprofile(None))
+    assert refusal.escape and refusal.what == "sys.setprofile"
+    assert sys.getprofile() is before  # the recorder's hook ran the refusal and then put the old one back
+
+
+def test_switching_it_off_where_no_call_is_seen_is_found_at_the_end():
+    # map() calls sys.setprofile from C: no event for it, but the hook is gone when the run ends
+    refusal = _watched("6.1", lambda: list(map(sys.setprofile, [None])))
+    assert refusal.escape and refusal.what == "something that switched the recording off"
+
+
+def test_threads_and_the_torch_function_stack_are_out_of_reach():
+    import threading
+
+    import torch
+
+    assert _watched("1.1", lambda: threading.Thread(target=print).start()).escape
+    assert _watched("1.1", lambda: torch._C._pop_torch_function_stack()).escape
+
+
+def test_library_code_may_do_for_itself_what_the_students_code_may_not():
+    import io
+
+    import torch
+
+    # torch.save opens files, pickles and locks on 10.5's behalf: its own calls, not the student's
+    assert _watched("10.5", lambda: torch.save({"w": torch.ones(2)}, io.BytesIO())) is None
+    assert _watched("6.1", lambda: torch.save({"w": torch.ones(2)}, io.BytesIO())).what == "torch.serialization.save"
+
+
+def test_a_family_is_refused_whoever_calls_it_and_only_torchs_functions_belong_to_one():
+    import unicodedata
+
+    import torch
+
+    x = torch.randn(3, 4)
+    assert _watched("6.1", lambda: torch.exp(x) / torch.exp(x).sum(-1, keepdim=True)) is None
+    assert _watched("3.1", lambda: unicodedata.normalize("NFC", "é")) is None  # not F.normalize
+    assert _watched("6.1", lambda: sorted([x], key=lambda t: float(t.softmax(-1).sum()))).what == "Tensor.softmax"
+    refusal = _watched("10.4", lambda: torch.optim.AdamW([torch.nn.Parameter(x)]).step())
+    assert refusal.what.startswith("torch.optim.adamw.") and not refusal.escape
