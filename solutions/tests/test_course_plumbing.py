@@ -115,6 +115,32 @@ def test_environment_yml_lists_the_same_dependencies_as_pyproject():
     assert "python>=3.10" in text.replace(" ", "")
 
 
+def test_environment_ymls_pip_section_is_what_pip_reads(tmp_path):
+    # conda and Binder hand the pip section to pip as a requirements file: a line pip rejects ("--no-deps" was one)
+    # fails every `conda env create` and every Binder build.
+    from pip._internal.network.session import PipSession
+    from pip._internal.req.req_file import parse_requirements
+
+    text = (ROOT / "environment.yml").read_text(encoding="utf-8")
+    section = re.search(r"^  - pip:\n((?:      - .*\n)+)", text, flags=re.M)
+    assert section, "environment.yml has no pip section"
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("".join(line.strip()[2:] + "\n" for line in section[1].splitlines()), encoding="utf-8")
+    parsed = list(parse_requirements(str(requirements), session=PipSession()))
+    assert any(r.is_editable and r.requirement == "." for r in parsed), [r.requirement for r in parsed]
+
+
+def test_the_torch_floor_is_the_oldest_torch_the_course_runs_on():
+    import torch
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    [floor] = [r.split(">=", 1)[1].split(",")[0].strip() for r in project["dependencies"] if r.startswith("torch>=")]
+    conda = re.search(r"^\s*-\s*pytorch>=([\d.]+)", (ROOT / "environment.yml").read_text(encoding="utf-8"), re.M)
+    assert conda and conda[1] == floor
+    # Notebook 14 and Task 14.2's tests compare with torch.optim.Muon, which entered PyTorch in 2.9.
+    assert tuple(map(int, floor.split("."))) >= (2, 9) and hasattr(torch.optim, "Muon")
+
+
 def test_no_provided_function_is_over_80_lines():
     # Provided code reads like nanoGPT: a long function is split along its seams (issue: "the house
     # for readers"). The exercise modules hold stubs; the reference's BPE trainer is in solutions/.
