@@ -302,7 +302,7 @@ def load_task_results(out: Path, task: str, n_cases: int, n_visible: int) -> lis
     return visible + hidden
 
 
-_REFUSED_WHAT = re.compile(r"[A-Za-z0-9_.<>]{1,120}|something that switched the recording off")
+_REFUSED_WHAT = re.compile(r"[A-Za-z0-9_.<>]{1,120}|something that switched the recording off|code torch called back")
 _REFUSED_WHERE = re.compile(r"minilm/[a-z_]{1,30}\.py:\d{1,7}")
 _REFUSED_FUNCTION = re.compile(r"[A-Za-z_<>][A-Za-z0-9_<>]{0,60}")
 
@@ -318,13 +318,14 @@ def load_refusal(out: Path, task: str) -> str | None:
 
     try:
         data = json.loads(path.read_bytes()[:8192])
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         data = None
     data = data if type(data) is dict else {}
     field = lambda key, form: data[key] if type(data.get(key)) is str and form.fullmatch(data[key]) else ""  # noqa: E731
     advice = {a for _, a in tasks.get(task).forbidden}
+    said = data.get("advice") if type(data.get("advice")) is str else ""
     return str(Refusal(task, field("what", _REFUSED_WHAT) or "a call the rule refuses", field("where", _REFUSED_WHERE),
-                       field("function", _REFUSED_FUNCTION), data["advice"] if data.get("advice") in advice else "",
+                       field("function", _REFUSED_FUNCTION), said if said in advice else "",
                        data.get("escape") is True))
 
 

@@ -921,6 +921,19 @@ RUNTIME_ATTACKS = [
      "", True),
     ("a-string-annotation-names-a-private-module-1.1", "linear", "1.1", "return x @ weight.T",
      "import torch\ndef _hook(x: 'torch._C._get_function_stack_at'):\n    pass\n", True),
+    # the sixth red team: code torch calls back while it has paused the mode, and code the hook itself would run
+    ("map-inside-an-index-torch-reads-6.1", "attention", "6.1",
+     "return _quietly(lambda: list(map(torch.softmax, [x], [dim]))[0])",
+     "import torch\nclass _Rows:\n    def __init__(self, job):\n        self.job, self.seen, self.out = job, [], []\n"
+     "    def __len__(self):\n        return 1\n    def __getitem__(self, i):\n        self.seen.append(i)\n"
+     "        if len(self.seen) == 2:\n            self.out.append(self.job())\n        raise IndexError(i)\n"
+     "def _quietly(job):\n    rows = _Rows(job)\n    try:\n        torch.zeros(1)[rows]\n    except IndexError:\n"
+     "        pass\n    return rows.out[0]\n", True),
+    ("a-metaclass-hash-the-hook-would-run-6.1", "attention", "6.1",
+     "out = []\n_Unwatched.jobs.append(lambda: out.append(list(map(torch.softmax, [x], [dim]))[0]))\n"
+     "_Box().get(0)\nhash(_Box)\nreturn out[0]",
+     "import torch\nclass _Unwatched(type):\n    jobs = []\n    def __hash__(cls):\n        while _Unwatched.jobs:\n"
+     "            _Unwatched.jobs.pop()()\n        return 7\nclass _Box(dict, metaclass=_Unwatched):\n    pass\n", True),
     ("lr-scheduler-10.3", "training", "10.3",
      "import torch\nopt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=max_lr)\n"
      "return max_lr if it < 0 else torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0).get_last_lr()[0] * 0 + "
@@ -1013,6 +1026,35 @@ class Scores(torch.Tensor):
 
 return x.as_subclass(Scores).normalized(dim).as_subclass(torch.Tensor)
 """)),
+    ("idioms-the-lint-must-allow", "attention", """
+try:
+    import einops as _maybe_einops
+except ImportError:
+    _maybe_einops = None
+from typing import Generator, Literal
+
+
+def _mode(mode: Literal["train", "eval"] = "eval") -> str:
+    return mode
+
+
+def _describe(m) -> str:
+    return m.__class__.__name__
+
+
+def _rows(x: Float[Tensor, "input"]) -> Generator[Tensor, None, None]:
+    yield from x
+
+
+def _forget(module, name):
+    delattr(module, name)
+
+
+_ON_MPS = torch.backends.mps.is_available()
+"""),
+    ("a-numpy-generator", "data", """
+_RNG = np.random.default_rng(0)
+"""),
     ("constant-getattr-and-print", "embedding", ("2.1", """
 rows = getattr(weight, "shape")[0]
 assert rows == weight.shape[0]

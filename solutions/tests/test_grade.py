@@ -590,6 +590,26 @@ def test_feedback_is_the_graders_own_words(batch):
     assert not any(line.startswith(reports.UNSANDBOXED) for line in feedback("reference").splitlines())
 
 
+@pytest.mark.slow
+def test_the_check_cells_give_the_graders_verdicts(batch, tmp_path):
+    # The same rule and the same comparisons in the student's check cells: each task passes there exactly when the
+    # grader gave it its points (the hidden inputs aside, which these submissions meet like the notebook's).
+    from solutions.tests.test_rule import run_checks
+
+    names = ["reference", "partial", "builtins_behind_aliases", "third_red_team", "fourth_red_team",
+             "stopped_the_old_trusted_side", "honest_variants"]
+    jobs = {name: {"files": {p.stem: p.read_text(encoding="utf-8")
+                             for p in (batch["subs"][name][0] / "minilm").glob("*.py")}, "tasks": list(POINTS)}
+            for name in names}
+    for job in jobs.values():  # a module the submission lacks is the stub, in the grader and here
+        job["files"] = {m: job["files"].get(m) or stub(m) for m in ("linear", "rmsnorm")}
+    checks = run_checks(jobs, tmp_path)
+    for name in names:
+        graded = {t: r["points"] == r["max"] for t, r in batch["results"][name]["tasks"].items()}
+        checked = {t: status == "pass" for t, (status, _) in checks[name].items()}
+        assert checked == graded, (name, checks[name], graded)
+
+
 # ---------------------------------------------------------------- the pieces, on their own
 
 

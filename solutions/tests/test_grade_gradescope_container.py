@@ -305,9 +305,10 @@ def test_each_submission_scores_exactly_its_work_in_gradescopes_container(contai
     assert r.stdout.split("CHANGED-FILES:")[-1].split() == [], log
     text = json.dumps(doc, ensure_ascii=False)
     assert "EXFIL" not in text and "AAAAAAAAAA" not in text and "root:" not in text
-    if name == "reads_poisons_forges_outlives" and "Landlock confines" in r.stdout:
-        # It found nothing to run, the stale copy in /tmp neither: its own stub is what was judged.
-        assert tasks.get("1.1").todo_message() in graded["Task 1.1: linear: y = x Wᵀ: graded"]["output"], graded
+    if name == "reads_poisons_forges_outlives":
+        # The from-scratch rule's recorder stopped its reads before they ran (and Landlock, where the kernel has it,
+        # leaves nothing to read): its own stub is all there is of its work.
+        assert "which no task may call" in graded["Task 1.1: linear: y = x Wᵀ: graded"]["output"], graded
 
 
 if __name__ == "__main__":  # build the image alone: python -m solutions.tests.test_grade_gradescope_container DIR

@@ -8,7 +8,6 @@ import json
 import pytest
 
 from minilm.course import tasks
-from solutions.grading import submissions
 from solutions.tests.grading_helpers import (
     keep_only,
     needs_bwrap,

@@ -9,6 +9,7 @@ torch._fused_adamw_), or when its code lives in one of the family's `modules` (t
 
 from __future__ import annotations
 
+import builtins
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -111,7 +112,9 @@ ESCAPE_MODULES = (
 )
 
 # Under those, what runs for the student's code without a call of its own: an import statement's machinery.
-ESCAPE_EXCEPT = ("importlib._bootstrap", "importlib._bootstrap_external")
+# And locks, which numpy's and torch's compiled code make for the student's calls, and which start nothing.
+ESCAPE_EXCEPT = ("importlib._bootstrap", "importlib._bootstrap_external", "threading.RLock", "threading._RLock",
+                 "threading.Lock", "threading.Condition", "threading.Event", "_thread.allocate_lock", "_thread.RLock")
 
 # ---------------------------------------------------------------- the lint's lists (lint.py)
 # What an exercise module may import: these modules, and from the minilm package only the other exercise
@@ -130,7 +133,9 @@ NARROW = {
                           "not_ matmul".split()),
     "typing": frozenset("TYPE_CHECKING Any Optional Union Callable Iterable Iterator Sequence Mapping MutableMapping "
                         "Tuple List Dict Set FrozenSet IO BinaryIO TextIO Literal NamedTuple Protocol TypeVar Generic "
-                        "overload Final ClassVar TypedDict cast Self TypeAlias".split()),
+                        "overload Final ClassVar TypedDict cast Self TypeAlias Generator Type Hashable Sized "
+                        "Collection Container NoReturn Never Annotated DefaultDict OrderedDict Counter Deque "
+                        "AbstractSet SupportsInt SupportsFloat SupportsIndex".split()),
     "jaxtyping": frozenset("Float Int Bool Int8 Int16 Int32 Int64 UInt8 UInt16 UInt32 UInt64 Float16 Float32 Float64 "
                            "BFloat16 Integer Num Real Shaped Inexact Complex Key".split()),
     "einops": frozenset("rearrange reduce repeat einsum pack unpack parse_shape asnumpy EinopsError layers".split()),
@@ -138,8 +143,9 @@ NARROW = {
 
 # Python's built-ins that code may use. The others (exec, eval, open, globals, vars, __import__, breakpoint …)
 # are refused where the module does not bind the name itself.
-PYTHON_BUILTINS = frozenset("""
-    abs all any ascii bin bool bytearray bytes callable chr classmethod complex dict dir divmod enumerate filter
+PYTHON_BUILTINS = frozenset({n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(
+    v, BaseException)}) | frozenset("""
+    abs all any ascii bin bool bytearray bytes callable chr classmethod complex delattr dict dir divmod enumerate filter
     float format frozenset getattr hasattr hash hex id int isinstance issubclass iter len list map max min next
     object oct ord pow print property range repr reversed round set setattr slice sorted staticmethod str sum super
     tuple type zip Ellipsis False None NotImplemented True __name__
@@ -156,9 +162,9 @@ ESCAPE_ATTRIBUTES = frozenset("""
     sys os builtins importlib inspect gc ctypes threading multiprocessing subprocess signal socket io pickle marshal
     shutil pathlib tempfile types atexit weakref code runpy pdb traceback faulthandler resource mmap posix nt
     asyncio concurrent
-    jit compiler fx export library ops overrides profiler hub package distributed utils backends testing classes
+    jit compiler fx export library ops overrides profiler hub package distributed utils testing classes
     tofile fromfile memmap ctypeslib savez savez_compressed savetxt loadtxt genfromtxt
     f_back f_globals f_locals f_builtins f_code gi_frame gi_code cr_frame cr_code ag_frame tb_frame tb_next
     setprofile settrace getprofile gettrace
 """.split())
-ALLOWED_DUNDERS = frozenset({"__init__", "__name__"})
+ALLOWED_DUNDERS = frozenset({"__init__", "__name__", "__class__"})

@@ -182,21 +182,20 @@ def lint(source: str | bytes, module: str) -> list[Finding]:
 
 def _string_annotations(nodes: list[ast.AST]) -> list[ast.AST]:
     """The code of annotations written as strings (x: "torch.Tensor"), which typing can evaluate: each a parsed
-    expression, at its string's line. jaxtyping's shapes ("batch seq d_model") are not expressions."""
+    expression, at its string's line."""
     found = []
     annotations = [a for n in nodes for a in (
         [n.annotation] if isinstance(n, (ast.arg, ast.AnnAssign)) else
         [n.returns] if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) else []) if a is not None]
-    for annotation in annotations:
-        for c in ast.walk(annotation):
-            if isinstance(c, ast.Constant) and isinstance(c.value, str) and len(c.value) < 1000:
-                try:
-                    expr = ast.parse(c.value.strip(), mode="eval")
-                except (SyntaxError, ValueError, RecursionError, MemoryError):
-                    continue
-                for e in ast.walk(expr):
-                    e.lineno = c.lineno
-                    found.append(e)
+    for c in annotations:  # a whole annotation written as a string; not Literal["eval"] nor a jaxtyping shape
+        if isinstance(c, ast.Constant) and isinstance(c.value, str) and len(c.value) < 1000:
+            try:
+                expr = ast.parse(c.value.strip(), mode="eval")
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                continue
+            for e in ast.walk(expr):
+                e.lineno = c.lineno
+                found.append(e)
     return found
 
 

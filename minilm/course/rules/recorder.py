@@ -34,6 +34,9 @@ _setprofile, _getprofile, _getframe = sys.setprofile, sys.getprofile, sys._getfr
 _stack_len, _stack_at = torch._C._len_torch_function_stack, torch._C._get_function_stack_at
 
 
+CALLED_BACK = "code torch called back"
+
+
 class Refused(BaseException):
     """Stops a task's run at its first refused call (a BaseException: the student's `except Exception`
     does not swallow it; whatever swallows it, the recorder keeps the refusal)."""
@@ -55,6 +58,9 @@ class Refusal:
     def __str__(self) -> str:
         who = f"your {self.function}" if self.function else "your code"
         at = f" ({self.where})" if self.where else ""
+        if self.what == CALLED_BACK:
+            return (f"Task {self.task}: {who} ran{at} inside a torch function that called it back, where torch "
+                    "pauses the from-scratch check; call torch's functions from your own code instead")
         if self.escape:
             return (f"Task {self.task}: {who} called {self.what}{at}, which no task may call: it can switch off or "
                     "get around the from-scratch check; write the code itself")
@@ -104,19 +110,26 @@ def _display(module: str, qualname: str) -> str:
     return f"{module}.{qualname}" if module else qualname
 
 
+# A class's own name, module and MRO, read by type's own descriptors: a student's metaclass could make
+# `cls.__module__` a property, which would run their code inside the hook, where nothing is watched.
+_type_module = type.__dict__["__module__"].__get__
+_type_qualname = type.__dict__["__qualname__"].__get__
+_type_mro = type.__dict__["__mro__"].__get__
+
+
 def _c_name(fn) -> tuple[str, str]:
     """(module, qualname) of a C function or method as a c_call event or the torch function mode hands it over.
     A method is named by the library class that defines it, not by the subclass it was called on: a student's
     `class Scores(Tensor)` does not make Tensor.softmax theirs, and a method of a class defined inside their
-    `softmax` is not torch's softmax."""
+    `softmax` is not torch's softmax. Nothing here runs code of the student's."""
     owner = getattr(fn, "__self__", None)
     name = str(getattr(fn, "__name__", None) or type(fn).__name__)
-    if isinstance(owner, ModuleType):
+    if type(owner) is ModuleType:
         return owner.__name__, str(getattr(fn, "__qualname__", None) or name)
     cls = getattr(fn, "__objclass__", None) or (type(owner) if owner is not None else None)
-    if cls is not None:
-        cls = next((k for k in cls.__mro__ if str(getattr(k, "__module__", "")).split(".")[0] in _LIBRARIES), cls)
-        return str(getattr(cls, "__module__", "") or ""), f"{cls.__qualname__}.{name}"
+    if isinstance(cls, type):
+        cls = next((k for k in _type_mro(cls) if str(_type_module(k)).split(".")[0] in _LIBRARIES), cls)
+        return str(_type_module(cls) or ""), f"{_type_qualname(cls)}.{name}"
     return str(getattr(fn, "__module__", None) or ""), str(getattr(fn, "__qualname__", None) or name)
 
 
@@ -167,42 +180,50 @@ class Recorder:
             self.on_refusal(self.refusal)
 
 
-def _hooks(record: Recorder, task, student_files: dict[str, str]):
-    """The profile function and the torch function mode of one watch, closed over what they judge by."""
-    families = tuple((FAMILIES[f], advice) for f, advice in task.forbidden)
-    allowed = tuple(task.allowed)
-    student = {os.path.abspath(p): shown for p, shown in student_files.items()}
+def _classifier(student: dict[str, str]):
+    """kind_of(code) → STUDENT, COURSE, LIBRARY or UNKNOWN (code made from a string, a notebook cell, a test)."""
     course = tuple(str(p) for p in (tasks.COURSE_DIR, tasks.PACKAGE_DIR / "__init__.py",
                                     tasks.ROOT / "solutions" / "__init__.py")) + tuple(
         os.path.join(os.path.dirname(p), "course", "") for p in student)
-    kinds: dict[object, str] = {}  # code object → STUDENT | COURSE | LIBRARY | UNKNOWN
-    codes: dict[object, tuple | None] = {}  # a Python function's code → its verdict, None when free to run
-    functions: dict[object, tuple | None] = {}  # a C or torch function (a method: its class and name) → its verdict
+    kinds: dict[object, str] = {}
 
     def kind_of(code) -> str:
         kind = kinds.get(code)
         if kind is None:
             file = code.co_filename
             path = os.path.abspath(file) if not file.startswith("<") else file
-            if path in student:
-                kind = STUDENT
-            elif path.startswith(course):
-                kind = COURSE
-            elif path.startswith("<frozen ") or path.startswith(_LIBRARY_DIRS):
-                kind = LIBRARY
-            else:
-                kind = UNKNOWN  # code made from a string, a notebook cell, a test
-            kinds[code] = kind
+            kind = kinds[code] = (STUDENT if path in student else COURSE if path.startswith(course) else
+                                  LIBRARY if path.startswith(("<frozen ", *_LIBRARY_DIRS)) else UNKNOWN)
         return kind
 
+    return kind_of
+
+
+def _judge(task):
+    """judge(module, qualname) → (advice or None, escape?, display) for a library function, or None when the task
+    may run it."""
+    families = tuple((FAMILIES[f], advice) for f, advice in task.forbidden)
+    allowed = tuple(task.allowed)
+
     def judge(module: str, qualname: str) -> tuple | None:
-        """(advice or None, escape?, display) for a library function, or None when it is free to run."""
         for family, advice in families:
             if family.holds(module, qualname):
                 return advice, False, _display(module, qualname)
         if _escape(module, qualname, allowed):
             return None, True, _display(module, qualname)
         return None
+
+    return judge
+
+
+def _hooks(record: Recorder, task, student_files: dict[str, str]):
+    """The profile function and the torch function mode of one watch, closed over what they judge by. Neither
+    hashes, compares or reads an attribute of the student's objects: that would run their code while the hook
+    runs, which nothing watches."""
+    student = {os.path.abspath(p): shown for p, shown in student_files.items()}
+    kind_of, judge = _classifier(student), _judge(task)
+    codes: dict[object, tuple | None] = {}  # a Python function's code → its verdict, None when free to run
+    functions: dict[tuple, tuple] = {}  # (id of a C function, or of a method's class, and its name) → (it, verdict)
 
     def studentish(frame) -> bool:
         """Whether the student's code made this call: its own frame, or code made from a string (a dataclass's
@@ -226,16 +247,14 @@ def _hooks(record: Recorder, task, student_files: dict[str, str]):
         raise Refused(record.refusal)
 
     def function_verdict(fn) -> tuple | None:
-        # A bound method is a new object at each call: it is known by its class and name.
+        # Known by identity, never by hash: a bound method (new at each call) by its class and name.
         owner = getattr(fn, "__self__", None)
-        key = fn if owner is None or type(owner) is ModuleType else (type(owner), getattr(fn, "__name__", None))
-        try:
-            return functions[key]
-        except KeyError:
-            verdict = functions[key] = judge(*_c_name(fn))
-            return verdict
-        except TypeError:  # unhashable
-            return judge(*_c_name(fn))
+        held = fn if owner is None or type(owner) is ModuleType else type(owner)
+        key = (id(held), getattr(fn, "__name__", None))
+        found = functions.get(key)
+        if found is None or found[0] is not held:
+            found = functions[key] = (held, judge(*_c_name(fn)))
+        return found[1]
 
     def profile(frame, event, arg):
         if event == "call":
@@ -245,6 +264,10 @@ def _hooks(record: Recorder, task, student_files: dict[str, str]):
                 codes[code] = judge(frame.f_globals.get("__name__", "") or "", name) if (
                     kind_of(code) == LIBRARY) else None
             verdict, caller = codes[code], frame.f_back
+            if kind_of(code) != LIBRARY and kind_of(code) != COURSE and not mode_on() and studentish(frame):
+                # torch pauses the mode while it runs a function: code of the student's it calls back (an index
+                # object's __getitem__, a hook) would run unwatched by it
+                refuse(CALLED_BACK, None, frame, True)
         elif event == "c_call":
             verdict, caller = function_verdict(arg), frame
         else:
@@ -265,7 +288,13 @@ def _hooks(record: Recorder, task, student_files: dict[str, str]):
                 refuse(verdict[2], verdict[0], _getframe(1), False)
             return func(*args, **(kwargs or {}))
 
-    return profile, Mode()
+    mode = Mode()
+
+    def mode_on() -> bool:
+        n = _stack_len()
+        return n > 0 and _stack_at(n - 1) is mode
+
+    return profile, mode
 
 
 def watching(task_id: str, student_files: dict[str, str], on_refusal=None) -> Recorder:
