@@ -235,8 +235,9 @@ def run_many(task_ids) -> list[Verdict]:
     return [known[t] for t in task_ids]
 
 
-def _verdict(task_id: str) -> Verdict:
-    """One task's own check, blind to the tasks it uses, run under the from-scratch rule's recorder."""
+def _verdict(task_id: str, rule: bool = True) -> Verdict:
+    """One task's own check, blind to the tasks it uses, run under the from-scratch rule's recorder (without it,
+    rule=False: the release's leak probe asks whether provided code computes a task's result at all)."""
     from minilm.course.rules.recorder import exercise_files, watching
 
     _load()
@@ -244,30 +245,34 @@ def _verdict(task_id: str) -> Verdict:
     fn = _CHECKS.get(task_id)
     if fn is None:
         raise KeyError(f"task {task_id} has no registered check")
-    broken = rules.lint_for(task_id)
+    broken = rules.lint_for(task_id) if rule else []
     if broken:
         return Verdict(task_id, FAIL, broken[0])
-    record = watching(task_id, exercise_files(rules.implementation_folder()))
+    record = watching(task_id, exercise_files(rules.implementation_folder())) if rule else contextlib.nullcontext()
     try:
         with _running(task_id), record:
             torch.manual_seed(0)
             message = fn()
-        if record.refusal is None:
+        if _refusal(record) is None:
             return Verdict(task_id, PASS, message)
     except CheckFailed as e:
-        if record.refusal is None:
+        if _refusal(record) is None:
             where = e.where or (_definition_of(_spec_label(task_id, e.output)) if e.output else None)
             return Verdict(task_id, FAIL, e.message, e.mistake, where, e.difference)
     except NotImplementedError as e:
         todo = todo_message(e)
-        if record.refusal is None and todo is not None:
+        if _refusal(record) is None and todo is not None:
             return Verdict(task_id, TODO, todo)
-        if record.refusal is None:
+        if _refusal(record) is None:
             return Verdict(task_id, ERROR, *_raised(e))
     except Exception as e:  # a student's bug: report it in one line, not a traceback
-        if record.refusal is None:
+        if _refusal(record) is None:
             return Verdict(task_id, ERROR, *_raised(e))
     return Verdict(task_id, FAIL, str(record.refusal), where=record.refusal.where or None)
+
+
+def _refusal(record):
+    return getattr(record, "refusal", None)
 
 
 # ---------------------------------------------------------------- where in the student's files

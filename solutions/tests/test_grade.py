@@ -1,6 +1,6 @@
 """The grader (solutions/grading/) against adversarial submissions: each gets exactly the points
-its real work earns, in one batch graded with --jobs 2 in each sandbox: bubblewrap, then Docker
-(its image built first, from a bare Debian 12 on CI: see build_grader_image).
+its real work earns, in one batch graded with --jobs 2 in bubblewrap, and the part a sandbox decides
+(SANDBOXED) again in Docker (its image built first, from a bare Debian 12 on CI: see build_grader_image).
 
 To keep the suite fast the batch is graded on two notebooks (01_linear and 03_rmsnorm: tasks
 1.1 2 pts, 1.2 3 pts, 3.1 2 pts, 3.2 2 pts) with short time limits. Each adversary tries one of
@@ -387,9 +387,15 @@ def encrypted_zip(root: Path) -> Path:
     return path
 
 
-def build_batch(tmp: Path, out: Path, port: int) -> dict[str, tuple[Path, int]]:
+# What a sandbox decides: reading, poisoning, forging, hanging, daemons, the network, memory, and the classmates
+# beside them. The rest (the rule, the judge, reading the files) is the same in every sandbox: graded in bwrap only.
+SANDBOXED = ("poisons_reads_answers_exfiltrates", "reference", "forges_copies_sabotages", "always_equal_and_hangs",
+             "daemon_crash_network_memory", "friend")
+
+
+def build_batch(tmp: Path, out: Path, port: int, kind: str = "bwrap") -> dict[str, tuple[Path, int]]:
     """name → (submission, the exact points it must get on 01_linear + 03_rmsnorm). Attacks share
-    a submission where they sit in different modules, to keep the batch short."""
+    a submission where they sit in different modules, to keep the batch short. Outside bwrap, SANDBOXED only."""
     subs = tmp / "subs"
     batch: dict[str, tuple[Path, int]] = {}
 
@@ -420,7 +426,7 @@ def build_batch(tmp: Path, out: Path, port: int) -> dict[str, tuple[Path, int]]:
     (tmp / "corrupt.zip").write_bytes(b"PK\x03\x04" + os.urandom(200))
     batch["corrupt"] = (tmp / "corrupt.zip", 0)
     add("friend", 0)  # pure stubs, graded last: the poisoned template would have carried it
-    return batch
+    return batch if kind == "bwrap" else {name: batch[name] for name in SANDBOXED}
 
 
 class Listener:
@@ -479,7 +485,7 @@ def batch(request, tmp_path_factory):
     tmp = tmp_path_factory.mktemp(f"grade-{kind}")
     out = tmp / "out"
     listener = Listener()
-    subs = build_batch(tmp, out, listener.port)
+    subs = build_batch(tmp, out, listener.port, kind)
     victim_files = {p: p.read_bytes() for p in (subs["reference"][0] / "minilm").glob("*.py")}
     before = course_digest()
     try:
@@ -507,6 +513,8 @@ BATCH = ["poisons_reads_answers_exfiltrates", "reference", "partial", "forges_co
 @pytest.mark.slow
 @pytest.mark.parametrize("name", BATCH)
 def test_each_submission_gets_exactly_what_its_work_earns(batch, name):
+    if name not in batch["subs"]:
+        pytest.skip(f"graded in bwrap alone: {batch['kind']} does not change what it earns")
     got = batch["results"][name]
     per_task = {t: r["points"] for t, r in got["tasks"].items()}
     feedback = (batch["out"] / "feedback" / f"{name}.md").read_text(encoding="utf-8")
@@ -534,14 +542,12 @@ def test_feedback_is_the_graders_own_words(batch):
     def feedback(name):
         return (out / "feedback" / f"{name}.md").read_text(encoding="utf-8")
 
-    for name in BATCH:
+    for name in batch["subs"]:
         text = feedback(name)
         assert "EXFIL" not in text and "AAAAAAAAAA" not in text and "root:" not in text, name
         assert len(text) < 6000, (name, len(text))
     rows = (out / "grades.csv").read_text(encoding="utf-8").splitlines()
-    assert rows[0] == "student,source,1.1,1.2,3.1,3.2,total,max" and len(rows) == 1 + len(BATCH)
-    assert any(r.startswith("partial,") and r.endswith(",2,3,2,0,7,9") for r in rows), rows
-    assert "**7 / 9 points**" in feedback("partial") and "Task 3.2 is not implemented yet" in feedback("partial")
+    assert rows[0] == "student,source,1.1,1.2,3.1,3.2,total,max" and len(rows) == 1 + len(batch["subs"])
     equal = results["always_equal_and_hangs"]["tasks"]
     assert "got an object of type _Yes" in equal["1.1"]["message"], equal["1.1"]
     assert "NaN" in equal["1.2"]["message"], equal["1.2"]
@@ -555,13 +561,6 @@ def test_feedback_is_the_graders_own_words(batch):
         assert reader[t]["message"] == "stopped by the from-scratch rule on the notebook's inputs", reader[t]
         assert any("called io.open" in r and "which no task may call" in r for r in reader[t]["rules"]), reader[t]
     assert "matches the reference" not in results["forges_copies_sabotages"]["tasks"]["1.1"]["message"]
-    bad = feedback("bad_files_outer")
-    for line in ("minilm/rmsnorm.py:", "syntax error", "minilm/swiglu.py is not UTF-8",
-                 "minilm/attention.py is missing",
-                 "minilm/embedding.py is a symlink", "minilm/rope.py is 1,073,741,824 bytes"):
-        assert line in bad, (line, bad)
-    assert "minilm/rmsnorm.py unpacks to over" in feedback("bomb") or "over the" in feedback("bomb")
-    assert "not a readable zip archive" in feedback("corrupt")
     assert f"sandbox: {batch['kind']}" in batch["stdout"]
     # A notebook where no task can still earn its points is not run, and its cells say nothing.
     assert {c["status"] for r in results["friend"]["tasks"].values() for c in r["cells"]} == {SKIPPED}
@@ -572,6 +571,27 @@ def test_feedback_is_the_graders_own_words(batch):
     # but not 3.1's check cells: 3.1 ran over its limit on the notebook's inputs, and each would hang again.
     assert {c["status"] for c in hangs["3.1"]["cells"]} == {SKIPPED}, hangs["3.1"]
     assert {c["status"] for c in hangs["3.2"]["cells"]} == {"passed"}
+    assert not any(line.startswith(reports.UNSANDBOXED) for line in feedback("reference").splitlines())
+
+
+@pytest.mark.slow
+def test_feedback_names_what_the_rule_and_the_reading_of_files_found(batch):
+    if batch["kind"] != "bwrap":
+        pytest.skip(f"graded in bwrap alone: {batch['kind']} does not change it")
+
+    def feedback(name):
+        return (batch["out"] / "feedback" / f"{name}.md").read_text(encoding="utf-8")
+
+    rows = (batch["out"] / "grades.csv").read_text(encoding="utf-8").splitlines()
+    assert any(r.startswith("partial,") and r.endswith(",2,3,2,0,7,9") for r in rows), rows
+    assert "**7 / 9 points**" in feedback("partial") and "Task 3.2 is not implemented yet" in feedback("partial")
+    bad = feedback("bad_files_outer")
+    for line in ("minilm/rmsnorm.py:", "syntax error", "minilm/swiglu.py is not UTF-8",
+                 "minilm/attention.py is missing",
+                 "minilm/embedding.py is a symlink", "minilm/rope.py is 1,073,741,824 bytes"):
+        assert line in bad, (line, bad)
+    assert "minilm/rmsnorm.py unpacks to over" in feedback("bomb") or "over the" in feedback("bomb")
+    assert "not a readable zip archive" in feedback("corrupt")
     aliases = feedback("builtins_behind_aliases")
     assert "from scratch: Task 1.1: your linear ran torch.nn.functional.linear (minilm/linear.py:" in aliases, aliases
     assert "from scratch: Task 3.1: minilm/rmsnorm.py:" in aliases and "calls getattr with a computed name" in aliases
@@ -587,7 +607,6 @@ def test_feedback_is_the_graders_own_words(batch):
     assert "minilm/rmsnorm.py cannot be parsed" in stopped and "graded as the stub" in stopped, stopped
     assert "not a readable zip archive (RuntimeError" in feedback("encrypted")
     assert "from scratch" not in feedback("honest_variants")
-    assert not any(line.startswith(reports.UNSANDBOXED) for line in feedback("reference").splitlines())
 
 
 @pytest.mark.slow
@@ -596,6 +615,8 @@ def test_the_check_cells_give_the_graders_verdicts(batch, tmp_path):
     # grader gave it its points (the hidden inputs aside, which these submissions meet like the notebook's).
     from solutions.tests.test_rule import run_checks
 
+    if batch["kind"] != "bwrap":
+        pytest.skip(f"graded in bwrap alone: {batch['kind']} does not change it")
     names = ["reference", "partial", "builtins_behind_aliases", "third_red_team", "fourth_red_team",
              "stopped_the_old_trusted_side", "honest_variants"]
     jobs = {name: {"files": {p.stem: p.read_text(encoding="utf-8")
@@ -915,8 +936,11 @@ def test_nbval_report_is_read_by_nbvals_own_cell_number(tmp_path):
 
 
 def test_without_a_sandbox_it_refuses_unless_told(monkeypatch, tmp_path):
+    # Neither bwrap nor Docker nor setpriv (which, as root, the automatic choice falls back to where the clone lies in
+    # a folder no other uid may enter, as `mktemp -d` makes it)
     monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)
     monkeypatch.setattr(sandbox, "docker_available", lambda: False)
+    monkeypatch.setattr(sandbox, "setpriv_path", lambda: None)
     with pytest.raises(sandbox.SandboxUnavailable, match="--no-sandbox"):
         sandbox.choose("auto")
     env = {**os.environ, "PATH": str(tmp_path)}  # neither bwrap nor docker on PATH
