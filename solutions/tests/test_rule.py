@@ -41,24 +41,35 @@ def attack_source(module: str, task: str, body: str, prelude: str, future: bool)
     return source.replace(FUTURE, FUTURE + prelude if future else prelude, 1)
 
 
-def test_every_attack_of_the_static_rules_corpus_earns_nothing(tmp_path):
-    # Each module as a student's whole file: every task the old rule flagged fails, by the rule or otherwise.
+def corpus_jobs() -> dict[str, dict]:
     jobs = {}
     for name, (file, source) in CORPUS.items():
         source = textwrap.dedent(source).lstrip("\n")
         flagged = {t for line in source.splitlines()
                    for t in (re.search(r"# flag: ([\d. ]+)$", line) or [None, ""])[1].split()}
-        jobs[name] = {"files": {file.removesuffix(".py"): source}, "tasks": sorted(flagged, key=_order)}
-    results = run_checks(jobs, tmp_path)
-    earned = [f"{name} {t}: {line}" for name, out in results.items() for t, (status, line) in out.items()
-              if status == "pass"]
+        jobs[f"corpus:{name}"] = {"files": {file.removesuffix(".py"): source}, "tasks": sorted(flagged, key=_order)}
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def verdicts(tmp_path_factory) -> dict[str, dict[str, list[str]]]:
+    """Every variant below, judged by the check cells in one process: the corpus, the attacks, the honest package."""
+    jobs = corpus_jobs()
+    jobs |= {f"attack:{name}": {"files": {module: attack_source(module, task, body, prelude, future)},
+                                "tasks": [task]} for name, module, task, body, prelude, future in RUNTIME_ATTACKS}
+    jobs["honest"] = {"files": honest_package(), "tasks": [t.id for t in tasks.TASKS]}
+    return run_checks(jobs, tmp_path_factory.mktemp("rule"))
+
+
+def test_every_attack_of_the_static_rules_corpus_earns_nothing(verdicts):
+    # Each module as a student's whole file: every task the old rule flagged fails, by the rule or otherwise.
+    earned = [f"{name} {t}: {line}" for name, out in verdicts.items() if name.startswith("corpus:")
+              for t, (status, line) in out.items() if status == "pass"]
     assert not earned, "\n".join(earned)
 
 
-def test_every_attack_on_what_runs_is_refused(tmp_path):
-    jobs = {name: {"files": {module: attack_source(module, task, body, prelude, future)}, "tasks": [task]}
-            for name, module, task, body, prelude, future in RUNTIME_ATTACKS}
-    results = run_checks(jobs, tmp_path)
+def test_every_attack_on_what_runs_is_refused(verdicts):
+    results = {name.removeprefix("attack:"): out for name, out in verdicts.items() if name.startswith("attack:")}
     for name, module, task, *_ in RUNTIME_ATTACKS:
         status, line = results[name][task]
         # the rule's own line: a refused call that ran, or what the lint keeps out of the source
@@ -77,10 +88,8 @@ def honest_package() -> dict[str, str]:
     return sources
 
 
-def test_honest_variants_keep_every_point(tmp_path):
-    every = [t.id for t in tasks.TASKS]
-    results = run_checks({"honest": {"files": honest_package(), "tasks": every}}, tmp_path)
-    failed = [line for status, line in results["honest"].values() if status != "pass"]
+def test_honest_variants_keep_every_point(verdicts):
+    failed = [line for status, line in verdicts["honest"].values() if status != "pass"]
     assert not failed, "\n".join(failed)
 
 

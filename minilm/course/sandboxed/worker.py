@@ -182,6 +182,10 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     plan = torch.load(cases_path, weights_only=True)
+    from minilm.course import tasks
+
+    if any(tasks.get(t).module in ("training", "modern") for t in plan["tasks"]):
+        import torch._dynamo  # noqa: F401 - torch.optim.Optimizer's first use imports it: once here, not per child
     torch.set_num_threads(1)
     _undumpable()
     # Each task's child hands its outputs to this process through a pipe of its own; nothing is
