@@ -535,6 +535,9 @@ def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
         scores = final_evaluation(run, model)
         if dist.main:
             report_end(run, model, trained, scores)
+        # Every rank leaves together: gloo's threads abort a process ("terminate called without an active
+        # exception") whose group is torn down while a peer is still writing its report.
+        dist.barrier()
     finally:
         dist.close()
     return 0
