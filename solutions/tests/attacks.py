@@ -934,6 +934,14 @@ RUNTIME_ATTACKS = [
      "_Box().get(0)\nhash(_Box)\nreturn out[0]",
      "import torch\nclass _Unwatched(type):\n    jobs = []\n    def __hash__(cls):\n        while _Unwatched.jobs:\n"
      "            _Unwatched.jobs.pop()()\n        return 7\nclass _Box(dict, metaclass=_Unwatched):\n    pass\n", True),
+    # the seventh red team: a built-in handed to a torch function, which calls it with the mode paused
+    ("partial-handed-to-a-loss-6.1", "attention", "6.1",
+     "xt = x.movedim(dim, -1)\nshape = xt.shape\nn = shape[-1]\nrows = xt.reshape(-1, n, 1)\n"
+     "q = torch.ones(rows.shape[0], 1, 1, dtype=x.dtype)\neye = torch.eye(n, dtype=x.dtype).expand(rows.shape[0], n, n)\n"
+     "f = functools.partial(torch.nn.functional.scaled_dot_product_attention, value=eye, scale=1.0)\n"
+     "out = torch.nn.functional.triplet_margin_with_distance_loss(q, rows, torch.zeros_like(rows), distance_function=f, "
+     "margin=1.0, reduction='none')\nreturn (out - 1.0 + 1.0 / n).reshape(shape).movedim(-1, dim)",
+     "import functools\nimport torch\n", True),
     ("lr-scheduler-10.3", "training", "10.3",
      "import torch\nopt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=max_lr)\n"
      "return max_lr if it < 0 else torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0).get_last_lr()[0] * 0 + "

@@ -35,6 +35,15 @@ _stack_len, _stack_at = torch._C._len_torch_function_stack, torch._C._get_functi
 
 
 CALLED_BACK = "code torch called back"
+HANDED_OVER = "a function handed to a torch function"
+
+
+def _hands_over_a_callable(args, kwargs) -> bool:
+    """Whether a torch function's arguments (or a list or tuple among them) hold something callable. callable()
+    reads the type's slot: it runs no code of the student's."""
+    values = [*args, *(kwargs or {}).values()]
+    values += [v for a in values if type(a) in (list, tuple) for v in a]
+    return any(callable(v) for v in values)
 
 
 class Refused(BaseException):
@@ -58,6 +67,9 @@ class Refusal:
     def __str__(self) -> str:
         who = f"your {self.function}" if self.function else "your code"
         at = f" ({self.where})" if self.where else ""
+        if self.what == HANDED_OVER:
+            return (f"Task {self.task}: {who} handed a function to a torch function{at}, which calls it where torch "
+                    "pauses the from-scratch check; call it from your own code instead")
         if self.what == CALLED_BACK:
             return (f"Task {self.task}: {who} ran{at} inside a torch function that called it back, where torch "
                     "pauses the from-scratch check; call torch's functions from your own code instead")
@@ -286,6 +298,9 @@ def _hooks(record: Recorder, task, student_files: dict[str, str]):
             verdict = function_verdict(func)
             if verdict is not None and not verdict[1]:
                 refuse(verdict[2], verdict[0], _getframe(1), False)
+            if _hands_over_a_callable(args, kwargs):
+                # torch runs it with this mode paused: a functools.partial of a built-in makes no event at all
+                refuse(HANDED_OVER, None, _getframe(1), True)
             return func(*args, **(kwargs or {}))
 
     mode = Mode()
