@@ -193,7 +193,8 @@ class Recorder:
 
 
 def _classifier(student: dict[str, str]):
-    """kind_of(code) → STUDENT, COURSE, LIBRARY or UNKNOWN (code made from a string, a notebook cell, a test)."""
+    """kind_of(code) → STUDENT, COURSE, LIBRARY or UNKNOWN (code made from a string, a notebook cell, a test), and
+    studentish(frame)."""
     course = tuple(str(p) for p in (tasks.COURSE_DIR, tasks.PACKAGE_DIR / "__init__.py",
                                     tasks.ROOT / "solutions" / "__init__.py")) + tuple(
         os.path.join(os.path.dirname(p), "course", "") for p in student)
@@ -208,7 +209,17 @@ def _classifier(student: dict[str, str]):
                                   LIBRARY if path.startswith(("<frozen ", *_LIBRARY_DIRS)) else UNKNOWN)
         return kind
 
-    return kind_of
+    def studentish(frame) -> bool:
+        """Whether the student's code made this call: its own frame, or code made from a string (a dataclass's
+        __init__, exec's) that the student's code called, not the library's."""
+        while frame is not None:
+            kind = kind_of(frame.f_code)
+            if kind != UNKNOWN:
+                return kind == STUDENT
+            frame = frame.f_back
+        return True
+
+    return kind_of, studentish
 
 
 def _judge(task):
@@ -233,19 +244,9 @@ def _hooks(record: Recorder, task, student_files: dict[str, str]):
     hashes, compares or reads an attribute of the student's objects: that would run their code while the hook
     runs, which nothing watches."""
     student = {os.path.abspath(p): shown for p, shown in student_files.items()}
-    kind_of, judge = _classifier(student), _judge(task)
+    (kind_of, studentish), judge = _classifier(student), _judge(task)
     codes: dict[object, tuple | None] = {}  # a Python function's code → its verdict, None when free to run
     functions: dict[tuple, tuple] = {}  # (id of a C function, or of a method's class, and its name) → (it, verdict)
-
-    def studentish(frame) -> bool:
-        """Whether the student's code made this call: its own frame, or code made from a string (a dataclass's
-        __init__, exec's) that the student's code called, not the library's."""
-        while frame is not None:
-            kind = kind_of(frame.f_code)
-            if kind != UNKNOWN:
-                return kind == STUDENT
-            frame = frame.f_back
-        return True
 
     def refuse(what: str, advice: str | None, frame, escape: bool) -> None:
         where, function = "", ""
