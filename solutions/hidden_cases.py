@@ -3,7 +3,7 @@
 `HIDDEN[task](g)` draws one task's hidden cases from the generator g (seeded per submission):
 the notebook's kinds of input with other values, plus shapes, dtypes and settings the notebook
 does not show. The visible cases, and what is collected on every case, are the task's spec
-(minilm/course/spec/); a hidden case has the same fields as the spec's visible ones.
+(minilm/course/exercises/); a hidden case has the same fields as the spec's visible ones.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from collections.abc import Callable
 
 import torch
 
-from minilm.course.spec import attention_shapes, block_shapes, lm_shapes, weights
-from minilm.course.spec import randint as _int
-from minilm.course.spec import randn as _randn
+from minilm.course.exercises import attention_shapes, block_shapes, lm_shapes, weights
+from minilm.course.exercises import randint as _int
+from minilm.course.exercises import randn as _randn
 
 HIDDEN: dict[str, Callable[[torch.Generator], list[dict]]] = {}
 
@@ -225,7 +225,7 @@ _BPE_PIECES = ("a", "b", "aa", "ab", "ba", "the", "The", "then", "than", " ", " 
 
 @hidden("9.2")
 def _train_bpe(g):
-    from minilm.course.spec.training import BPE_CORPUS
+    from minilm.course.exercises.training import BPE_CORPUS
 
     cases = [dict(text=BPE_CORPUS, num_merges=_int(g, 10, 60), what="the check's corpus, other merges")]
     for length, merges in ((_int(g, 20, 80), _int(g, 5, 40)), (_int(g, 150, 400), _int(g, 30, 120))):
@@ -237,7 +237,7 @@ def _train_bpe(g):
 
 @hidden("9.3")
 def _tokenizer(g):
-    from minilm.course.spec.training import CORPUS_MERGES, EOT, ORDER_MERGES
+    from minilm.course.exercises.training import CORPUS_MERGES, EOT, ORDER_MERGES
     from solutions.bpe import train_bpe
 
     def text(length):
@@ -336,7 +336,7 @@ def _checkpoint(g):
 
 @hidden("11.1")
 def _next_token_probs(g):
-    from minilm.course.spec.generation import LOGITS
+    from minilm.course.exercises.generation import LOGITS
 
     vocab = _int(g, 20, 60)
     rows = _randn(g, 3, 2, vocab, scale=2.0)
@@ -488,7 +488,7 @@ def _gelu_ffn(g):
 
 @hidden("13.5")
 def _classic_block(g):
-    from minilm.course.spec.classic import BLOCK_CHANGES, CLASSIC, classic_block_shapes
+    from minilm.course.exercises.classic import BLOCK_CHANGES, CLASSIC, classic_block_shapes
 
     base = dict(vocab_size=97, context_length=32, d_model=32, num_layers=1, num_heads=4)
     cases = []
@@ -511,7 +511,7 @@ def _classic_block(g):
 
 @hidden("13.6")
 def _classic_lm(g):
-    from minilm.course.spec.classic import BASE, CLASSIC, ONE_CHANGE, classic_lm_state
+    from minilm.course.exercises.classic import BASE, CLASSIC, ONE_CHANGE, classic_lm_state
 
     cases = [dict(config=BASE | changes, name=name, state=classic_lm_state(g, BASE | changes),
                   ids=torch.randint(0, 97, (2, 12), generator=g), what=f"ClassicLM ({name})")

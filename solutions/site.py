@@ -291,9 +291,9 @@ def _code(source: str) -> str:
 
 
 def task_body(task: tasks.Task, page: str) -> str:
-    from minilm.course import hints, spec
+    from minilm.course import exercises, hints
 
-    s = spec.get(task.id)
+    s = exercises.get(task.id)
     cases = "".join(f"<li>{html.escape(c['what'])}</li>" for c in s.cases())
     rule = "".join(f"<li>{html.escape(line.strip().removeprefix('- '))}</li>"
                    for line in hints.rule(task).splitlines()[1:]) or "<li>no built-in beyond the allowed list</li>"

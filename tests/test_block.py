@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import minilm
-from minilm.course.spec import lm_state_dict_keys
+from minilm.course.exercises import lm_state_dict_keys
 
 
 def _block():

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import minilm
-from minilm.course.spec import lm_state_dict_keys
-from minilm.course.spec.classic import classic_lm_keys, classic_parameter_count
+from minilm.course.exercises import lm_state_dict_keys
+from minilm.course.exercises.classic import classic_lm_keys, classic_parameter_count
 
 SMALL = dict(vocab_size=61, context_length=16, d_model=16, num_layers=2, num_heads=2)
 

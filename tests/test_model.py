@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import minilm
-from minilm.course.spec import lm_parameter_count, lm_state_dict_keys
+from minilm.course.exercises import lm_parameter_count, lm_state_dict_keys
 
 SEED_CONFIG = dict(vocab_size=1000, context_length=512, d_model=256, num_layers=4, num_heads=8, d_ff=1024)
 

@@ -368,7 +368,7 @@ def test_plan_follows_its_rule():
 
 
 def test_size_params_counts_the_model():
-    from minilm.course.spec import lm_parameter_count
+    from minilm.course.exercises import lm_parameter_count
     from minilm.course.train import plan as planner
 
     for size in planner.LADDER:

@@ -13,7 +13,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import minilm  # noqa: E402
-from minilm.course.spec import lm_parameter_count  # noqa: E402
+from minilm.course.exercises import lm_parameter_count  # noqa: E402
 from minilm.course.viz import model as vm  # noqa: E402
 
 SEED = dict(vocab_size=1000, context_length=512, d_model=256, num_layers=4, d_ff=1024)

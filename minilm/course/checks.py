@@ -1,6 +1,6 @@
 """Check cells and diagnoses (provided: not an exercise).
 
-Every task's check is its spec (minilm/course/spec/: one definition per task, shared with the
+Every task's check is its spec (minilm/course/exercises/: one definition per task, shared with the
 grader). A check runs the student's code (through `minilm`, so MINILM_IMPL=solutions checks the
 reference) on the spec's visible cases, the notebook's inputs, tests the spec's invariants (what
 needs no reference: shapes, state_dict names, initialization statistics, consecutive windows),
@@ -84,10 +84,10 @@ class Verdict:
 
 
 def _load() -> None:
-    """Every task's check: its spec (minilm/course/spec/), run on the visible cases by run_spec."""
-    from minilm.course import spec
+    """Every task's check: its spec (minilm/course/exercises/), run on the visible cases by run_spec."""
+    from minilm.course import exercises
 
-    for task_id, s in spec.load().items():
+    for task_id, s in exercises.load().items():
         _CHECKS[task_id] = lambda s=s: run_spec(s)
 
 
@@ -320,9 +320,9 @@ def _raised(exc: BaseException) -> tuple[str, None, str | None]:
 
 
 def _spec_label(task_id: str, key: str) -> str:
-    from minilm.course import spec
+    from minilm.course import exercises
 
-    return spec.get(task_id).label(key)
+    return exercises.get(task_id).label(key)
 
 
 def _definition_of(label: str) -> str | None:
@@ -462,13 +462,13 @@ def _both_nonfinite_alike(got: torch.Tensor, other: torch.Tensor) -> bool:
 
 
 def run_spec(s) -> str:
-    """A check cell for a task's spec (minilm/course/spec/): collect your outputs on each visible
+    """A check cell for a task's spec (minilm/course/exercises/): collect your outputs on each visible
     case, test the spec's invariants, then compare every tensor output with the reference's stored
     one under the key "<label> on <case>" (other outputs, such as state_dict names, are the
     invariants' to judge). In recording mode the invariants are skipped, so a mistake's outputs
     are kept wherever it reaches."""
     import minilm
-    from minilm.course.spec import tolerance
+    from minilm.course.exercises import tolerance
 
     for case in s.cases():
         try:

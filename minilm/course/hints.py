@@ -7,7 +7,7 @@ task's result:
     2. where it differs  from the check's verdict on your code: which output, on which input, and how it
                          differs, in words (minilm/course/difference.py), naming no mistake
     3. the mistake       which catalogued mistake your output matches and the spec's advice that fixes it
-                         (minilm/course/spec/: the `mistakes` label → advice), or, matching none, the
+                         (minilm/course/exercises/: the `mistakes` label → advice), or, matching none, the
                          mistakes this task's check knows
 
 Rung 1 is read from the stub's text in minilm/ (signatures and docstrings only, never a body); rungs 2
@@ -95,9 +95,9 @@ def rule(task: tasks.Task) -> str:
 
 
 def rung_contract(task: tasks.Task) -> Rung:
-    from minilm.course import spec
+    from minilm.course import exercises
 
-    s = spec.get(task.id)
+    s = exercises.get(task.id)
     cases = [c["what"] for c in s.cases()]
     outputs = ", ".join(dict.fromkeys(s.outputs.values())) or "its outputs"
     text = "\n".join([
@@ -121,18 +121,18 @@ def rung_contract(task: tasks.Task) -> Rung:
 
 def _advice(task_id: str, mistake: str) -> tuple[str, str] | None:
     """The spec's (label, advice) of a catalogued mistake, by the name a verdict gives."""
-    from minilm.course import spec
+    from minilm.course import exercises
 
-    for label, advice in spec.get(task_id).mistakes.items():
+    for label, advice in exercises.get(task_id).mistakes.items():
         if label.split(" ")[0] == mistake:
             return label, advice
     return None
 
 
 def _catalogue(task_id: str) -> str:
-    from minilm.course import spec
+    from minilm.course import exercises
 
-    mistakes = spec.get(task_id).mistakes
+    mistakes = exercises.get(task_id).mistakes
     if not mistakes:
         return "This task's check catalogues no mistakes: compare each line of your code with the docstring."
     lines = ["The mistakes this task's check knows (yours matches none of their stored outputs):"]

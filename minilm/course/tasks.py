@@ -1,6 +1,6 @@
 """The task registry: the one list of exercises that tests, notebooks, the status
 command and the grader all read. A task starts with its row here; what it is checked and graded
-on is its spec (minilm/course/spec/), and docs/contributing.md lists every other piece it needs.
+on is its spec (minilm/course/exercises/), and docs/contributing.md lists every other piece it needs.
 
 It also names each task's part of the "from scratch" rule that minilm/course/rules judges by what
 runs: the families of built-ins that may not run while the task runs (`Task.forbidden`, families of

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from minilm.course import spec, tasks
+from minilm.course import exercises, tasks
 from minilm.course.difference import how_it_differs
 
 MAX_RESULT_BYTES = 64 * 2**20  # a task's outputs are a few hundred kB; more is not ours to load
@@ -86,7 +86,7 @@ def _reference_rows(task: str, cases: list[dict], mutant: str | None) -> list[di
     """In a pool process: the reference's outputs on `cases`, with the catalogued `mutant` applied."""
     from solutions import mistakes
 
-    collect = spec.get(task).collect
+    collect = exercises.get(task).collect
     applied = mistakes.applied(next(m for m in mistakes.all_mutants() if m["name"] == mutant)) if mutant else (
         contextlib.nullcontext())
     rows = []
@@ -130,7 +130,7 @@ def mistake_outputs(task: str, cases: list[dict]) -> dict[str, list[dict | None]
 # ---------------------------------------------------------------- comparing plain data
 
 
-tolerance = spec.tolerance
+tolerance = exercises.tolerance
 
 
 def describe(value) -> str:
@@ -331,7 +331,7 @@ def load_refusal(out: Path, task: str) -> str | None:
 
 
 def judge_task(task: str, cases: list[dict], n_visible: int, rows: list[dict] | None) -> TaskResult:
-    probe = spec.get(task)
+    probe = exercises.get(task)
     name = tasks.get(task).function
     if rows is None:
         return TaskResult(task, False, f"{name} did not finish: it crashed, exited or ran over its time limit")
@@ -387,6 +387,6 @@ def make_cases(task: str, seed: int | None) -> tuple[list[dict], int]:
     notebook's."""
     from solutions.hidden_cases import hidden_cases
 
-    visible = spec.get(task).cases()
+    visible = exercises.get(task).cases()
     hidden = hidden_cases(task, torch.Generator().manual_seed(seed)) if seed is not None else []
     return visible + hidden, len(visible)

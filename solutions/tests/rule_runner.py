@@ -43,9 +43,9 @@ def main() -> int:
     import torch
     import torch._dynamo  # noqa: F401 - once here, not in every child
 
-    from minilm.course import checks, spec
+    from minilm.course import checks, exercises
 
-    spec.load()
+    exercises.load()
     checks.expected_outputs()
     torch.set_num_threads(1)
     results = {}

@@ -16,7 +16,7 @@ import torch
 from benchmarks import __main__ as bench
 from benchmarks.builtins_model import BuiltinsLM
 from minilm.course import tasks
-from minilm.course.spec import lm_parameter_count, lm_state_dict_keys
+from minilm.course.exercises import lm_parameter_count, lm_state_dict_keys
 from minilm.course.train.plan import parse_duration
 
 ROOT = tasks.ROOT

@@ -224,7 +224,7 @@ def test_readme_tree_names_only_real_paths_and_every_exercise_module():
             folders.append(field)
     assert {"README.md", "pyproject.toml", "environment.yml", "conftest.py", ".ci/run", "docs/", "tests/",
             "solutions/tests/", "benchmarks/", "minilm/course/rules/", "minilm/course/sandboxed/",
-            "minilm/course/spec/",
+            "minilm/course/exercises/",
             "solutions/grading/"} <= named
     assert {f"minilm/{m}.py" for m in tasks.EXERCISE_MODULES} <= named, "README's tree misses an exercise module"
 

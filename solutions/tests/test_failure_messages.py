@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from minilm.course import checks, spec, tasks
+from minilm.course import checks, exercises, tasks
 from minilm.course.difference import how_it_differs
 from solutions import make_stubs, mistakes
 from solutions.tests.test_release import student_env
@@ -34,7 +34,7 @@ def _calls(task: tasks.Task) -> set[str]:
     names = {n.id if isinstance(n, ast.Name) else n.attr
              for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in task.names
              for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute))}
-    names |= set(re.findall(r"\bm\.(\w+)", inspect.getsource(spec.get(task.id).collect)))
+    names |= set(re.findall(r"\bm\.(\w+)", inspect.getsource(exercises.get(task.id).collect)))
     return {owner[n] for n in names if n in owner} - {task.id}
 
 

@@ -785,7 +785,7 @@ def test_the_worker_never_runs_a_full_unpickler(tmp_path, monkeypatch, capsys):
 
 
 def test_every_task_has_a_probe_that_the_reference_passes_and_each_mistake_fails(monkeypatch):
-    from minilm.course import spec
+    from minilm.course import exercises
     from minilm.course.sandboxed import worker
     from solutions import hidden_cases, mistakes
 
@@ -818,13 +818,13 @@ def test_every_task_has_a_probe_that_the_reference_passes_and_each_mistake_fails
     monkeypatch.setattr(judge, "expected", once(judge.expected))
     monkeypatch.setattr(judge, "mistake_outputs", once(judge.mistake_outputs))
 
-    assert set(spec.load()) == set(hidden_cases.HIDDEN) == set(tasks.BY_ID)
+    assert set(exercises.load()) == set(hidden_cases.HIDDEN) == set(tasks.BY_ID)
 
     def rows(task, cases):
         out = []
         for c in cases:
             try:
-                got = judge._seeded(spec.get(task).collect, judge.Reference(), c)
+                got = judge._seeded(exercises.get(task).collect, judge.Reference(), c)
                 out.append({"ok": True, "out": {k: worker._plain(v) for k, v in got.items()}})
             except Exception as e:  # noqa: BLE001
                 out.append({"ok": False, "error": type(e).__name__})
@@ -852,7 +852,7 @@ def test_hidden_inputs_differ_per_seed_and_are_not_in_the_student_edition():
     b, _ = judge.make_cases("3.1", 2)
     assert all(torch.equal(x["x"], y["x"]) for x, y in zip(a[:n], b[:n]))  # the notebook's inputs are fixed
     assert not torch.equal(a[n]["x"], b[n]["x"])
-    for path in (ROOT / "minilm" / "course" / "spec").glob("*.py"):  # what the worker reads names no hidden case
+    for path in (ROOT / "minilm" / "course" / "exercises").glob("*.py"):  # what the worker reads names no hidden case
         assert "hidden" not in path.read_text(encoding="utf-8").lower(), path.name
 
 

@@ -5,7 +5,7 @@
 Runs inside the sandbox with the student's exercise modules importable as `minilm`. CASES
 (written by the grader) holds each task's probe inputs, the notebook's first and then the hidden
 ones; for every task this writes OUT/<task>.pt with the outputs of the task's `collect`
-(minilm/course/spec/) on each of the notebook's cases, or the name of the exception it raised, and
+(minilm/course/exercises/) on each of the notebook's cases, or the name of the exception it raised, and
 OUT/<task>.hidden.pt with those on the hidden cases. Each task runs in a forked child with a time
 limit, so a crash or a hang costs that task only, and hands its outputs back through a pipe, the
 notebook's cases' first: a child that crashes, hangs or says too much only on a hidden case still
@@ -113,14 +113,14 @@ def _child(task: str, parts: list[list[dict]], write_end: int) -> None:
         import json
 
         import minilm
-        from minilm.course import spec
+        from minilm.course import exercises
         from minilm.course.rules.recorder import Refusal, exercise_files, watching
 
         def refused(refusal: Refusal) -> None:
             _send(write_end, REFUSED + json.dumps(dataclasses.asdict(refusal)).encode()[:MAX_REFUSAL_BYTES])
             os._exit(0)
 
-        probe = spec.get(task)
+        probe = exercises.get(task)
         record = watching(task, exercise_files(os.path.dirname(minilm.__file__)), on_refusal=refused)
         record.__enter__()
         for cases in parts:

@@ -1,10 +1,10 @@
-"""Specs of notebooks 7–8: the Transformer block and language model (provided). See minilm/course/spec/__init__.py."""
+"""Specs of notebooks 7–8: the Transformer block and language model (provided). See exercises/__init__.py."""
 
 from __future__ import annotations
 
 import torch
 
-from minilm.course.spec import (
+from minilm.course.exercises import (
     Problem,
     block_shapes,
     count,
@@ -20,7 +20,7 @@ from minilm.course.spec import (
     state_keys,
     weights,
 )
-from minilm.course.spec.rope_attention import layer_collect
+from minilm.course.exercises.rope_attention import layer_collect
 
 PARALLEL_BLOCK = ("your block runs attention and the FFN side by side on the same x (x + attn(ln1(x)) + ffn(ln2(x))); "
                   "the block is sequential: h = x + attn(ln1(x)), then h + ffn(ln2(h)), so the FFN sees the "

@@ -1,4 +1,4 @@
-"""Specs of notebook 11: sampling, generation and the KV cache (provided). See minilm/course/spec/__init__.py.
+"""Specs of notebook 11: sampling, generation and the KV cache (provided). See minilm/course/exercises/__init__.py.
 
 The sampling filter (11.1) is checked on fixed logits, and generate (11.2) on a fixed stand-in
 model (`ToyLM`) without a cache, so neither needs the KV cache of 11.3."""
@@ -8,7 +8,18 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from minilm.course.spec import Problem, attention_shapes, first, gen, lm_shapes, load_state, randn, shown, spec, weights
+from minilm.course.exercises import (
+    Problem,
+    attention_shapes,
+    first,
+    gen,
+    lm_shapes,
+    load_state,
+    randn,
+    shown,
+    spec,
+    weights,
+)
 
 # ---------------------------------------------------------------- 11.1: next_token_probs
 

@@ -1,11 +1,11 @@
-"""Specs of notebook 14: the modern recipe (provided). See minilm/course/spec/__init__.py."""
+"""Specs of notebook 14: the modern recipe (provided). See minilm/course/exercises/__init__.py."""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from minilm.course.spec import Problem, count, first, keys_problem, randn, shown, spec, state_keys, weights
+from minilm.course.exercises import Problem, count, first, keys_problem, randn, shown, spec, state_keys, weights
 
 # ---------------------------------------------------------------- 14.1: Newton–Schulz
 

@@ -1,4 +1,4 @@
-"""Specs of notebook 12: int8 quantization (provided). See minilm/course/spec/__init__.py.
+"""Specs of notebook 12: int8 quantization (provided). See minilm/course/exercises/__init__.py.
 
 Besides the reference's outputs, the invariants need none: int8 values in −127 … 127, scales'
 shapes, the layer's output within the quantization error of the float layer, the state_dict's
@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from minilm.course.spec import Problem, first, gen, lm_shapes, load_state, randn, shown, spec, weights
+from minilm.course.exercises import Problem, first, gen, lm_shapes, load_state, randn, shown, spec, weights
 
 # ---------------------------------------------------------------- 12.1: quantize_int8 and dequantize_int8
 

@@ -1,4 +1,4 @@
-"""Specs of notebooks 1–4: Linear, Embedding, RMSNorm, SwiGLU (provided). See minilm/course/spec/__init__.py."""
+"""Specs of notebooks 1–4: Linear, Embedding, RMSNorm, SwiGLU (provided). See minilm/course/exercises/__init__.py."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from minilm.course.spec import (
+from minilm.course.exercises import (
     Problem,
     first,
     init_problem,

@@ -1,10 +1,10 @@
-"""Specs of notebooks 5–6: RoPE, softmax, attention (provided). See minilm/course/spec/__init__.py."""
+"""Specs of notebooks 5–6: RoPE, softmax, attention (provided). See minilm/course/exercises/__init__.py."""
 
 from __future__ import annotations
 
 import torch
 
-from minilm.course.spec import (
+from minilm.course.exercises import (
     Problem,
     attention_shapes,
     gen,

@@ -1,4 +1,4 @@
-"""Task specs (provided): one definition per task of what it is tested on and how.
+"""The exercises (provided): for each task, what it is run on, how it is judged and what its mistakes mean.
 
 A task's `Spec`, in the module of its notebook group (basics.py for notebooks 1–4, …), says
 
@@ -96,7 +96,7 @@ def spec(task: str, **kw) -> Spec:
 
 def load() -> dict[str, Spec]:
     for group in GROUPS:
-        importlib.import_module(f"minilm.course.spec.{group}")
+        importlib.import_module(f"minilm.course.exercises.{group}")
     return SPECS
 
 

@@ -1,4 +1,4 @@
-"""Specs of notebook 13: the classic Transformer beside today's (provided). See minilm/course/spec/__init__.py.
+"""Specs of notebook 13: the classic Transformer beside today's (provided). See minilm/course/exercises/__init__.py.
 
 The contract's state_dict names and parameter counts for every ClassicConfig are written out
 here, from the config's fields alone (a ClassicConfig or a plain dict of them: the grader's
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from minilm.course.spec import (
+from minilm.course.exercises import (
     Problem,
     attention_shapes,
     count,

@@ -1,4 +1,4 @@
-"""Specs of notebooks 9–10: data, BPE and training (provided). See minilm/course/spec/__init__.py."""
+"""Specs of notebooks 9–10: data, BPE and training (provided). See minilm/course/exercises/__init__.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from minilm.course.spec import Problem, gen, randn, shown, spec
+from minilm.course.exercises import Problem, gen, randn, shown, spec
 
 # ---------------------------------------------------------------- 9.1: get_batch
 
