@@ -147,6 +147,75 @@ def _tiny_model(vocab_size, context_length=8):
     return TransformerLM(vocab_size, context_length, 16, 1, 2, 32, 10000.0)
 
 
+# ---------------------------------------------------------------- the one loop (train/loop.py)
+
+
+def _regression(seed=0):
+    """A least-squares problem, its weights, and the loop's inputs for it: batches drawn by the step."""
+    torch.manual_seed(seed)
+    w = torch.nn.Parameter(torch.randn(3))
+    data = torch.randn(64, 3), torch.randn(64)
+
+    def batch(step):
+        rows = torch.Generator().manual_seed(step)
+        i = torch.randint(0, 64, (8,), generator=rows)
+        return data[0][i], data[1][i]
+
+    def loss_of(x, y):
+        return ((x @ w - y) ** 2).mean()
+
+    return w, batch, loss_of
+
+
+@pytest.mark.task("10.2")
+def test_the_loop_is_the_textbook_step_and_resumes_exactly():
+    """Against a hand-written SGD loop (the oracle): the same weights, losses and pre-clip norms;
+    two halves with a resume in between give the same weights as one run; lr_at's None stops it."""
+    from minilm.course.train import loop
+
+    lrs = [0.1 / (1 + s) for s in range(10)]
+    w, batch, loss_of = _regression()
+    oracle_losses, oracle_norms = [], []
+    for step in range(10):
+        x, y = batch(step)
+        loss = loss_of(x, y)
+        w.grad = None
+        loss.backward()
+        norm = w.grad.norm()
+        oracle_norms.append(float(norm))
+        w.grad *= min(1.0, 0.5 / (float(norm) + 1e-6))
+        with torch.no_grad():
+            w -= lrs[step] * w.grad
+        oracle_losses.append(loss.item())
+    oracle = w.detach().clone()
+
+    w, batch, loss_of = _regression()
+    opt = torch.optim.SGD([w], lr=1.0)
+    done = list(loop.train(loss_of, [w], opt, batch, loop.steps_until(10, lrs.__getitem__), clip=0.5))
+    assert [d.step for d in done] == list(range(1, 11)) and [d.lr for d in done] == lrs
+    torch.testing.assert_close([d.loss.item() for d in done], oracle_losses)
+    torch.testing.assert_close([d.grad_norm for d in done], oracle_norms)
+    torch.testing.assert_close(w.detach(), oracle, rtol=1e-5, atol=1e-6)
+
+    w, batch, loss_of = _regression()
+    opt = torch.optim.SGD([w], lr=1.0)
+    first = list(loop.train(loss_of, [w], opt, batch, loop.steps_until(4, lrs.__getitem__), clip=0.5))
+    rest = list(loop.train(loss_of, [w], opt, batch, loop.steps_until(10, lrs.__getitem__), clip=0.5, start=4))
+    assert [d.step for d in first + rest] == list(range(1, 11))
+    torch.testing.assert_close(w.detach(), oracle, rtol=1e-5, atol=1e-6)
+    assert list(loop.train(loss_of, [w], opt, batch, loop.steps_until(10, 0.1), start=10)) == []
+
+
+def test_the_loop_scales_muons_groups_and_skips_clipping_when_told():
+    from minilm.course.train import loop
+
+    w, batch, loss_of = _regression()
+    v = torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.SGD([{"params": [w]}, {"params": [v], "lr_scale": 4.0}], lr=1.0)
+    done = list(loop.train(loss_of, [w], opt, batch, loop.steps_until(1, 0.01), clip=None))
+    assert [g["lr"] for g in opt.param_groups] == [0.01, 0.04] and done[0].grad_norm is None
+
+
 @pytest.mark.parametrize("max_tokens", [None, 16, 5])
 def test_evaluation_sums_every_predicted_token_once(monkeypatch, max_tokens):
     """evaluate_sums against a direct computation: each target i ≥ 1 predicted from the tokens of
