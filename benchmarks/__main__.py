@@ -52,6 +52,7 @@ import torch.nn.functional as F
 import minilm
 from minilm.course import corpus, tasks
 from minilm.course.nbenv import kernel_env
+from minilm.course.train import loop
 from minilm.course.train.options import MIN_BUDGET_S
 from minilm.course.train.run import compile_or_eager
 from solutions.bench_grade import reference_submission, sandbox_args, timed
@@ -162,10 +163,7 @@ def train_step(model, loss_fn, optimizer, x, y, compiled: bool) -> tuple[Callabl
         compile_s = time.perf_counter() - start
 
     def step():
-        loss = loss_of(x, y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        loop.train_step(loss_of, optimizer, x, y)
 
     return step, compile_s, why_not
 

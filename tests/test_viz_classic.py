@@ -61,9 +61,8 @@ def test_ablation_runs_are_configured_one_change_at_a_time():
 @pytest.mark.slow
 def test_train_run_learns_caches_and_tabulates(tmp_path, monkeypatch):
     monkeypatch.setenv("MINILM_DATA_DIR", str(tmp_path))
-    setup = vc.AblationSetup(vocab_size=256, context_length=32, d_model=32, num_heads=2,
-                             train=vt.TrainConfig(vocab_size=256, context_length=32, batch_size=8, steps=30, warmup=3,
-                                                  eval_interval=10, eval_tokens=512))
+    setup = vc.AblationSetup(vt.TrainConfig(vocab_size=256, context_length=32, d_model=32, num_heads=2, batch_size=8,
+                                            steps=30, warmup=3, eval_interval=10, eval_tokens=512))
     data = vt.load_shakespeare(256)
     runs = (vc.Ablation("modern"), vc.Ablation("classic", vc.CLASSIC))
     results = vc.train_runs(setup, runs, data)

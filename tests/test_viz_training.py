@@ -345,3 +345,22 @@ def test_ban_token_never_generated():
     banned = vg.BanToken(model, 3)
     logits = banned(torch.tensor([[1, 2, 3]]))
     assert torch.isinf(logits[..., 3]).all() and torch.isfinite(logits[..., :3]).all()
+
+
+@pytest.mark.task("14.2")
+@pytest.mark.task("14.4")
+@pytest.mark.slow
+def test_an_ablation_run_trains_with_its_recipe(tmp_path, monkeypatch):
+    """Notebook 14's runs (its cell is too slow for nbval): Muon with WSD, on a tiny setup, learns;
+    the same run again comes from the cache."""
+    from minilm.course.viz import modern as vm
+
+    monkeypatch.setenv("MINILM_DATA_DIR", str(tmp_path))
+    setup = vm.ABLATION.replace(vocab_size=256, context_length=32, d_model=32, num_heads=2, d_ff=64, steps=20,
+                                warmup=2, eval_tokens=512)
+    data = vt.load_shakespeare(setup.vocab_size)
+    change = vm.Change("Muon + WSD", dict(optimizer="muon", schedule="wsd"))
+    run = vm.train_run(setup, change, data)
+    assert len(run["curve"]) == 20 and not run["diverged"]
+    assert sum(run["curve"][-5:]) / 5 < sum(run["curve"][:5]) / 5 - 0.5
+    assert vm.train_run(setup, change, data) == run

@@ -13,6 +13,7 @@ import torch
 
 import minilm
 from minilm.course.train.dist import Dist
+from minilm.course.train.loop import train_step
 
 
 def parse_duration(text: str) -> float | None:
@@ -165,11 +166,8 @@ def measure_speed(vocab_size: int, context_length: int, batch_size: int, train_t
 
         def step() -> float:
             t = time.perf_counter()
-            loss = minilm.cross_entropy(model(x), y)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            minilm.clip_grad_norm(model.parameters(), 1.0)
-            optimizer.step()
+            loss, _ = train_step(lambda inputs, targets: minilm.cross_entropy(model(inputs), targets), optimizer, x, y,
+                                 1.0, model.parameters())
             loss.item()  # waits for an asynchronous device
             return time.perf_counter() - t
 

@@ -17,6 +17,7 @@ import torch
 import minilm
 from minilm.course import corpus
 from minilm.course import recipe as recipes
+from minilm.course.train import loop
 from minilm.course.train.dist import Dist, check_sync
 from minilm.course.train.metrics import bits_per_byte, evaluate_sliding_sums, evaluate_sums, unigram_nats
 from minilm.course.train.options import (
@@ -341,45 +342,44 @@ def train_loop(run: Run, model, optimizer, training_loss, start: int) -> Trained
     loop_start = time.perf_counter()
     deadline = (run.clock_start + args.budget_s * SAFETY - plan.reserve_s
                 if plan is not None else None)
-    it = start
     epochs = None
     if run.recipe.reshuffle:  # every window once per epoch, in a new order each epoch
         epochs = recipes.EpochBatches(data.train, args.batch_size, args.context_length,
                                       torch.Generator().manual_seed(args.seed + 1 + dist.rank + 7919 * start))
-    while True:
-        lr, gone = learning_rate(run, it, loop_start, deadline)
-        if lr is None:
-            break
-        for group in optimizer.param_groups:
-            group["lr"] = lr * group.get("lr_scale", 1.0)  # Muon's groups: its own peak over the run's
-        x, y = (epochs(run.device) if epochs is not None else
-                minilm.get_batch(data.train, args.batch_size, args.context_length, run.device))
-        loss = training_loss(x, y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norm = minilm.clip_grad_norm(model.parameters(), args.clip)
-        optimizer.step()
 
-        loss_value = dist.mean(loss.item())
+    def batch(step: int):
+        if epochs is not None:
+            return epochs(run.device)
+        return minilm.get_batch(data.train, args.batch_size, args.context_length, run.device)
+
+    gone = 0.0  # the fraction of a --budget's training time gone, as of the last step
+
+    def lr_at(step: int) -> float | None:
+        nonlocal gone
+        lr, gone = learning_rate(run, step, loop_start, deadline)
+        return lr
+
+    it = start
+    for done in loop.train(training_loss, model.parameters(), optimizer, batch, lr_at, args.clip, start):
+        it = done.step
+        loss_value = dist.mean(done.loss.item())
         if not math.isfinite(loss_value):
-            raise RuntimeError(f"step {it}: the training loss is {loss_value}; try a smaller --lr")
+            raise RuntimeError(f"step {it - 1}: the training loss is {loss_value}; try a smaller --lr")
         first_loss = loss_value if first_loss is None else first_loss
         bar.update(1)
-        bar.set_postfix(loss=f"{loss_value:.3f}", lr=f"{lr:.2e}", gnorm=f"{float(grad_norm):.2f}", refresh=False)
-        it += 1
-        step = it
+        bar.set_postfix(loss=f"{loss_value:.3f}", lr=f"{done.lr:.2e}", gnorm=f"{done.grad_norm:.2f}", refresh=False)
         if plan is not None and it % 10 == 0 and gone > 0.05:
             # The clock decides the step count: the bar's total follows the pace so far.
             bar.total = max(it + 1, round(start + (it - start) / gone))
-        if step % args.eval_interval == 0 and (plan is not None or step < args.steps):
+        if it % args.eval_interval == 0 and (plan is not None or it < args.steps):
             nats, n = evaluate_sums(model, data.val, args.context_length, args.batch_size, args.eval_tokens,
                                     dist, run.device)
             if dist.main:
-                bar.write(f"step {step:5d} | train loss {loss_value:.3f} | val loss {nats / n:.3f} "
+                bar.write(f"step {it:5d} | train loss {loss_value:.3f} | val loss {nats / n:.3f} "
                           f"({data.bpb(nats, n):.3f} bits per byte, first {n:,} tokens) "
                           f"| {time.time() - started:.0f} s")
-        if dist.main and step % args.checkpoint_interval == 0:
-            save(model, optimizer, step, run.out_dir)
+        if dist.main and it % args.checkpoint_interval == 0:
+            save(model, optimizer, it, run.out_dir)
     bar.close()
     return Trained(start, it, first_loss, loss_value, started)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -27,8 +27,9 @@ from matplotlib.figure import Figure
 import minilm
 import minilm.course.viz  # noqa: F401  (the course's shared matplotlib style)
 from minilm.course import corpus
+from minilm.course.train.loop import ABLATION, TrainConfig
 from minilm.course.viz.data import cached_result
-from minilm.course.viz.training import ShakespeareData, TrainConfig, _code_fingerprint, new_history, train_steps
+from minilm.course.viz.training import ShakespeareData, _code_fingerprint, new_history, train_steps
 
 # ---------------------------------------------------------------- pictures of the pieces
 
@@ -111,20 +112,15 @@ class AblationSetup:
     """The shared model size and training run: small enough that all the runs of notebook 13 take
     well under a minute on 2 CPU cores."""
 
-    vocab_size: int = 1024
-    context_length: int = 64
-    d_model: int = 64
-    num_layers: int = 2
-    num_heads: int = 4
-    train: TrainConfig = TrainConfig(vocab_size=1024, context_length=64, batch_size=8, steps=100, max_lr=5e-3,
-                                     min_lr=5e-4, warmup=10, eval_interval=20, eval_tokens=2048)
+    train: TrainConfig = ABLATION.replace(eval_interval=20, eval_tokens=2048)
 
     def config(self, run: Ablation):
-        return minilm.ClassicConfig(self.vocab_size, self.context_length, self.d_model, self.num_layers,
-                                    self.num_heads, **run.changes)
+        t = self.train
+        return minilm.ClassicConfig(t.vocab_size, t.context_length, t.d_model, t.num_layers, t.num_heads,
+                                    **run.changes)
 
     def train_config(self, run: Ablation) -> TrainConfig:
-        return replace(self.train, **run.train_changes)
+        return self.train.replace(**run.train_changes)
 
 
 def _cache_path(setup: AblationSetup, run: Ablation) -> Path:

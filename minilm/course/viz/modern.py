@@ -26,7 +26,8 @@ import minilm
 import minilm.course.viz  # noqa: F401  (the course's shared matplotlib style)
 from minilm.course import corpus
 from minilm.course import recipe as recipes
-from minilm.course.train import metrics
+from minilm.course.train import loop, metrics
+from minilm.course.train.loop import ABLATION, TrainConfig  # noqa: F401  (ABLATION: the notebook's setup)
 from minilm.course.viz.data import cached_result, shakespeare_dataset
 from minilm.course.viz.training import ShakespeareData, _code_fingerprint
 
@@ -98,31 +99,6 @@ class Change:
     train: dict = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class Setup:
-    """The model and the run every change is measured at (notebook 13's model and steps)."""
-
-    vocab_size: int = 1024
-    context_length: int = 64
-    d_model: int = 64
-    num_layers: int = 2
-    num_heads: int = 4
-    d_ff: int = 172  # SwiGLU's width; even, so ReLU²'s matched width (258) is exact
-    batch_size: int = 8
-    steps: int = 100
-    max_lr: float = 5e-3
-    min_lr: float = 5e-4
-    warmup: int = 10
-    weight_decay: float = 0.1
-    betas: tuple[float, float] = (0.9, 0.95)
-    clip: float = 1.0
-    eval_tokens: int = 4096
-    train_tokens: int = 0  # 0: all of the training split; else its first N tokens (the data-limited regime)
-
-    def replace(self, **changes) -> Setup:
-        return Setup(**(asdict(self) | changes))
-
-
 BASELINE = Change("baseline (AdamW, cosine)")
 CHANGES: tuple[Change, ...] = (
     Change("Muon", dict(optimizer="muon")),
@@ -152,37 +128,33 @@ def _val_bytes(data: ShakespeareData, n: int) -> int:
     return sum(len(enc.decode_single_token_bytes(int(i))) for i in gpt2_val)
 
 
-def train_run(setup: Setup, change: Change, data: ShakespeareData, seed: int = 0, cache: bool = True) -> dict:
+def train_run(setup: TrainConfig, change: Change, data: ShakespeareData, seed: int = 0, cache: bool = True) -> dict:
     """{"bpb", "nats", "parameters", "curve"} of one run: a TransformerLM (the student's) with the
-    change's recipe, trained by notebook 10's loop; seed decides the weights and the batches."""
+    change's recipe, trained by the course's loop; seed decides the weights and the batches."""
     setup = setup.replace(**change.train)
     recipe = recipes.Recipe(**change.recipe)
 
     def train() -> dict:
         torch.manual_seed(seed)
-        model = minilm.TransformerLM(setup.vocab_size, setup.context_length, setup.d_model, setup.num_layers,
-                                     setup.num_heads, setup.d_ff)
+        model = setup.model()
         recipes.apply(model, recipe, seed=seed + 1)
         optimizer, _ = recipes.make_optimizer(model, recipe, setup.max_lr, setup.betas, setup.weight_decay)
         tokens = data.train[: setup.train_tokens] if setup.train_tokens else data.train
         epochs = (recipes.EpochBatches(tokens, setup.batch_size, setup.context_length,
                                        torch.Generator().manual_seed(seed)) if recipe.reshuffle else None)
-        curve = []
-        model.train()
-        for step in range(setup.steps):
-            lr = recipes.scheduled_lr(recipe, step / setup.steps, step, setup.max_lr, setup.min_lr, setup.warmup,
-                                      setup.steps)
-            for group in optimizer.param_groups:
-                group["lr"] = lr * group.get("lr_scale", 1.0)
+
+        def batch(step: int):
             torch.manual_seed(1000 * (seed + 1) + step)
-            x, y = epochs() if epochs is not None else minilm.get_batch(tokens, setup.batch_size,
-                                                                        setup.context_length)
-            loss = minilm.cross_entropy(model(x), y)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            minilm.clip_grad_norm(model.parameters(), setup.clip)
-            optimizer.step()
-            curve.append(loss.item())
+            return epochs() if epochs is not None else minilm.get_batch(tokens, setup.batch_size, setup.context_length)
+
+        def loss_of(x, y):
+            return minilm.cross_entropy(model(x), y)
+
+        schedule = loop.steps_until(setup.steps, lambda step: recipes.scheduled_lr(
+            recipe, step / setup.steps, step, setup.max_lr, setup.min_lr, setup.warmup, setup.steps))
+        model.train()
+        curve = [done.loss.item() for done in loop.train(loss_of, model.parameters(), optimizer, batch, schedule,
+                                                         setup.clip)]
         nats, n = metrics.evaluate_sums(model, data.val, setup.context_length, max_tokens=setup.eval_tokens)
         return {"nats": nats / n, "bpb": metrics.bits_per_byte(nats, _val_bytes(data, n)), "tokens": n,
                 "parameters": sum(p.numel() for p in model.parameters()), "curve": curve,
@@ -196,7 +168,7 @@ def train_run(setup: Setup, change: Change, data: ShakespeareData, seed: int = 0
     return cached_result(path, train)
 
 
-def ablation(setup: Setup, baseline: Change, changes, data: ShakespeareData, seeds: tuple[int, ...] = (0, 1, 2),
+def ablation(setup: TrainConfig, baseline: Change, changes, data: ShakespeareData, seeds: tuple[int, ...] = (0, 1, 2),
              cache: bool = True) -> dict[str, dict]:
     """The baseline with every seed; each change with the first seed, and with every seed when its
     difference from the baseline (same seed) is within the baseline's spread between seeds.

@@ -35,7 +35,8 @@ from matplotlib.figure import Figure
 import minilm
 import minilm.course.viz  # noqa: F401  (the course's shared matplotlib style)
 from minilm.course import corpus, tasks
-from minilm.course.train import metrics
+from minilm.course.train import loop, metrics
+from minilm.course.train.loop import TrainConfig
 from minilm.course.viz.data import _locked, shakespeare_dataset
 
 # ---------------------------------------------------------------- pictures of the pieces
@@ -229,35 +230,6 @@ def load_shakespeare(vocab_size: int = 4096) -> ShakespeareData:
 # ---------------------------------------------------------------- training
 
 
-@dataclass(frozen=True)
-class TrainConfig:
-    """A small model and its training run, sized for ~10–20 s on a 2-core CPU."""
-
-    vocab_size: int = 4096
-    context_length: int = 64
-    d_model: int = 64
-    num_layers: int = 2
-    num_heads: int = 4
-    d_ff: int = 192
-    rope_theta: float = 10000.0
-    batch_size: int = 16
-    steps: int = 150
-    max_lr: float = 5e-3
-    min_lr: float = 5e-4
-    warmup: int = 15
-    weight_decay: float = 0.1
-    betas: tuple[float, float] = (0.9, 0.95)
-    clip: float = 1.0
-    eval_interval: int = 25
-    eval_tokens: int = 2048
-    seed: int = 0
-
-    def batch_seed(self, step: int) -> int:
-        """The seed of step `step`'s batch: batches depend on the step only, so a run resumed
-        from a checkpoint sees exactly the batches an uninterrupted run would have."""
-        return 1000 * (self.seed + 1) + step
-
-
 def progress(iterable, **kwargs):
     """tqdm.auto's progress bar over `iterable`, off when TQDM_DISABLE=1 (as under nbval). tqdm's
     notebook bar ignores that variable (it turns disable=None into False), so it is read here."""
@@ -277,8 +249,7 @@ def new_history() -> dict[str, list]:
 def build_model(cfg: TrainConfig):
     """A fresh TransformerLM (the student's) and AdamW for `cfg`, seeded by cfg.seed."""
     torch.manual_seed(cfg.seed)
-    model = minilm.TransformerLM(cfg.vocab_size, cfg.context_length, cfg.d_model, cfg.num_layers,
-                                 cfg.num_heads, cfg.d_ff, cfg.rope_theta)
+    model = cfg.model()
     optimizer = minilm.AdamW(model.parameters(), lr=cfg.max_lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
     return model, optimizer
 
@@ -294,25 +265,28 @@ def evaluate(model, tokens: np.ndarray, context_length: int, max_tokens: int | N
 
 def train_steps(model, optimizer, data: ShakespeareData, cfg: TrainConfig, start: int, stop: int,
                 history: dict[str, list], show_progress: bool = True) -> dict[str, list]:
-    """Steps start … stop − 1 of the training loop of notebook 10, appending to `history`."""
-    model.train()
-    quiet = {} if show_progress else {"disable": True}
-    for step in progress(range(start, stop), initial=start, total=cfg.steps, desc="training", **quiet):
-        lr = minilm.lr_cosine_schedule(step, cfg.max_lr, cfg.min_lr, cfg.warmup, cfg.steps)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
+    """Steps start … stop − 1 of notebook 10's run (the course's one loop, train/loop.py), appending
+    to `history`: the cosine schedule, batches seeded by the step, the validation loss every
+    cfg.eval_interval steps and at the last."""
+    tokens = data.train[: cfg.train_tokens] if cfg.train_tokens else data.train
+
+    def batch(step: int):
         torch.manual_seed(cfg.batch_seed(step))
-        x, y = minilm.get_batch(data.train, cfg.batch_size, cfg.context_length)  # (B, T), (B, T)
-        loss = minilm.cross_entropy(model(x), y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        norm = minilm.clip_grad_norm(model.parameters(), cfg.clip)  # the norm before clipping
-        optimizer.step()
-        history["step"].append(step + 1)
-        history["train"].append(loss.item())
-        history["grad_norm"].append(float(norm))
-        if (step + 1) % cfg.eval_interval == 0 or step + 1 == cfg.steps:
-            history["val_step"].append(step + 1)
+        return minilm.get_batch(tokens, cfg.batch_size, cfg.context_length)  # (B, T), (B, T)
+
+    def loss_of(x, y):
+        return minilm.cross_entropy(model(x), y)  # logits (B, T, V)
+
+    schedule = loop.steps_until(stop, lambda step: minilm.lr_cosine_schedule(step, cfg.max_lr, cfg.min_lr,
+                                                                              cfg.warmup, cfg.steps))
+    model.train()
+    steps = loop.train(loss_of, model.parameters(), optimizer, batch, schedule, cfg.clip, start)
+    for done in progress(steps, initial=start, total=cfg.steps, desc="training", disable=not show_progress):
+        history["step"].append(done.step)
+        history["train"].append(done.loss.item())
+        history["grad_norm"].append(done.grad_norm)
+        if done.step % cfg.eval_interval == 0 or done.step == cfg.steps:
+            history["val_step"].append(done.step)
             history["val"].append(evaluate(model, data.val, cfg.context_length, cfg.eval_tokens))
     return history
 
@@ -443,25 +417,23 @@ def overfit(data: ShakespeareData, cfg: TrainConfig, tokens: int = 1024, epochs:
     cfg.eval_tokens validation tokens (the same text each time)."""
     subset = data.train[:tokens]
     model, optimizer = build_model(cfg)
-    for group in optimizer.param_groups:
-        group["lr"] = lr
     steps_per_epoch = max(1, tokens // (batch_size * cfg.context_length))
     result = {"epoch": [], "train": [], "val": [], "tokens": tokens, "steps_per_epoch": steps_per_epoch}
-    step = 0
-    for epoch in range(1, epochs + 1):
-        model.train()
-        for _ in range(steps_per_epoch):
-            torch.manual_seed(cfg.batch_seed(step))
-            step += 1
-            x, y = minilm.get_batch(subset, batch_size, cfg.context_length)
-            loss = minilm.cross_entropy(model(x), y)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            minilm.clip_grad_norm(model.parameters(), cfg.clip)
-            optimizer.step()
-        result["epoch"].append(epoch)
-        result["train"].append(evaluate(model, subset, cfg.context_length))
-        result["val"].append(evaluate(model, data.val, cfg.context_length, cfg.eval_tokens))
+
+    def batch(step: int):
+        torch.manual_seed(cfg.batch_seed(step))
+        return minilm.get_batch(subset, batch_size, cfg.context_length)
+
+    def loss_of(x, y):
+        return minilm.cross_entropy(model(x), y)
+
+    model.train()
+    constant_lr = loop.steps_until(epochs * steps_per_epoch, lr)
+    for done in loop.train(loss_of, model.parameters(), optimizer, batch, constant_lr, cfg.clip):
+        if done.step % steps_per_epoch == 0:  # the end of an epoch
+            result["epoch"].append(done.step // steps_per_epoch)
+            result["train"].append(evaluate(model, subset, cfg.context_length))
+            result["val"].append(evaluate(model, data.val, cfg.context_length, cfg.eval_tokens))
     return result
 
 
