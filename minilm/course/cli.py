@@ -49,6 +49,7 @@ INSTRUCTOR = {
     "stubs": Command("solutions.make_stubs", "regenerate minilm/'s stubs from solutions/"),
     "export": Command("solutions.export", "export the grader for Gradescope or GitHub Classroom"),
     "expected": Command("solutions.expected", "regenerate minilm/course/expected.pt, what the checks compare with"),
+    "regenerate": Command("solutions.regenerate", "stubs, expected.pt and notebooks' outputs, for given tasks"),
 }
 
 

@@ -130,6 +130,22 @@ def test_every_command_is_its_modules_main(name, monkeypatch):
     assert seen == {"argv": ["--some", "args"], "prog": f"minilm {name}"}
 
 
+def test_regenerate_runs_stubs_then_the_tasks_checks_then_their_notebooks(monkeypatch):
+    from solutions import expected, make_stubs, notebooks, regenerate
+
+    calls = []
+    for module in (make_stubs, expected, notebooks):
+        monkeypatch.setattr(module, "main", lambda argv, m=module: calls.append((m.__name__, argv)) or 0)
+    assert regenerate.main(["--task", "4.1", "--task", "4.3", "--task", "5.2"]) == 0
+    assert calls == [("solutions.make_stubs", []),
+                     ("solutions.expected", ["--task", "4.1", "--task", "4.3", "--task", "5.2"]),
+                     ("solutions.notebooks", ["04_swiglu", "05_rope"])]
+    calls.clear()
+    with pytest.raises(SystemExit):
+        regenerate.main(["--task", "3.9"])
+    assert calls == []  # nothing rewritten for a typo
+
+
 def test_the_python_m_forms_keep_working():
     for module in ("minilm", "minilm.course.train", "solutions.grading"):
         r = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True,
