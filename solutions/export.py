@@ -57,7 +57,8 @@ SETUP_SH = f"""#!/usr/bin/env bash
 # minilm's Gradescope autograder: setup.sh, run once as root when Gradescope builds the image.
 # Installs bubblewrap (the grader sandboxes each submission inside Gradescope's container) and
 # setpriv (util-linux: where the container forbids namespaces, it drops the submission's code to
-# an unprivileged uid instead, and the course folder, readable by root only, is closed to it),
+# an unprivileged uid instead, and the course folder, readable by root only, is closed to it;
+# libseccomp2 for its network filter),
 # CPU-only PyTorch ({TORCH}, from PyTorch's CPU index: no multi-GB CUDA build), the course
 # with its test dependencies (editable, so the grader finds its notebooks and solutions/),
 # and the offline copies of the GPT-2 tokenizer and Tiny Shakespeare that notebooks read
@@ -68,7 +69,8 @@ VENV="${{MINILM_VENV:-/autograder/venv}}"
 
 export DEBIAN_FRONTEND=noninteractive
 apt-get update
-apt-get install -y --no-install-recommends bubblewrap util-linux python3 python3-venv python3-pip ca-certificates
+apt-get install -y --no-install-recommends bubblewrap util-linux libseccomp2 python3 python3-venv python3-pip \\
+    ca-certificates
 
 python3 -m venv "$VENV"
 "$VENV/bin/python" -m pip install --upgrade pip

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import functools
 import os
-import platform
 import secrets
 import shutil
 import signal
@@ -183,8 +182,8 @@ def container_name(slot: int) -> str:
 
 def _check_setpriv(why: str) -> None:
     if not seccomp.available():
-        raise SandboxUnavailable(f"{why} it has no seccomp filter to cut the network off on "
-                                 f"{platform.system()} {platform.machine()} (only x86_64 and aarch64 Linux)")
+        raise SandboxUnavailable(f"{why} it cannot load the seccomp filter that cuts the network off: it needs "
+                                 "libseccomp.so.2 (Debian/Ubuntu: libseccomp2) and pyseccomp (pip install -e '.[dev]')")
     exposed = setpriv_exposure()
     if exposed:
         raise SandboxUnavailable(

@@ -1,84 +1,45 @@
-"""A seccomp filter for the setpriv sandbox: no network, refusing by default.
+"""The setpriv sandbox's network filter, written with libseccomp (pyseccomp binds the system's
+libseccomp.so.2): the code may create unix sockets only.
 
-Without namespaces a setpriv'd uid shares the machine's network: it could send hidden inputs
-out, or reach a classmate's notebook kernel on localhost. This filter lets a process create unix
-sockets only: socket() with any other family (TCP, UDP, raw, netlink …) fails with EPERM, and so
-does io_uring_setup (io_uring can open sockets without calling socket()). System calls of another
-ABI than the machine's own (i386's int 0x80, x32) are refused whole: the filter could not read
-them. So are ptrace, process_vm_readv/writev and pidfd_getfd: with them (where Landlock, which
-keeps ptrace inside its domain, is missing) a run could attach to another process of its uid that
-the filter does not bind, make it call socket() and take the socket. socketpair() too makes unix
-sockets only, and no namespace may be made (unshare, setns, clone's CLONE_NEW* flags; clone3 says
-ENOSYS): a kernel's whole namespace code is attack surface, and Docker's default profile refuses
-them as well. Any process may install it
-after no_new_privs, with no capability; Docker's default seccomp profile allows that. It survives
-exec and the change of uid, and binds every descendant.
+Without namespaces a setpriv'd uid shares the machine's network: it could send hidden inputs out,
+or reach a service on localhost. So socket() and socketpair() of any family but AF_UNIX fail with
+EPERM (notebook kernels talk to nbval over unix sockets: minilm/course/sandboxed/nbval_plugin.py).
+So does what could get a socket some other way or leave the filter's reach: io_uring (sockets
+without socket()), ptrace, process_vm_readv/writev and pidfd_getfd (a socket taken from a process
+of the same uid outside the filter), and new namespaces (unshare, setns, clone's CLONE_NEW* flags;
+clone3 keeps its flags where a filter cannot read them, so it says ENOSYS and glibc falls back to
+clone). A system call of another ABI (i386's int 0x80, x32) is refused whole.
 
-Notebook kernels then talk to nbval over unix sockets (minilm/course/sandboxed/nbval_plugin.py).
+The filter is built in the grader, before the fork, and loaded in the child right before it execs
+setpriv: loading sets no_new_privs; the filter survives exec and the change of uid and binds every
+descendant. Docker's default seccomp profile lets any process load one.
 """
 
 from __future__ import annotations
 
-import ctypes
-import functools
+import errno
 import platform
+import socket
 
-PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
-LD_W_ABS, JEQ_K, JGE_K, JSET_K, RET_K = 0x20, 0x15, 0x35, 0x45, 0x06  # classic BPF opcodes
-ALLOW, ERRNO = 0x7FFF0000, 0x00050000  # SECCOMP_RET_ALLOW; SECCOMP_RET_ERRNO, | the errno
-EPERM, ENOSYS = 1, 38
-NR, ARCH, ARG0 = 0, 4, 16  # offsets in struct seccomp_data (little-endian: arg 0's low half)
-AF_UNIX, X32_BIT = 1, 0x40000000
-CLONE_NEW = 0x7E020000  # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET
-# Each machine's audit arch and system call numbers.
-ARCHES = {
-    "x86_64": dict(arch=0xC000003E, socket=41, socketpair=53, clone=56, clone3=435,
-                   refused=dict(io_uring_setup=425, ptrace=101, process_vm_readv=310, process_vm_writev=311,
-                                pidfd_getfd=438, unshare=272, setns=308)),
-    "aarch64": dict(arch=0xC00000B7, socket=198, socketpair=199, clone=220, clone3=435,
-                    refused=dict(io_uring_setup=425, ptrace=117, process_vm_readv=270, process_vm_writev=271,
-                                 pidfd_getfd=438, unshare=97, setns=268)),
-}
+CLONE_NEW = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000)  # NS…NET
+REFUSED = ("io_uring_setup", "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "unshare", "setns")
 
 
-class _Instruction(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+def _pyseccomp():
+    import pyseccomp  # raises RuntimeError where libseccomp.so.2 is missing
 
-
-class _Program(ctypes.Structure):
-    _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_Instruction))]
+    return pyseccomp
 
 
 def available() -> bool:
-    return platform.system() == "Linux" and platform.machine() in ARCHES
-
-
-def _program(machine: str) -> list[tuple]:
-    """(opcode, jump if true, jump if false, operand), a label first where one is jumped to; a
-    jump names its label, or is 0 (the next instruction)."""
-    n = ARCHES[machine]
-    refused = list(n["refused"].values())
-    return [
-        (LD_W_ABS, 0, 0, ARCH), (JEQ_K, 0, "refuse", n["arch"]),
-        (LD_W_ABS, 0, 0, NR), (JGE_K, "refuse", 0, X32_BIT),
-        (JEQ_K, "family", 0, n["socket"]), (JEQ_K, "family", 0, n["socketpair"]),
-        (JEQ_K, "clone", 0, n["clone"]), (JEQ_K, "no such call", 0, n["clone3"]),
-        *[(JEQ_K, "refuse", 0, nr) for nr in refused[:-1]], (JEQ_K, "refuse", "allow", refused[-1]),
-        ("family", LD_W_ABS, 0, 0, ARG0), (JEQ_K, "allow", "refuse", AF_UNIX),
-        # A new namespace through clone's flags; clone3 (flags in a struct the filter cannot read)
-        # says ENOSYS, and glibc falls back to clone.
-        ("clone", LD_W_ABS, 0, 0, ARG0), (JSET_K, "refuse", "allow", CLONE_NEW),
-        ("no such call", RET_K, 0, 0, ERRNO | ENOSYS),
-        ("allow", RET_K, 0, 0, ALLOW),
-        ("refuse", RET_K, 0, 0, ERRNO | EPERM),
-    ]
-
-
-def _assemble(program: list[tuple]) -> list[tuple[int, int, int, int]]:
-    labels = {step[0]: i for i, step in enumerate(program) if isinstance(step[0], str)}
-    plain = [step[1:] if isinstance(step[0], str) else step for step in program]
-    return [(code, labels[jt] - i - 1 if jt else 0, labels[jf] - i - 1 if jf else 0, k)
-            for i, (code, jt, jf, k) in enumerate(plain)]
+    """Whether this machine can load the filter: Linux, with pyseccomp and libseccomp."""
+    if platform.system() != "Linux":
+        return False
+    try:
+        _pyseccomp()
+    except (ImportError, OSError, RuntimeError):
+        return False
+    return True
 
 
 class NoNetwork:
@@ -86,19 +47,19 @@ class NoNetwork:
 
     def __init__(self):
         if not available():
-            raise OSError(f"no seccomp filter for {platform.system()} {platform.machine()}")
-        code = _assemble(_program(platform.machine()))
-        self._instructions = (_Instruction * len(code))(*[_Instruction(*step) for step in code])
-        self._program = _Program(len(code), self._instructions)
-        self._prctl = _libc().prctl  # resolved here, not in the forked child
+            raise OSError(f"no seccomp filter here (pyseccomp and libseccomp.so.2 on Linux): {platform.system()}")
+        sc = _pyseccomp()
+        f = sc.SyscallFilter(sc.ALLOW)
+        f.set_attr(sc.Attr.ACT_BADARCH, sc.ERRNO(errno.EPERM))
+        for call in ("socket", "socketpair"):
+            f.add_rule(sc.ERRNO(errno.EPERM), call, sc.Arg(0, sc.NE, socket.AF_UNIX))
+        flags = 1 if platform.machine().startswith("s390") else 0  # clone(2): s390 swaps its first two arguments
+        for bit in CLONE_NEW:
+            f.add_rule(sc.ERRNO(errno.EPERM), "clone", sc.Arg(flags, sc.MASKED_EQ, bit, bit))
+        f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+        for call in REFUSED:
+            f.add_rule(sc.ERRNO(errno.EPERM), call)
+        self._filter = f
 
     def install(self) -> None:
-        if self._prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
-        if self._prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(self._program), 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
-
-
-@functools.lru_cache(maxsize=1)
-def _libc():
-    return ctypes.CDLL(None, use_errno=True)
+        self._filter.load()

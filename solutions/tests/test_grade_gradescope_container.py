@@ -51,7 +51,7 @@ COPY ca-bundle.crt /etc/ssl/certs/build-ca-bundle.crt
 ENV DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_DEFAULT_TIMEOUT=180 \
     PIP_CERT=/etc/ssl/certs/build-ca-bundle.crt
 RUN apt-get update && apt-get install -y --no-install-recommends \\
-        bubblewrap python3 python3-venv python3-pip ca-certificates util-linux
+        bubblewrap python3 python3-venv python3-pip ca-certificates util-linux libseccomp2
 COPY wheels/ /tmp/wheels/
 RUN python3 -m venv /autograder/venv && /autograder/venv/bin/python -m pip install --upgrade pip \\
     && /autograder/venv/bin/python -m pip install /tmp/wheels/torch-*.whl && rm -rf /tmp/wheels /root/.cache/pip

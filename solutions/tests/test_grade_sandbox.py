@@ -625,6 +625,20 @@ def test_setpriv_a_daemon_can_neither_use_nor_stop_the_grader_s_killer(how, monk
 
 
 @needs_setpriv
+def test_setpriv_is_refused_without_libseccomp(monkeypatch):
+    # pyseccomp's import fails where the system has no libseccomp.so.2: no filter, no setpriv sandbox.
+    import ctypes.util
+
+    from solutions.grading import seccomp
+
+    monkeypatch.delitem(sys.modules, "pyseccomp", raising=False)
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
+    assert not seccomp.available()
+    with pytest.raises(sandbox.SandboxUnavailable, match=r"cannot load the seccomp filter .* libseccomp"):
+        sandbox.choose("setpriv")
+
+
+@needs_setpriv
 def test_setpriv_is_refused_where_its_uid_could_read_the_reference_or_write_the_runtime(tmp_path):
     import shutil
     import tempfile
