@@ -3,8 +3,10 @@ libseccomp.so.2): the code may create unix sockets only.
 
 Without namespaces a setpriv'd uid shares the machine's network: it could send hidden inputs out,
 or reach a service on localhost. So socket() and socketpair() of any family but AF_UNIX fail with
-EPERM (notebook kernels talk to nbval over unix sockets: minilm/course/sandboxed/nbval_plugin.py).
-So does what could get a socket some other way or leave the filter's reach: io_uring (sockets
+EOPNOTSUPP. That errno, not EPERM: libzmq takes EOPNOTSUPP from getifaddrs' netlink socket as "no
+such interface" and aborts on any other, so ipykernel, failing to bind its TCP pipe for forked
+children's output, warns and goes on (its kernels talk to nbval over unix sockets: nbval_plugin.py).
+EPERM for what could get a socket some other way or leave the filter's reach: io_uring (sockets
 without socket()), ptrace, process_vm_readv/writev and pidfd_getfd (a socket taken from a process
 of the same uid outside the filter), and new namespaces (unshare, setns, clone's CLONE_NEW* flags;
 clone3 keeps its flags where a filter cannot read them, so it says ENOSYS and glibc falls back to
@@ -52,7 +54,7 @@ class NoNetwork:
         f = sc.SyscallFilter(sc.ALLOW)
         f.set_attr(sc.Attr.ACT_BADARCH, sc.ERRNO(errno.EPERM))
         for call in ("socket", "socketpair"):
-            f.add_rule(sc.ERRNO(errno.EPERM), call, sc.Arg(0, sc.NE, socket.AF_UNIX))
+            f.add_rule(sc.ERRNO(errno.EOPNOTSUPP), call, sc.Arg(0, sc.NE, socket.AF_UNIX))
         flags = 1 if platform.machine().startswith("s390") else 0  # clone(2): s390 swaps its first two arguments
         for bit in CLONE_NEW:
             f.add_rule(sc.ERRNO(errno.EPERM), "clone", sc.Arg(flags, sc.MASKED_EQ, bit, bit))

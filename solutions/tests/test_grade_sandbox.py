@@ -3,6 +3,7 @@ shows a submission, the limits it holds it to, and a judge no output can exhaust
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -403,6 +404,12 @@ def attempt(f):
         return "yes"
     except OSError as e:
         return type(e).__name__
+def refused(f):  # the network: which errno
+    try:
+        f()
+        return "yes"
+    except OSError as e:
+        return e.errno
 home, tmp = os.environ["HOME"], os.environ["TMPDIR"]
 got = {
     "uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups(),
@@ -428,11 +435,12 @@ got = {
     # POSIX message queues too (O_CREAT | O_RDWR, default sizes).
     "mqueue": ctypes.CDLL("librt.so.1").mq_open(b"/minilm-probe", 0o100 | 2, 0o600, None) >= 0,
     # The network: a grader's port on loopback (a classmate's kernel, say), UDP out, a unix socket pair.
-    "tcp": attempt(lambda: socket.create_connection(("127.0.0.1", int(port)), timeout=5)),
-    "udp": attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", int(port)))),
-    "tcp6": attempt(lambda: socket.socket(socket.AF_INET6)),
-    "unix-pair": attempt(lambda: socket.socketpair()),
-    "inet-pair": attempt(lambda: socket.socketpair(socket.AF_INET)),
+    "tcp": refused(lambda: socket.create_connection(("127.0.0.1", int(port)), timeout=5)),
+    "udp": refused(lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", int(port)))),
+    "tcp6": refused(lambda: socket.socket(socket.AF_INET6)),
+    "netlink": refused(lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW)),
+    "unix-pair": refused(lambda: socket.socketpair()),
+    "inet-pair": refused(lambda: socket.socketpair(socket.AF_INET)),
     # A namespace of its own (a user and network namespace, where the kernel lets users make them).
     "unshare": ctypes.CDLL(None).unshare(0x10000000 | 0x40000000) == 0,
 }
@@ -494,9 +502,9 @@ def test_setpriv_closes_the_reference_classmates_and_the_workspace_and_leaves_no
         for what in ("secret", "other-ws", "other-out", "list-scratch", "ws-write", "ws-new", "ws-rename", "ws-chmod"):
             assert got[what] == "PermissionError", (what, got)
         assert got["out-write"] == got["tmpdir"] == "yes" and got["home"] == "yes0o700" and got["shm"], got
-        # The seccomp filter: unix sockets only. No message queue (RLIMIT_MSGQUEUE 0).
-        assert got["tcp"] == got["udp"] == got["tcp6"] == "PermissionError" and got["unix-pair"] == "yes", got
-        assert not got["mqueue"] and not got["unshare"] and got["inet-pair"] == "PermissionError", got
+        # The seccomp filter: unix sockets only (EOPNOTSUPP). No message queue (RLIMIT_MSGQUEUE 0).
+        assert {got[k] for k in ("tcp", "udp", "tcp6", "netlink", "inet-pair")} == {errno.EOPNOTSUPP}, got
+        assert got["unix-pair"] == "yes" and not got["mqueue"] and not got["unshare"], got
         # Landlock where the kernel has it: nothing outside its rules (world-writable /tmp neither); its
         # scope (ABI 6) closes abstract sockets made outside. Without it, only the file modes hold.
         closed = "PermissionError" if box.landlock else "yes"

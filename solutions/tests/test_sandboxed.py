@@ -117,16 +117,17 @@ def test_every_check_cell_is_a_lone_check_call():
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the seccomp filter is Linux's")
 @pytest.mark.parametrize("plugin", [True, False])
 def test_notebooks_run_where_only_unix_sockets_may_be_made(tmp_path, plugin):
-    """Under the setpriv sandbox's seccomp filter (unix sockets only), the plugin's kernels run
-    a notebook (ZeroMQ over ipc, no IOPub pipe on 127.0.0.1); plain nbval's kernel cannot start."""
+    """Under the setpriv sandbox's seccomp filter (unix sockets only), the plugin's kernels, stock
+    ipykernel over ZeroMQ's ipc transport, run a notebook; plain nbval's kernel (TCP) cannot start."""
     from solutions.grading import seccomp
 
     for name in ("conftest.py", "pyproject.toml"):
         shutil.copy2(ROOT / name, tmp_path / name)
     (tmp_path / "notebooks").mkdir()
     shutil.copy2(ROOT / "notebooks" / "sanitize.cfg", tmp_path / "notebooks" / "sanitize.cfg")
-    nb = _notebook(["import socket\ntry:\n    socket.socket()\nexcept PermissionError:\n    pass\n"
-                    "else:\n    raise SystemExit('a TCP socket was made')", "print(6 * 7)"])
+    nb = _notebook(["import errno, socket\ntry:\n    socket.socket()\nexcept OSError as e:\n"
+                    "    assert e.errno == errno.EOPNOTSUPP, e\nelse:\n    raise SystemExit('a TCP socket was made')",
+                    "print(6 * 7)"])
     nb["cells"][1].update(execution_count=2, outputs=[{"name": "stdout", "output_type": "stream", "text": "42\n"}])
     (tmp_path / "notebooks" / "t.ipynb").write_text(json.dumps(nb), encoding="utf-8")
     env = {**os.environ, "MINILM_RESULTS": str(tmp_path / "out"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt")}

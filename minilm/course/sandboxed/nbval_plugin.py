@@ -1,7 +1,7 @@
 """The pytest plugin that nbval runs load inside the grader's sandbox (`-p minilm.course.sandboxed.nbval_plugin`).
 
-Its kernels (kernel.py) talk to nbval over unix sockets in the run's own runtime folder, not TCP on
-localhost: a sandbox may refuse every other kind of socket. It runs only what grading reads: the check
+Its kernels talk to nbval over unix sockets in the run's own runtime folder, not TCP on localhost:
+a sandbox may refuse every other kind of socket. It runs only what grading reads: the check
 cells (each a lone `check("3.1")`, which needs nothing a cell before it made) and the cells tied to no
 task (imports, setup); the demos (`with needs("3.1"): …`: plots, training runs) earn nothing and
 would cost most of a submission's time, and neither do the check cells of the tasks that already lost
@@ -65,10 +65,6 @@ def _kernels_over_unix_sockets() -> None:
             # ZeroMQ's ipc transport: socket files "<ip>-<port>", so a short path (sun_path holds 107 bytes)
             ip = os.path.join(folder, f"k{os.getpid()}-{next(numbers)}")
             super().__init__(transport="ipc", ip=ip, **kwargs)
-
-        def format_kernel_cmd(self, extra_arguments=None):
-            return ["minilm.course.sandboxed.kernel" if arg == "ipykernel_launcher" else arg
-                    for arg in super().format_kernel_cmd(extra_arguments)]
 
     nbval.kernel.KernelManager = UnixSocketKernelManager
 
