@@ -475,10 +475,8 @@ def _grade_all(args, box: sandbox.Sandbox, scratch: Path) -> int:
     box.cpus = float(plan.workers)  # each submission's share of the cores: a CPU hog costs only its own time
     if box.kind == "setpriv":
         print("grade: setpriv: each submission runs as an unprivileged uid of its own, without namespaces: "
-              "no network (a seccomp filter allows unix sockets only); "
-              + ("Landlock confines its files to the Python, its workspace and the data" if box.landlock else
-                 "no Landlock in this kernel, so any file on this machine that every user may read, it may read"),
-              flush=True)
+              "no network (a seccomp filter allows unix sockets only); any file on this machine that every user "
+              "may read, it may read", flush=True)
     if box.unsandboxed:
         print("grade: UNSANDBOXED: submissions run with your own rights (--no-sandbox)", flush=True)
     for note in notes:

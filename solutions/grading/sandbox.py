@@ -22,10 +22,7 @@
   (address space, processes, CPU time, file size). The workspace is root's and read-only to it,
   its results folder its own only while it runs, HOME and TMPDIR fresh per process, classmates'
   folders closed to it; afterwards every process of that uid is killed and its System V IPC
-  objects removed. Where the kernel has Landlock (landlock.py), its files are only those
-  `landlock_rules` lists, whatever their modes: no copy of the reference or classmate's upload
-  elsewhere on the machine, no /tmp; and abstract sockets and signals stay inside (Landlock ABI
-  6). /proc still shows every process's command line. It is refused where
+  objects removed. /proc still shows every process's command line. It is refused where
   that uid could read the reference or write the course or the Python it runs (`setpriv_exposure`).
 - **none**: only when asked for (`--no-sandbox`); every report then says UNSANDBOXED.
 """
@@ -46,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from minilm.course import tasks
-from solutions.grading import landlock, seccomp
+from solutions.grading import seccomp
 
 WS, OUT, DATA = "/ws", "/out", "/data"  # where the workspace, the results and read-only data appear inside
 UID_BASE = 61000  # the sandbox's uids (as root): one per submission, none of them a real account
@@ -214,28 +211,6 @@ def _runtime_paths() -> list[str]:
     return sorted(p for p in found if not _course_files(p, course) and not _within(scratch, p))
 
 
-SYSTEM_READ = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/proc", "/sys")
-
-
-def landlock_rules(box: Sandbox, ws: Path, out: Path) -> tuple[list[str], list[str], list[str]]:
-    """What a setpriv run may open under Landlock (read, write, devices); nothing else. Read: the
-    system's programs and libraries, /etc, /proc and /sys, the Python the grader runs and the one
-    run inside (every folder on the grader's sys.path but the course's), the workspace and the data
-    files. Write: the results folder and the run's home (its TMPDIR), /dev/shm. No folder that
-    holds the workspace is ever listed: that would open the classmates' folders beside it."""
-    course = os.path.realpath(tasks.ROOT)
-    inside = [os.path.abspath(box.python), os.path.realpath(box.python)]
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, sysconfig.get_paths()["purelib"],
-             sysconfig.get_paths()["platlib"], os.path.dirname(python()), *sys.path,
-             *[os.path.dirname(os.path.dirname(p)) for p in inside]}
-    found = {os.path.abspath(p) for p in paths if p and os.path.isabs(p) and os.path.isdir(p)}
-    found |= {os.path.realpath(p) for p in found}
-    runtime = [p for p in found if not _course_files(p, course) and not _within(str(ws), p)
-               and not _within(os.path.realpath(ws), p)]
-    read = [*SYSTEM_READ, *sorted(runtime), str(ws), *[os.path.realpath(h) for h in box.data.values()]]
-    return read, [str(out), str(_home(ws)), "/dev/shm"], ["/dev"]
-
-
 def _within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
@@ -269,8 +244,6 @@ class Sandbox:
     tmp_mb: int = 512  # the size of /tmp inside (bwrap), where the notebooks' temporary files go
     cpus: float = 1.0  # CPU time per submission, in cores (a cgroup's quota under bwrap, --cpus with docker)
     python: str = field(default_factory=python)  # the interpreter run inside (bwrap, setpriv, none)
-    # setpriv: Landlock confines its files to landlock_rules' (where the kernel has it; see landlock.py)
-    landlock: bool = field(default_factory=lambda: landlock.abi() >= 1)
 
     @property
     def unsandboxed(self) -> bool:
@@ -430,8 +403,7 @@ def _end_uid(uid: int) -> None:
     if uid < SETPRIV_UID_BASE or not setpriv_path():  # never kill(-1) as anyone else: as root it kills everything
         return
     # First as root, which no process of the uid can stop or reach into: a shell of its uid, run
-    # while one of its daemons lived, could be stopped (SIGSTOP, where Landlock has no signal
-    # scope) and so the daemon outlive the run, or attached to (ptrace, where there is no Landlock).
+    # while one of its daemons lived, could be stopped (SIGSTOP) and so the daemon outlive the run.
     _kill_uid_as_root(uid)
     for _ in range(3):  # then kill(-1) as the uid, which no fork escapes: under the same seccomp filter
         try:
@@ -556,7 +528,7 @@ class Limits:
 
 
 def _limit(memory_mb: int, limits: Limits | None, nproc: int | None = None, cpu_seconds: int | None = None,
-           rules: landlock.Ruleset | None = None, network: seccomp.NoNetwork | None = None):
+           network: seccomp.NoNetwork | None = None):
     def limit():
         os.setsid()
         if limits is not None:
@@ -577,10 +549,7 @@ def _limit(memory_mb: int, limits: Limits | None, nproc: int | None = None, cpu_
                 resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
         except (ImportError, ValueError, OSError):
             pass
-        # Last, and never skipped: a failure stops the run before setpriv runs.
-        if rules is not None:
-            rules.restrict()
-        if network is not None:
+        if network is not None:  # last, and never skipped: a failure stops the run before setpriv runs
             network.install()
     return limit
 
@@ -631,16 +600,11 @@ def run(box: Sandbox, argv: list[str], ws: Path, out: Path, env: dict[str, str],
                                                    "setpriv") else dict(env={"PATH": os.environ.get("PATH",
                                                                                                     "/usr/bin:/bin")})
         rlimits = dict(nproc=PIDS_MAX, cpu_seconds=int(timeout * max(1.0, box.cpus)) + 10) if setpriv else {}
-        rules = landlock.Ruleset(*landlock_rules(box, ws, out)) if setpriv and box.landlock else None
         network = seccomp.NoNetwork() if setpriv else None
-        try:
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT,
-                                    preexec_fn=(_limit(box.memory_mb, limits, **rlimits, rules=rules, network=network)
-                                                if os.name == "posix" else None),
-                                    **kw)
-        finally:
-            if rules is not None:
-                rules.close()
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT,
+                                preexec_fn=(_limit(box.memory_mb, limits, **rlimits, network=network)
+                                            if os.name == "posix" else None),
+                                **kw)
         rc, too_much = None, False
         watched = [out, log] + ([_home(ws)] if setpriv else [])
         deadline = time.monotonic() + timeout

@@ -240,10 +240,7 @@ def container_batch() -> dict[str, tuple[dict[str, str], int]]:
 GRADE_ARGS = f"--notebooks 01_linear 03_rmsnorm --cell-timeout 120 --task-timeout {TASK_TIMEOUT} --timeout 900 " \
              "--memory-mb 2500"
 # Run as Gradescope does, then list what changed under the bundle, the venv and run_autograder.
-# First a stale copy of the reference that anyone may read, as an instructor may leave one: setpriv
-# alone (file modes) would show it to the submission; Landlock, where the kernel has it, does not.
-RUN = ('cp -r /autograder/source/course/solutions /tmp/stale-copy && chmod -R a+rX /tmp/stale-copy && '
-       'touch /tmp/.before && sleep 1 && /autograder/run_autograder; rc=$?; echo "CHANGED-FILES:"; '
+RUN = ('touch /tmp/.before && sleep 1 && /autograder/run_autograder; rc=$?; echo "CHANGED-FILES:"; '
        'find /autograder/source /autograder/venv /autograder/run_autograder -newer /tmp/.before -type f '
        '! -path "*/__pycache__/*"; exit $rc')
 
@@ -306,8 +303,8 @@ def test_each_submission_scores_exactly_its_work_in_gradescopes_container(contai
     text = json.dumps(doc, ensure_ascii=False)
     assert "EXFIL" not in text and "AAAAAAAAAA" not in text and "root:" not in text
     if name == "reads_poisons_forges_outlives":
-        # The from-scratch rule's recorder stopped its reads before they ran (and Landlock, where the kernel has it,
-        # leaves nothing to read): its own stub is all there is of its work.
+        # The from-scratch rule's recorder stopped its reads before they ran (and the course is root's alone): its own
+        # stub is all there is of its work.
         assert "which no task may call" in graded["Task 1.1: linear: y = x Wᵀ: graded"]["output"], graded
 
 
