@@ -1,30 +1,15 @@
 """Where a submission's code runs: a sandbox per submission, with real OS boundaries.
 
-- **bwrap** (Linux, Debian/Ubuntu package `bubblewrap`): new PID, network, IPC and UTS
-  namespaces; only the Python runtime, the system libraries and the data files the notebooks
-  read, bound read-only; the submission's own workspace (a fresh copy made by the grader) and
-  a results folder, nothing else; /tmp a private tmpfs. As root, the code inside runs as an
-  unprivileged uid of its own (setpriv, no capabilities, no_new_privs); as another user, as
-  that user in a user namespace. Killing bwrap kills its PID namespace: every process the
-  submission started, daemons included.
-- **docker**: the same run in a container of the image built from solutions/grading/Dockerfile
-  (the Python runtime only): new PID, network (none), IPC and UTS namespaces; the workspace and
-  the data files mounted read-only and the results folder, nothing else of the host; a
-  read-only root and a size-capped /tmp; Docker's cgroup limits (memory, no swap, pids, CPU)
-  and the same per-process address-space and file-size limits; the submission's own uid as
-  root (the grader's uid otherwise), no capabilities, no_new_privs. The container is removed
-  after each run (at its time limit too, not only its `docker run` client): everything in it dies.
-- **setpriv** (Linux, as root, where namespaces are forbidden: Docker's default seccomp
-  profile, so Gradescope's container): no namespaces, so the machine's files are seen with an
-  ordinary user's rights and its network is shared; a seccomp filter (seccomp.py) lets the code
-  make unix sockets only, so no TCP or UDP, to the internet or to localhost; the code runs as an unprivileged uid
-  of its own per submission (setpriv: no groups, no capabilities, no_new_privs) with rlimits
-  (address space, processes, CPU time, file size). The workspace is root's and read-only to it,
-  its results folder its own only while it runs, HOME and TMPDIR fresh per process, classmates'
-  folders closed to it; afterwards every process of that uid is killed and its System V IPC
-  objects removed. /proc still shows every process's command line. It is refused where
-  that uid could read the reference or write the course or the Python it runs (`setpriv_exposure`).
+- **bwrap**: bubblewrap's PID, network, IPC and UTS namespaces; the Python runtime, the data files
+  and the workspace read-only, a results folder and a private /tmp, nothing else.
+- **docker**: the same in a container of the image built from solutions/grading/Dockerfile.
+- **setpriv**: as root where namespaces are forbidden (Gradescope's container): an unprivileged
+  uid per submission, rlimits, a seccomp filter that leaves unix sockets only (seccomp.py), and
+  every process and System V IPC object of that uid removed afterwards. It is refused where that
+  uid could read the reference or write the course or the Python it runs (`setpriv_exposure`).
 - **none**: only when asked for (`--no-sandbox`); every report then says UNSANDBOXED.
+
+What each guarantees, side by side: docs/grading.md, "What each sandbox guarantees".
 """
 
 from __future__ import annotations
