@@ -5,9 +5,12 @@ release is its tag `v<version>` (pyproject's version). From them:
 
 - `badges(notebook)`: "Open in Colab" (that notebook, at the release's tag) and Binder (built from the
   repository's environment.yml, opening that notebook in JupyterLab); the README shows notebook 00's.
-- `install_cell()`: a code cell that, only in a hosted kernel (Colab, Binder) where `minilm` does not
-  import, installs the course from the repository at the release's tag (pip, editable, so the student's
-  files sit beside the notebook) and puts it on the path; anywhere else it does nothing and prints nothing.
+- `install_cell_source()`: a code cell that, only in a hosted kernel (Colab, Binder) where `minilm` does not
+  import, clones the course at the release's tag (in Colab into Google Drive, mounted by the cell, so that
+  the student's files outlive the session and every notebook finds them; where Drive is refused, into the
+  session's folder, saying so), installs it editable without dependencies, then only the dependencies the
+  kernel lacks (Colab's own torch and ipywidgets 7 stay), and puts it on the path; anywhere else it does
+  nothing and prints nothing.
 - `add_launch_cells(nb)`: every notebook gets both, right after its title cell, as cells tagged
   `minilm-launch` (refreshed in place when there already).
 
@@ -74,15 +77,30 @@ def badges(notebook: str = WELCOME) -> str:
             f"[![Launch on Binder]({BINDER_BADGE})]({binder_url(notebook)})")
 
 
-def pip_command(python: str, course: str) -> list[str]:
-    """The install cell's pip command (`python`: the kernel's sys.executable; `course`: the clone's folder)."""
-    return [python, "-m", "pip", "install", "--quiet", "--src", course, "-e",
-            f"git+{repository_url()}@{release_tag()}#egg=minilm"]
+DRIVE = "/content/drive"  # where Colab mounts Google Drive
+# What a hosted kernel needs besides what it has: jupyterlab is the local front end, which Colab and Binder
+# bring their own of; a package the kernel already has (Colab's torch, numpy, its ipywidgets 7) stays as it is.
+HOSTED_SKIP = ("jupyterlab",)
 
 
-def install_cell_source() -> str:
+def hosted_requirements() -> list[str]:
+    """pyproject's dependencies that the install cell installs where the kernel lacks them."""
+    return [r for r in _project()["dependencies"] if re.match(r"[\w.-]+", r).group(0) not in HOSTED_SKIP]
+
+
+def _wrapped(items: list[str]) -> str:
+    """A list literal for the cell, broken into lines a reader can see whole."""
+    lines, line = [], ""
+    for item in map(json.dumps, items):
+        if line and len(line) + len(item) > 80:
+            lines.append(line)
+            line = ""
+        line += item + ", "
+    return "[\n" + "".join(f"            {line.rstrip()}\n" for line in [*lines, line]) + "        ]"
+
+
+def install_cell_source(drive: str = DRIVE) -> str:
     """The install cell's code: stdlib only (it runs where nothing else is installed), silent where it does nothing."""
-    url = pip_command("", "")[-1]
     return f"""# Colab or Binder without the course: install it ({release_tag()}); anywhere else this cell does nothing.
 import importlib.util
 import os
@@ -90,18 +108,42 @@ import sys
 
 if importlib.util.find_spec("minilm") is None and (
         "google.colab" in sys.modules or any(key.startswith("BINDER_") for key in os.environ)):
+    import importlib.metadata
+    import re
     import subprocess
 
-    course = os.path.abspath({json.dumps(SRC)})  # your files: {SRC}/minilm/minilm/*.py
-    url = {json.dumps(url)}
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--src", course, "-e", url], check=True)
-    sys.path.insert(0, os.path.join(course, "minilm"))"""
+    home = os.getcwd()
+    if "google.colab" in sys.modules:  # keep your files in Google Drive, so that every notebook finds them
+        try:
+            from google.colab import drive
+            drive.mount({json.dumps(drive)})
+            home = os.path.join({json.dumps(drive)}, "MyDrive")
+            os.environ.setdefault("MINILM_DATA_DIR", os.path.join(home, {json.dumps(SRC)}, "data"))
+        except Exception as e:
+            print(f"Google Drive is not mounted ({{e}}): your files last only as long as this Colab session")
+    course = os.path.join(home, {json.dumps(SRC)}, "minilm")  # your files: {SRC}/minilm/minilm/*.py
+    if not os.path.isdir(course):
+        subprocess.run(["git", "-c", "advice.detachedHead=false", "clone", "--quiet", "--depth", "1",
+                        "--branch", {json.dumps(release_tag())}, {json.dumps(repository_url())}, course], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "-e", course], check=True)
+    missing = []  # only what this kernel lacks: Colab's torch and ipywidgets stay as they are
+    for requirement in {_wrapped(hosted_requirements())}:
+        try:
+            importlib.metadata.version(re.match(r"[\\w.-]+", requirement).group(0))
+        except importlib.metadata.PackageNotFoundError:
+            missing.append(requirement)
+    if missing:
+        pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-warn-conflicts"]
+        subprocess.run([*pip, *missing], check=True)
+    sys.path.insert(0, course)
+    print(f"minilm: your files are in {{course}}/minilm/")"""
 
 
 def badge_cell_source(notebook: str) -> str:
     return (f"{badges(notebook)}\n\n"
             "*No local install?* Open this notebook in Colab or on Binder; the next cell installs the course there "
-            "(and does nothing anywhere else).")
+            "(and does nothing anywhere else). In Colab it asks for your Google Drive, where your files stay "
+            "from one notebook to the next.")
 
 
 def _launch(cell) -> bool:

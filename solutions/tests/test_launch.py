@@ -10,32 +10,51 @@ import sys
 from urllib.parse import unquote
 
 import nbformat
-import pytest
 
 from minilm.course.tasks import ROOT
 from solutions import launch, notebooks
 
 # Runs the install cell in a python started with -I -S (no site-packages, no PYTHONPATH: `minilm` cannot
-# import, as in a fresh Colab kernel), with subprocess.run recording instead of running: nothing is downloaded.
+# import, as in a fresh Colab kernel), with subprocess.run recording instead of running (nothing is
+# downloaded), importlib.metadata answering from the given installed packages, and in Colab a Google
+# Drive that mounts (or refuses, with "refused") into the given folder.
 HARNESS = """
-import json, subprocess, sys, types
+import importlib.metadata, json, os, subprocess, sys, types
+where, drive_state, installed = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 calls = []
-subprocess.run = lambda argv, **kw: calls.append([argv, kw]) or subprocess.CompletedProcess(argv, 0)
-if sys.argv[1] == "colab":
-    sys.modules["google.colab"] = types.ModuleType("google.colab")
+subprocess.run = lambda argv, **kw: calls.append(argv) or subprocess.CompletedProcess(argv, 0)
+def version(name):
+    if name not in installed:
+        raise importlib.metadata.PackageNotFoundError(name)
+    return installed[name]
+importlib.metadata.version = version
+if where == "colab":
+    colab, drive = types.ModuleType("google.colab"), types.ModuleType("google.colab.drive")
+    def mount(path):
+        if drive_state == "refused":
+            raise ValueError("mount failed")
+        os.makedirs(os.path.join(path, "MyDrive"), exist_ok=True)
+    drive.mount, colab.drive = mount, drive
+    sys.modules.update({"google": types.ModuleType("google"), "google.colab": colab, "google.colab.drive": drive})
 before = list(sys.path)
 exec(compile(sys.stdin.read(), "install-cell", "exec"), {"__name__": "__main__"})
-print(json.dumps({"calls": calls, "path": [p for p in sys.path if p not in before], "python": sys.executable}))
+print(json.dumps({"calls": calls, "path": [p for p in sys.path if p not in before], "python": sys.executable,
+                  "data_dir": os.environ.get("MINILM_DATA_DIR")}))
 """
+# Colab's own packages (its runtime ships these; ipywidgets 7, not 8)
+COLAB = {"torch": "2.9.0", "numpy": "2.0.2", "matplotlib": "3.10.0", "ipywidgets": "7.7.1", "ipykernel": "6.17.1",
+         "regex": "2024.11.6", "tqdm": "4.67.1", "jupyterlab": "4.0.0"}
 
 
-def run_cell(where: str, tmp_path, isolated: bool = True, **env) -> dict:
+def run_cell(where: str, tmp_path, isolated: bool = True, drive: str = "mounts", installed: dict | None = None,
+             **env) -> dict:
     flags = ["-I", "-S"] if isolated else []
-    base = {k: v for k, v in os.environ.items() if not k.startswith("BINDER_")}
-    r = subprocess.run([sys.executable, *flags, "-c", HARNESS, where], input=launch.install_cell_source(),
-                       cwd=tmp_path, env={**base, **env}, capture_output=True, text=True, timeout=60)
+    base = {k: v for k, v in os.environ.items() if not k.startswith("BINDER_") and k != "MINILM_DATA_DIR"}
+    r = subprocess.run([sys.executable, *flags, "-c", HARNESS, where, drive, json.dumps(installed or {})],
+                       input=launch.install_cell_source(drive=str(tmp_path / "drive")), cwd=tmp_path,
+                       env={**base, **env}, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
+    return {**json.loads(r.stdout.splitlines()[-1]), "printed": r.stdout.splitlines()[:-1]}
 
 
 def test_a_fresh_kernel_cannot_import_the_course():
@@ -44,22 +63,54 @@ def test_a_fresh_kernel_cannot_import_the_course():
     assert r.returncode != 0 and "No module named 'minilm'" in r.stderr
 
 
-@pytest.mark.parametrize("where,env", [("colab", {}), ("binder", {"BINDER_LAUNCH_HOST": "https://mybinder.org/"})])
-def test_the_install_cell_installs_the_release_in_a_hosted_kernel_without_the_course(where, env, tmp_path):
-    got = run_cell(where, tmp_path, **env)
-    course = str(tmp_path.resolve() / launch.SRC)
+def _clone(course):
     owner, name = launch.repository()
-    assert got["calls"] == [[[got["python"], "-m", "pip", "install", "--quiet", "--src", course, "-e",
-                              f"git+https://github.com/{owner}/{name}@v0.1.0#egg=minilm"], {"check": True}]]
-    assert got["calls"][0][0] == launch.pip_command(got["python"], course)
-    assert got["path"] == [os.path.join(course, "minilm")]  # the clone, where pip -e puts it, imports at once
+    return ["git", "-c", "advice.detachedHead=false", "clone", "--quiet", "--depth", "1", "--branch", "v0.1.0",
+            f"https://github.com/{owner}/{name}", course]
+
+
+def test_in_colab_the_course_goes_to_google_drive_and_colabs_own_packages_stay(tmp_path):
+    got = run_cell("colab", tmp_path, installed=COLAB)
+    course = str(tmp_path / "drive" / "MyDrive" / launch.SRC / "minilm")
+    python = got["python"]
+    assert got["calls"] == [
+        _clone(course),
+        [python, "-m", "pip", "install", "--quiet", "--no-deps", "-e", course],
+        # only what Colab lacks: not its torch, nor its ipywidgets 7, nor a JupyterLab it does not use
+        [python, "-m", "pip", "install", "--quiet", "--no-warn-conflicts", "einops>=0.7", "jaxtyping>=0.2.25",
+         "tiktoken>=0.6"]]
+    assert got["path"] == [course] and got["printed"] == [f"minilm: your files are in {course}/minilm/"]
+    assert got["data_dir"] == str(tmp_path / "drive" / "MyDrive" / launch.SRC / "data")  # runs outlive the session
+    # The next notebook, on a fresh machine: the student's files are in Drive already, and stay as they are.
+    os.makedirs(course)
+    again = run_cell("colab", tmp_path, installed={**COLAB, "einops": "0.8", "jaxtyping": "0.3", "tiktoken": "0.9"})
+    assert again["calls"] == [[python, "-m", "pip", "install", "--quiet", "--no-deps", "-e", course]]
+
+
+def test_in_colab_without_drive_it_says_the_files_are_temporary(tmp_path):
+    got = run_cell("colab", tmp_path, drive="refused", installed=COLAB)
+    course = str(tmp_path.resolve() / launch.SRC / "minilm")
+    assert got["calls"][0] == _clone(course) and got["path"] == [course] and got["data_dir"] is None
+    assert got["printed"][0] == ("Google Drive is not mounted (mount failed): your files last only as long as this "
+                                 "Colab session")
+
+
+def test_on_binder_without_the_course_it_installs_everything_beside_the_notebook(tmp_path):
+    got = run_cell("binder", tmp_path, BINDER_LAUNCH_HOST="https://mybinder.org/")
+    course = str(tmp_path.resolve() / launch.SRC / "minilm")
+    assert got["calls"][:2] == [_clone(course), [got["python"], "-m", "pip", "install", "--quiet", "--no-deps", "-e",
+                                                 course]]
+    assert got["calls"][2][-len(launch.hosted_requirements()):] == launch.hosted_requirements()
+    assert not any("jupyterlab" in r for r in launch.hosted_requirements())  # Binder and Colab bring their own
 
 
 def test_the_install_cell_does_nothing_elsewhere(tmp_path):
-    assert run_cell("local", tmp_path) == {"calls": [], "path": [], "python": sys.executable}  # no minilm, not hosted
+    got = run_cell("local", tmp_path)  # no minilm, not hosted
+    assert got["calls"] == [] and got["path"] == [] and got["printed"] == []
     # Hosted, but the course imports (Binder builds it from environment.yml; a local kernel has it): nothing.
     got = run_cell("colab", tmp_path, isolated=False, PYTHONPATH=str(ROOT))
-    assert got["calls"] == [] and got["path"] == []
+    assert got["calls"] == [] and got["path"] == [] and got["printed"] == []
+    assert not (tmp_path / "drive").exists()  # nor is Drive mounted
 
 
 def test_every_notebook_has_the_launch_cells_and_its_own_badges():
