@@ -204,10 +204,8 @@ def _close(a, b) -> bool:
 
 
 # How far a stored float output may drift from a fresh one before the file counts as stale: a
-# whole forward in float32 is not bit-stable across CPUs, BLAS kernels and thread counts. Measured
-# (2026-12): 1 against 2 threads, and another machine's file against this one's, differ by at most
-# 1.1e-6 of the tensor's largest magnitude (notebook 13's logits); a reference that changed by the
-# subtlest mutant the drift must still catch (GELU's tanh form, 13.3) moves 7.9e-5 of it.
+# whole forward in float32 is not bit-stable across CPUs, BLAS kernels and thread counts, and the
+# subtlest mutant must still be caught (the measurements: docs/contributing.md, "Measured").
 DRIFT = 1e-5
 
 

@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# A student's feedback loop: torch's teardown at exit is a tenth of `minilm check`'s time (benchmarks).
+# A student's feedback loop: these exit without torch's teardown (docs/contributing.md, "Measured").
 _EXIT_AT_ONCE = ("check", "status", "hint")
 
 

@@ -229,7 +229,7 @@ def test_the_editions_docs_are_the_students_only_and_every_link_resolves(release
 def test_students_test_command_fails_on_the_stubs_naming_their_tasks(release):
     argv = rel.STUDENT_TEST.split()[1:]
     # The command as given (xdist's -n auto and all), with one worker: a second one would collect the whole
-    # suite again and run tests until -x reached it (40 s of CPU against 12).
+    # suite again and run tests until -x reached it, three times the CPU.
     env = {**student_env(release), "PYTEST_XDIST_AUTO_NUM_WORKERS": "1"}
     r = subprocess.run([sys.executable, "-m", "minilm", *argv, "--", "-x"], cwd=release, env=env,
                        capture_output=True, text=True, timeout=900)

@@ -32,7 +32,7 @@ def pytest_collectstart(collector):
     every cell from 1 down the page, in the node id, the failure's header and its first line.
     nbval's own number stays in the JUnit report as the property "nbval_cell", which the
     grader's parse_junit reads."""
-    plugin = sys.modules.get("nbval.plugin")  # not imported here: with -p no:nbval it costs ~1 s for nothing
+    plugin = sys.modules.get("nbval.plugin")  # not imported here: with -p no:nbval it would be imported for nothing
     if plugin is not None and isinstance(collector, plugin.IPyNbFile):
         collect = collector.collect
         collector.collect = lambda: [_rename_cell(item) for item in collect()]
