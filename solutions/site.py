@@ -2,15 +2,24 @@
 
     minilm site site/            # build (or rebuild) the site in site/; open site/index.html through any web server
 
-What students see, rendered: the student edition's README (the home page) and docs, every notebook with
-its stored outputs (nbconvert's HTML exporter, JupyterLab's look), a page per task (its contract from the
-stub, its from-scratch rule, what its check runs, the commands) linking the stub file's page, and each
-stub file as a page; every page has the course's navigation, in course order (minilm/course/tasks.py).
-Math is typeset by MathJax 3, copied from the `django-static-mathjax` package (MathJax's own files; no Django)
-at build time, so neither the build nor the site needs a network. A widget output shows its stored picture
-(solutions/notebooks.py keeps the PNG of the explorer) with a note that the notebook is interactive in
-JupyterLab; the launch cells' badges become plain links (their images live on other sites) and the install
-cell is left out.
+What students see, rendered: the student edition's README (the home page, with the notebooks in course order)
+and docs, every notebook with its stored outputs, a page per task (its contract from the stub: each signature
+as a Python block and its docstring as text; its from-scratch rule, what its check runs, the commands) linking
+the stub file's page, a page listing the tasks, and each stub file as a page.
+
+It is a Sphinx site: MyST-NB reads the notebooks (never running them: `nb_execution_mode = "off"`) and the
+Markdown this module writes for the other pages, and sphinx-book-theme lays it out: a chapter sidebar (the
+notebooks in course order, each with its tasks, then the task list, the students' doc and the stub files),
+the page's contents beside it, search (Sphinx's own index, in the browser), dark mode, prev/next links in
+course order, and on a notebook's page its Colab and Binder links and a download of the .ipynb (the student
+edition's notebook as it is). Math is typeset by MathJax 3 from the `sphinx-mathjax-offline` package (MathJax's
+own files, copied into the site), so neither the build nor the site fetches anything from another site.
+
+What the pages show differs from the .ipynb only where the reader gains: the install cell is left out, the
+launch cell's badges (images on other sites) become plain links beside the download, comments that speak to
+the test harness (`# NBVAL_…`, `# release: …`) are dropped from code cells, and a widget output shows its
+stored picture (solutions/notebooks.py keeps the PNG of the explorer) with a note that the notebook is
+interactive in JupyterLab.
 
 The site is built in a temporary folder beside OUT and swapped in only when complete, so a failed build
 leaves an earlier site as it was. OUT must be empty, absent, or a site this command built.
@@ -19,58 +28,65 @@ leaves an earlier site as it was. OUT must be empty, absent, or a site this comm
 from __future__ import annotations
 
 import argparse
+import ast
 import copy
 import html
+import importlib
+import io
 import os
 import re
 import shutil
 import sys
 import tempfile
-from dataclasses import dataclass
+import time
+import warnings as python_warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from minilm.course import tasks
 from minilm.course.tasks import ROOT
 
 MARKER = ".minilm-site"  # in every site this command builds: OUT may be replaced only when it holds one
-STATIC = "_static"
-MATHJAX_SCRIPT = "tex-chtml-full.js"  # MathJax 3: TeX in, HTML and CSS out, every TeX extension
-# What the site copies of MathJax's es5/ folder: the one bundle, its fonts and the parts it loads on demand.
-MATHJAX_PARTS = (MATHJAX_SCRIPT, "output", "input", "a11y", "ui", "adaptors")
+# What the build imports, and the package that brings each (the `dev` extra has them all).
+BUILDERS = {"sphinx": "sphinx", "myst_nb": "myst-nb", "sphinx_book_theme": "sphinx-book-theme",
+            "sphinx-mathjax-offline": "sphinx-mathjax-offline"}
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_NOTE = ("A still picture of an interactive explorer: open this notebook in JupyterLab (or Colab, "
                "Binder) and run it to move its sliders.")
 BADGE = re.compile(r"\[!\[([^\]]*)\]\([^)]*\)\]\(([^)]*)\)")  # [![alt](image)](target)
+# Comments for the test harness, not for readers: nbval's markers on a line of their own, and the release
+# check's `# release: …` notes at the end of a line.
+HARNESS_LINE = re.compile(r"^[ \t]*# NBVAL_[A-Z_]+\b[^\n]*(?:\n|$)", re.M)
+HARNESS_NOTE = re.compile(r"[ \t]*# release: [^\n]*")
+MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|$])")
 
 
 class SiteError(Exception):
     pass
 
 
+@dataclass
+class Built:
+    pages: list[str]  # the HTML pages, relative to the site
+    warnings: list[str] = field(default_factory=list)  # what Sphinx warned about (none, in a sound build)
+    seconds: float = 0.0
+
+
 # ---------------------------------------------------------------- what the site needs
 
 
-def requirements() -> tuple[object, Path]:
-    """nbconvert's HTML exporter and MathJax's folder, or SiteError saying what to install."""
+def requirements() -> None:
+    """Sphinx, MyST-NB, the book theme and the offline MathJax, or SiteError saying what to install."""
     missing = []
-    try:
-        import nbconvert  # noqa: F401
-    except ImportError:
-        missing.append("nbconvert")
-    try:
-        import mathjax  # the django-static-mathjax package: MathJax 3's files, no Django needed
-    except ImportError:
-        missing.append("django-static-mathjax")
+    for module, package in BUILDERS.items():
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append(package)
     if missing:
-        raise SiteError(f"the site builder needs {' and '.join(missing)}, which are not installed: run "
-                        f"`python -m pip install -e \".[dev]\"` (or `python -m pip install {' '.join(missing)}`)")
-    folder = Path(mathjax.__file__).parent / "static" / "mathjax" / "es5"
-    if not (folder / MATHJAX_SCRIPT).is_file():
-        raise SiteError(f"the `mathjax` package has no {MATHJAX_SCRIPT} in {folder} (another package of that name?): "
-                        "`python -m pip install --force-reinstall django-static-mathjax`")
-    from nbconvert import HTMLExporter
-
-    return HTMLExporter, folder
+        raise SiteError(f"the site builder needs {' and '.join(missing)}, which {'is' if len(missing) == 1 else 'are'}"
+                        f" not installed: run `python -m pip install -e \".[dev]\"` (or `python -m pip install "
+                        f"{' '.join(missing)}`)")
 
 
 def notebook_paths() -> list[Path]:
@@ -88,11 +104,8 @@ def unrun(path: Path) -> bool:
 
 # ---------------------------------------------------------------- pages and links
 
-
-@dataclass(frozen=True)
-class Page:
-    path: str  # relative to the site, "notebooks/05_rope.html"
-    title: str
+# The site mirrors its Sphinx sources: notebooks/05_rope.ipynb is the page notebooks/05_rope.html, the
+# generated tasks/5.1.md is tasks/5.1.html, src/minilm/rope.py.md (the stub's page) src/minilm/rope.py.html.
 
 
 def notebook_page(nb_path: str) -> str:
@@ -107,8 +120,19 @@ def source_page(file: str) -> str:
     return f"src/{file}.html"
 
 
+def download(nb_path: str) -> str:
+    """Where the site keeps a notebook's .ipynb (the theme's download button points there too)."""
+    return f"_sources/notebooks/{Path(nb_path).name}"
+
+
 def _rel(frm: str, to: str) -> str:
+    """A link from the page (or source) `frm` to `to`, both relative to the site."""
     return os.path.relpath(to, os.path.dirname(frm) or ".").replace(os.sep, "/")
+
+
+def _src(page: str) -> str:
+    """The Markdown source of one of our pages: tasks/3.1.html -> tasks/3.1.md."""
+    return page.removesuffix(".html") + ".md"
 
 
 def repo_link(file: str) -> str:
@@ -117,109 +141,79 @@ def repo_link(file: str) -> str:
     return f"{launch.repository_url()}/blob/{launch.release_tag()}/{file}"
 
 
-def rewrite_link(target: str, page: str, source_dir: str) -> str:
-    """A Markdown link of a README or doc (relative to `source_dir`) as the site's link from `page`: a doc or
-    notebook to its page, a stub file to its page, any other file of the repository to its address there."""
+def rewrite_link(target: str, source: str, docs: tuple[str, ...] = ()) -> str:
+    """A Markdown link of the README, a doc or a notebook (`source`, its path in the repository) as the site's
+    source links it: README.md to the home page, a doc of the site or a notebook to its source (MyST makes that
+    a link to its page), a stub file to its page, and any other file of the repository to its address there."""
     if re.match(r"[a-z][a-z0-9+.-]*:", target, flags=re.I) or target.startswith("#"):
         return target
     file, _, anchor = target.partition("#")
-    path = os.path.normpath(os.path.join(source_dir, file)).replace(os.sep, "/")
-    if path.endswith(".md"):
-        to = "index.html" if path == "README.md" else f"{path[:-3]}.html"
-    elif path.endswith(".ipynb") and path.startswith("notebooks/"):
-        to = notebook_page(path)
+    path = os.path.normpath(os.path.join(os.path.dirname(source), file)).replace(os.sep, "/")
+    if path == "README.md":
+        to = "index.md"
+    elif path in docs or (path.startswith("notebooks/") and path.endswith(".ipynb")):
+        to = path
     elif path in {t.file for t in tasks.TASKS}:
-        to = source_page(path)
+        to = _src(source_page(path))
     else:
         return repo_link(path) + (f"#{anchor}" if anchor else "")
-    return _rel(page, to) + (f"#{anchor}" if anchor else "")
+    return _rel(source, to) + (f"#{anchor}" if anchor else "")
 
 
-def _markdown(text: str, page: str, source_dir: str) -> str:
-    from nbconvert.filters.markdown_mistune import markdown2html_mistune
-
+def markdown(text: str, source: str, docs: tuple[str, ...] = ()) -> str:
+    """Markdown of the repository as the site's source: badges (images from elsewhere) as plain links, and
+    every link rewritten for the site (rewrite_link)."""
     text = BADGE.sub(lambda m: f"[{m.group(1)}]({m.group(2)})", text)
-    body = markdown2html_mistune(text)
-    def link(m):
-        return f'href="{html.escape(rewrite_link(html.unescape(m.group(1)), page, source_dir))}"'
-
-    def anchor(m):  # GitHub's heading anchors, so a doc's links to "#the-from-scratch-rules" resolve
-        inner = re.sub(r'<a class="anchor-link"[^>]*>.*?</a>', "", m.group(2), flags=re.S)
-        words = html.unescape(re.sub(r"<[^>]+>", "", inner)).strip().lower()
-        slug = html.escape(re.sub(r"\s", "-", re.sub(r"[^\w\- ]", "", words)))
-        return f'<h{m.group(1)} id="{slug}">{inner}<a class="anchor-link" href="#{slug}">¶</a></h{m.group(1)}>'
-
-    body = re.sub(r"<h([1-6])(?: id=\"[^\"]*\")?>(.*?)</h\1>", anchor, body, flags=re.S)
-    return re.sub(r'href="([^"]+)"', link, body)
+    return re.sub(r"\]\(([^)\s]+)\)", lambda m: f"]({rewrite_link(m.group(1), source, docs)})", text)
 
 
-# ---------------------------------------------------------------- the frame every page shares
-
-CSS = """
-body.minilm { margin: 0; font-family: system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; }
-nav.minilm-nav { position: sticky; top: 0; z-index: 10; background: #1f2933; color: #fff; padding: .5rem 1rem;
-  display: flex; gap: 1.2rem; align-items: center; flex-wrap: wrap; font-size: 14px; }
-nav.minilm-nav a { color: #fff; text-decoration: none; }
-nav.minilm-nav a:hover { text-decoration: underline; }
-nav.minilm-nav .brand { font-weight: 700; }
-nav.minilm-nav .pager { margin-left: auto; display: flex; gap: 1rem; }
-main.minilm-page { max-width: 960px; margin: 1.5rem auto 4rem; padding: 0 1rem; line-height: 1.55; }
-main.minilm-page pre { background: #f5f7fa; padding: .8rem; overflow-x: auto; border-radius: 4px; }
-main.minilm-page table { border-collapse: collapse; }
-main.minilm-page td, main.minilm-page th { border: 1px solid #d0d7de; padding: .25rem .5rem; }
-.minilm-widget-note { background: #fff8e1; border-left: 4px solid #f0b400; padding: .4rem .8rem; margin: .3rem 0;
-  font-size: 13px; }
-.minilm-launch a { display: inline-block; border: 1px solid #1f2933; border-radius: 4px; padding: .1rem .6rem;
-  margin-right: .5rem; text-decoration: none; }
-"""
+def _escape(text: str) -> str:
+    """Plain text as Markdown that shows it as it is."""
+    return MD_SPECIAL.sub(r"\\\1", text)
 
 
-def nav(page: str, pages: list[Page]) -> str:
-    """The bar atop every page: home, notebooks, tasks, docs, and the previous and next pages in course order."""
-    order = [p.path for p in pages]
-    links = [f'<a class="brand" href="{_rel(page, "index.html")}">minilm</a>',
-             f'<a href="{_rel(page, "index.html")}#notebooks">Notebooks</a>',
-             f'<a href="{_rel(page, "tasks/index.html")}">Tasks</a>',
-             f'<a href="{_rel(page, "docs/students.html")}">For students</a>']
-    pager = []
-    if page in order:
-        i = order.index(page)
-        if i > 0:
-            pager.append(f'<a rel="prev" href="{_rel(page, order[i - 1])}">← {html.escape(pages[i - 1].title)}</a>')
-        if i + 1 < len(order):
-            pager.append(f'<a rel="next" href="{_rel(page, order[i + 1])}">{html.escape(pages[i + 1].title)} →</a>')
-    return (f'<nav class="minilm-nav">{"".join(links)}<span class="pager">{"".join(pager)}</span></nav>')
+def _fence(body: str, info: str) -> str:
+    ticks = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", body)), default=0))
+    return f"{ticks}{info}\n{body}\n{ticks}\n"
 
 
-def mathjax(page: str) -> str:
-    here = _rel(page, f"{STATIC}/mathjax")
-    return f"""<link rel="icon" href="data:,">
-<script>
-window.MathJax = {{tex: {{inlineMath: [["$", "$"], ["\\\\(", "\\\\)"]], displayMath: [["$$", "$$"], ["\\\\[", "\\\\]"]],
-                        processEscapes: true, processEnvironments: true, tags: "ams"}},
-                  options: {{enableMenu: false}},
-                  chtml: {{fontURL: "{here}/output/chtml/fonts/woff-v2"}}}};
-</script>
-<script src="{here}/{MATHJAX_SCRIPT}"></script>"""
+def title_of(path: Path) -> str:
+    """A notebook's title: its first heading ("03 · RMSNorm")."""
+    import nbformat
 
-
-def frame(page: str, title: str, body: str, pages: list[Page], math: bool = False) -> str:
-    """A page of ours (not a notebook's) around `body`; MathJax only where `math` (a page with $…$ to typeset)."""
-    css = _rel(page, f"{STATIC}/site.css")
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{html.escape(title)} · minilm</title><link rel="stylesheet" href="{css}">
-{mathjax(page) if math else '<link rel="icon" href="data:,">'}
-</head><body class="minilm">{nav(page, pages)}<main class="minilm-page">{body}</main></body></html>
-"""
+    for cell in nbformat.read(path, as_version=4).cells:
+        if cell.cell_type == "markdown" and (m := re.search(r"^#\s+(.+)$", cell.source, flags=re.M)):
+            return m.group(1).strip()
+    return path.stem
 
 
 # ---------------------------------------------------------------- notebooks
 
 
-def prepare_notebook(nb):
-    """A copy of a stored notebook as the site shows it: the install cell out, the badges as links, and each
-    widget output as its stored picture with a note (or the note alone), never the widget's text repr."""
+def reader_code(source: str) -> str:
+    """A code cell's source without the comments that speak to the test harness."""
+    return HARNESS_NOTE.sub("", HARNESS_LINE.sub("", source))
+
+
+def launch_links(nb_path: str) -> str:
+    """The launch cell as the site shows it: Colab, Binder and the download, as plain links (raw HTML, so
+    MyST keeps the download a link to the file rather than to this very page)."""
+    from solutions import launch
+
+    page = notebook_page(nb_path)
+    links = [f'<a href="{html.escape(launch.colab_url(nb_path))}">Open in Colab</a>',
+             f'<a href="{html.escape(launch.binder_url(nb_path))}">Launch on Binder</a>',
+             f'<a href="{_rel(page, download(nb_path))}" download>Download {Path(nb_path).name}</a>']
+    return f'<p class="minilm-launch">{" ".join(links)}</p>'
+
+
+def prepare_notebook(nb, nb_path: str, docs: tuple[str, ...] = ()):
+    """A copy of a stored notebook as the site reads it: the install cell out, the badges as links beside the
+    download, harness comments out, links rewritten for the site, each widget output as its stored picture
+    with a note (or the note alone), never the widget's text repr; and a hidden table of contents of the
+    notebook's tasks, which puts their pages after the notebook's in the sidebar and in prev/next."""
+    import nbformat
+
     from solutions import launch
 
     nb = copy.deepcopy(nb)
@@ -229,128 +223,308 @@ def prepare_notebook(nb):
         if tagged and cell.cell_type == "code":
             continue
         if tagged:
-            cell.source = BADGE.sub(lambda m: f"[{m.group(1)}]({m.group(2)})", cell.source)
-        outputs = []
-        for out in cell.get("outputs", []):
-            data = out.get("data", {})
-            if WIDGET_VIEW in data:
-                if "image/png" in data:
-                    outputs.append({"output_type": "display_data", "metadata": {},
-                                    "data": {"image/png": data["image/png"]}})
-                out = {"output_type": "display_data", "metadata": {},
-                       "data": {"text/html": f'<div class="minilm-widget-note">{WIDGET_NOTE}</div>'}}
-            outputs.append(out)
-        if cell.cell_type == "code":
-            cell.outputs = outputs
+            cell.source = launch_links(nb_path)
+        elif cell.cell_type == "markdown":
+            cell.source = markdown(cell.source, nb_path, docs)
+        elif cell.cell_type == "code":
+            cell.source = reader_code(cell.source)
+            outputs = []
+            for out in cell.get("outputs", []):
+                data = out.get("data", {})
+                if WIDGET_VIEW in data:
+                    if "image/png" in data:
+                        outputs.append({"output_type": "display_data", "metadata": {},
+                                        "data": {"image/png": data["image/png"]}})
+                    out = {"output_type": "display_data", "metadata": {},
+                           "data": {"text/html": f'<div class="minilm-widget-note">{WIDGET_NOTE}</div>'}}
+                outputs.append(out)
+            cell.outputs = [nbformat.from_dict(o) for o in outputs]
         cells.append(cell)
+    own = tasks.for_notebook(Path(nb_path).stem)
+    if own:
+        entries = "\n".join(f"/{task_page(t).removesuffix('.html')}" for t in own)
+        cells.append(nbformat.v4.new_markdown_cell(f"```{{toctree}}\n:hidden:\n\n{entries}\n```"))
     nb.cells = cells
     nb.metadata.pop("widgets", None)
     return nb
 
 
-def render_notebook(exporter, path: Path, page: str, pages: list[Page]) -> str:
-    """nbconvert's lab page of the notebook, with our navigation and local MathJax, and no script from elsewhere."""
-    import nbformat
-
-    nb = prepare_notebook(nbformat.read(path, as_version=4))
-    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": path.stem}})
-    body = re.sub(r'(<a\b[^>]*href=")([^"]+)(")',  # the notebook's own links first, then our frame's
-                  lambda m: m.group(1) + html.escape(rewrite_link(html.unescape(m.group(2)), page, "notebooks"))
-                  + m.group(3), body)
-    css = _rel(page, f"{STATIC}/site.css")
-    body = body.replace("</head>", f'<link rel="stylesheet" href="{css}">\n{mathjax(page)}\n</head>', 1)
-    return re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + nav(page, pages), body, count=1)
+# ---------------------------------------------------------------- task, stub, index and home pages
 
 
-TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
-{%- block html_head_js -%}{%- endblock html_head_js -%}
-{% block jupyter_widgets %}{% endblock jupyter_widgets %}
-{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
-{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
-"""
+def _docstring(doc: str) -> str:
+    """A docstring as text that wraps on a narrow screen: prose paragraphs joined into one line each,
+    indented or listed lines kept as they are."""
+    blocks = []
+    for block in re.split(r"\n\s*\n", doc.strip()):
+        lines = block.splitlines()
+        listed = any(re.match(r"\s|[-*•]\s|\d+[.)]\s", line) for line in lines[1:]) or re.match(r"[-*•]\s", block)
+        blocks.append(block if listed else " ".join(line.strip() for line in lines))
+    return "\n\n".join(blocks)
 
 
-def exporter(HTMLExporter):
-    """nbconvert's lab HTML exporter without the scripts it fetches from the web (require.js, the widget
-    manager, mermaid, MathJax: ours is local); its anchor links, prompts and JupyterLab CSS kept."""
-    from jinja2 import DictLoader
+def contract(task: tasks.Task) -> str:
+    """The task's contract as Markdown: each name's (and method's) signature as a Python block, its docstring
+    as text beneath: what `minilm hint` prints as the contract, laid out to read."""
+    from minilm.course.hints import _header
 
-    return HTMLExporter(extra_loaders=[DictLoader({"minilm_site.html.j2": TEMPLATE})],
-                        template_file="minilm_site.html.j2")
+    text = (ROOT / task.file).read_text(encoding="utf-8")
+    lines, parts = text.splitlines(), []
+
+    def one(node, what: str) -> None:
+        parts.append(f"{what} (`{task.file}`, line {node.lineno}):\n")
+        parts.append(_fence(_header(lines, node), "python"))
+        if doc := ast.get_docstring(node):
+            parts.append(_fence(f":class: minilm-docstring\n\n{_docstring(doc)}", "{code-block} text"))
+
+    for node in ast.parse(text).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in task.names:
+            one(node, f"`{node.name}`")
+            if isinstance(node, ast.ClassDef):
+                for method in node.body:
+                    if isinstance(method, ast.FunctionDef) and (method.name in ("__init__", "forward", "step")
+                                                                or ast.get_docstring(method)):
+                        one(method, f"`{node.name}.{method.name}`")
+    return "\n".join(parts) or f"(no {', '.join(task.names)} in {task.file}: the stub defines it)"
 
 
-# ---------------------------------------------------------------- task, source and index pages
-
-
-def _code(source: str) -> str:
-    from pygments import highlight
-    from pygments.formatters import HtmlFormatter
-    from pygments.lexers import PythonLexer
-
-    return highlight(source, PythonLexer(), HtmlFormatter(cssclass="highlight", nowrap=False))
-
-
-def task_body(task: tasks.Task, page: str) -> str:
+def task_source(task: tasks.Task) -> str:
     from minilm.course import exercises, hints
 
+    here = _src(task_page(task))
     s = exercises.get(task.id)
-    cases = "".join(f"<li>{html.escape(c['what'])}</li>" for c in s.cases())
-    rule = "".join(f"<li>{html.escape(line.strip().removeprefix('- '))}</li>"
-                   for line in hints.rule(task).splitlines()[1:]) or "<li>no built-in beyond the allowed list</li>"
-    uses = ", ".join(f'<a href="{_rel(page, task_page(tasks.get(u)))}">Task {u}</a>' for u in task.uses)
-    return f"""<h1>Task {task.id}: {html.escape(task.title)}</h1>
-<p>You write <code>{'</code>, <code>'.join(task.names)}</code> in
-<a href="{_rel(page, source_page(task.file))}"><code>{task.file}</code></a>
-(<a href="{repo_link(task.file)}">on GitHub</a>), taught in
-<a href="{_rel(page, notebook_page(task.notebook))}">{Path(task.notebook).stem}</a>. {task.points} points.
-{f'It uses your code of {uses}.' if uses else ''}</p>
-<h2>The contract</h2>
-<p>The stub's signature, shape annotations and docstring are the spec:</p>
-{_code(hints.contract(task))}
-<h2>The from-scratch rule</h2>
-<ul>{rule}</ul>
-<h2>The check</h2>
-<p><code>check("{task.id}")</code> runs your code on:</p><ul>{cases}</ul>
-<p>and, when it matches the reference's outputs, says: <em>{html.escape(s.passed)}</em>.
-While it does not, it says what differs and which known mistake it looks like.</p>
-<pre>minilm check {task.id}        # the check's verdict
-minilm hint {task.id}         # stuck? the hint ladder (--rung 2, --rung 3)
-minilm test {task.id}         # the task's tests</pre>
-"""
+    cases = "".join(f"- {_escape(c['what'])}\n" for c in s.cases())
+    rule = "".join(f"- {_escape(line.strip().removeprefix('- '))}\n" for line in hints.rule(task).splitlines()[1:])
+    uses = ", ".join(f"[Task {u}]({_rel(here, _src(task_page(tasks.get(u))))})" for u in task.uses)
+    names = ", ".join(f"`{n}`" for n in task.names)
+    commands = (f"minilm check {task.id}        # the check's verdict\n"
+                f"minilm hint {task.id}         # stuck? the hint ladder (--rung 2, --rung 3)\n"
+                f"minilm test {task.id}         # the task's tests")
+    return f"""# Task {task.id}: {_escape(task.title)}
+
+You write {names} in [`{task.file}`]({_rel(here, _src(source_page(task.file)))}) ([on GitHub]({repo_link(task.file)})),
+taught in [{title_of(ROOT / task.notebook)}]({_rel(here, task.notebook)}). {task.points} points.
+{f'It uses your code of {uses}.' if uses else ''}
+
+## The contract
+
+The stub's signature, shape annotations and docstring are the spec.
+
+{contract(task)}
+
+## The from-scratch rule
+
+{rule or "- no built-in beyond the allowed list" + chr(10)}
+## The check
+
+`check("{task.id}")` runs your code on:
+
+{cases}
+and, when it matches the reference's outputs, says: *{_escape(s.passed)}*.
+While it does not, it says what differs and which known mistake it looks like.
+
+{_fence(commands, "bash")}"""
 
 
-def index_body(page: str, readme_html: str) -> str:
+def tasks_source() -> str:
+    here = "tasks/index.md"
+    rows = "".join(f"| [{t.id}]({_rel(here, _src(task_page(t)))}) | {_escape(t.title)} "
+                   f"| [`{t.file}`]({_rel(here, _src(source_page(t.file)))}) "
+                   f"| [{Path(t.notebook).stem}]({_rel(here, t.notebook)}) | {t.points} |\n" for t in tasks.TASKS)
+    total = sum(t.points for t in tasks.TASKS)
+    return (f"# Tasks\n\n{len(tasks.TASKS)} tasks, {total} points, in course order: each is taught in its notebook"
+            f" and written in its stub file.\n\n| task | what you write | file | notebook | points |\n"
+            f"| --- | --- | --- | --- | --- |\n{rows}")
+
+
+def stub_files() -> list[str]:
+    return list(dict.fromkeys(t.file for t in tasks.TASKS))
+
+
+def stub_source(file: str) -> str:
+    here = _src(source_page(file))
+    own = ", ".join(f"[{t.id}]({_rel(here, _src(task_page(t)))})" for t in tasks.TASKS if t.file == file)
+    return (f"# `{file}`\n\nThe stub you fill in (the student edition's; [on GitHub]({repo_link(file)})). "
+            f"Its tasks: {own}.\n\n" + _fence((ROOT / file).read_text(encoding="utf-8").rstrip("\n"), "python"))
+
+
+def stubs_source() -> str:
+    here = "src/index.md"
+    rows = "".join(f"- [`{f}`]({_rel(here, _src(source_page(f)))}): tasks "
+                   + ", ".join(t.id for t in tasks.TASKS if t.file == f) + "\n" for f in stub_files())
+    toctree = "\n".join(_src(source_page(f)).removeprefix("src/").removesuffix(".md") for f in stub_files())
+    return (f"# Your files\n\nThe stubs you fill in, one module each, in course order:\n\n{rows}\n"
+            f"```{{toctree}}\n:hidden:\n\n{toctree}\n```\n")
+
+
+def home_source(readme: str, docs: tuple[str, ...]) -> str:
+    """The student README, then the notebooks in course order with their tasks; and the tables of contents
+    that make the sidebar: the notebooks (each with its tasks, from its own hidden table), then the rest."""
     rows = []
     for path in notebook_paths():
-        nb = f"notebooks/{path.name}"
-        own = tasks.for_notebook(path.stem)
-        listed = "".join(f'<li><a href="{_rel(page, task_page(t))}">Task {t.id}</a>: {html.escape(t.title)}</li>'
-                         for t in own)
-        rows.append(f'<li><a href="{_rel(page, notebook_page(nb))}">{path.stem}</a>'
-                    + (f"<ul>{listed}</ul>" if listed else "") + "</li>")
-    return readme_html + f'<h2 id="notebooks">The notebooks, in course order</h2><ol start="0">{"".join(rows)}</ol>'
+        rows.append(f"{path.stem[:2]}. [{_escape(title_of(path))}](notebooks/{path.name})")
+        rows += [f"    - [Task {t.id}]({_src(task_page(t))}): {_escape(t.title)}"
+                 for t in tasks.for_notebook(path.stem)]
+    notebooks = "\n".join(f"notebooks/{p.stem}" for p in notebook_paths())
+    rest = "\n".join(["tasks/index", *(d.removesuffix(".md") for d in docs), "src/index"])
+    return (markdown(readme, "README.md", docs).rstrip() + "\n\n## The notebooks, in course order\n\n"
+            + "\n".join(rows) + f"\n\n```{{toctree}}\n:hidden:\n:caption: Notebooks\n\n{notebooks}\n```\n\n"
+            f"```{{toctree}}\n:hidden:\n:caption: Reference\n\n{rest}\n```\n")
 
 
-def tasks_body(page: str) -> str:
-    rows = "".join(f'<tr><td><a href="{_rel(page, task_page(t))}">{t.id}</a></td><td>{html.escape(t.title)}</td>'
-                   f'<td><a href="{_rel(page, source_page(t.file))}"><code>{t.file}</code></a></td>'
-                   f'<td><a href="{_rel(page, notebook_page(t.notebook))}">{Path(t.notebook).stem}</a></td>'
-                   f"<td>{t.points}</td></tr>" for t in tasks.TASKS)
-    total = sum(t.points for t in tasks.TASKS)
-    return (f"<h1>Tasks</h1><p>{len(tasks.TASKS)} tasks, {total} points.</p><table><tr><th>task</th><th>what you "
-            f"write</th><th>file</th><th>notebook</th><th>points</th></tr>{rows}</table>")
+# ---------------------------------------------------------------- Sphinx's configuration and our style
+
+CSS = """
+/* Prose at a readable measure (about 80 characters a line); code and outputs may use the column's width. */
+.bd-article { max-width: 52rem; overflow-wrap: break-word; }
+.bd-article p, .bd-article li, .bd-article dl { max-width: 42rem; }
+/* Plots at their natural size, never wider than the column. */
+.bd-article img { max-width: 100%; height: auto; }
+/* On a phone a wide plot keeps a readable size (up to twice the screen's width) and scrolls sideways in its own
+   box, never the page. */
+@media (max-width: 600px) {
+  :root { --pst-font-size-h1: 2rem; --pst-font-size-h2: 1.6rem; --pst-font-size-h3: 1.3rem; }
+  div.cell_output { overflow-x: auto; }
+  div.cell_output > img { max-width: 200%; }
+}
+/* A docstring reads as text: wrapped, in the body's font. */
+div.minilm-docstring pre { white-space: pre-wrap; font-family: var(--pst-font-family-base); font-size: .95em; }
+.minilm-widget-note { background: var(--pst-color-warning-bg); border-left: 4px solid var(--pst-color-warning);
+  padding: .4rem .8rem; margin: .3rem 0; font-size: .9em; color: var(--pst-color-text-base); }
+p.minilm-launch { display: flex; flex-wrap: wrap; gap: .5rem; }
+p.minilm-launch a { border: 1px solid var(--pst-color-border); border-radius: 4px; padding: .1rem .6rem;
+  text-decoration: none; }
+"""
+
+# Search results quote the page around the word found; Sphinx takes the text of all of [role=main], which in
+# this theme starts with the buttons above the article ("System Settings Light Dark"): quote the article alone.
+JS = """
+if (typeof Search !== "undefined") {
+  Search.htmlToText = (htmlString, anchor) => {
+    const doc = new DOMParser().parseFromString(htmlString, "text/html");
+    doc.querySelectorAll(".headerlink, script, style, .toctree-wrapper").forEach((el) => el.remove());
+    const article = doc.querySelector("article") || doc.querySelector('[role="main"]') || doc.body;
+    const part = anchor ? article.querySelector(anchor) : null;
+    return (part || article).textContent;
+  };
+}
+"""
+
+FAVICON = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" '
+           'fill="#1f2933"/><text x="8" y="12" font-size="11" text-anchor="middle" fill="#fff" '
+           'font-family="sans-serif">m</text></svg>\n')
+
+
+def configuration() -> dict:
+    from solutions import launch
+
+    return {
+        "project": "minilm",
+        "author": "the minilm course",
+        "html_title": "minilm",
+        "extensions": ["myst_nb", "sphinx-mathjax-offline"],
+        "exclude_patterns": ["_build", "**.ipynb_checkpoints"],
+        "nb_execution_mode": "off",  # the stored outputs, never a kernel
+        "nb_ipywidgets_js": {},  # the widget manager is fetched from elsewhere: the site shows pictures instead
+        "nb_merge_streams": True,
+        "myst_enable_extensions": ["dollarmath", "amsmath", "colon_fence"],
+        "myst_heading_anchors": 4,  # GitHub's heading anchors, so the docs' links to "#the-from-scratch-rules" hold
+        "mathjax3_config": {"tex": {"tags": "ams"}},
+        "html_theme": "sphinx_book_theme",
+        "html_theme_options": {
+            "repository_url": launch.repository_url(),
+            "repository_branch": launch.release_tag(),
+            "path_to_docs": "",
+            "use_repository_button": True,
+            "use_download_button": True,
+            "use_fullscreen_button": False,
+            "launch_buttons": {"binderhub_url": "https://mybinder.org",
+                               "colab_url": "https://colab.research.google.com",
+                               "notebook_interface": "jupyterlab"},
+            "home_page_in_toc": True,
+            "show_toc_level": 2,
+            "show_navbar_depth": 1,
+            "navbar_persistent": [],  # the search field is in the sidebar (and Ctrl+K): no bar above the page
+        },
+        "html_context": {"default_mode": "auto"},  # light or dark as the reader's system is; the button switches
+        "html_static_path": ["_static"],
+        "html_css_files": ["minilm.css"],
+        "html_js_files": [("minilm.js", {"defer": "defer"})],
+        "html_favicon": "_static/favicon.svg",
+        "html_copy_source": True,
+        "html_sourcelink_suffix": "",
+        "html_show_sphinx": False,
+        "html_show_copyright": False,
+        "suppress_warnings": ["mystnb.unknown_mime_type"],
+    }
+
+
+def write_sources(source: Path) -> list[str]:
+    """The Sphinx project of the site in `source`; the pages it makes, relative to the site."""
+    import nbformat
+
+    from solutions import release
+
+    def write(path: str, text: str) -> None:
+        (source / path).parent.mkdir(parents=True, exist_ok=True)
+        (source / path).write_text(text, encoding="utf-8")
+
+    docs = {f"docs/{name}": text for name, text in release.student_docs().items()}
+    names = tuple(docs)
+    (source / "_static").mkdir(parents=True)
+    write("_static/minilm.css", CSS)
+    write("_static/minilm.js", JS)
+    write("_static/favicon.svg", FAVICON)
+    write("conf.py", "".join(f"{k} = {v!r}\n" for k, v in configuration().items()))
+    write("index.md", home_source(release.student_readme(), names))
+    for name, text in docs.items():
+        write(name, markdown(text, name, names))
+    for path in notebook_paths():
+        nb_path = f"notebooks/{path.name}"
+        nb = prepare_notebook(nbformat.read(path, as_version=4), nb_path, names)
+        write(nb_path, nbformat.writes(nb))
+    for task in tasks.TASKS:
+        write(_src(task_page(task)), task_source(task))
+    write("tasks/index.md", tasks_source())
+    write("src/index.md", stubs_source())
+    for file in stub_files():
+        write(_src(source_page(file)), stub_source(file))
+    pages = ["index.html", "tasks/index.html", "src/index.html"]
+    pages += [f"{d.removesuffix('.md')}.html" for d in docs]
+    pages += [notebook_page(p.name) for p in notebook_paths()]
+    pages += [task_page(t) for t in tasks.TASKS] + [source_page(f) for f in stub_files()]
+    return pages
+
+
+def run_sphinx(source: Path, html_dir: Path, doctrees: Path) -> list[str]:
+    """Sphinx's HTML build of `source` into `html_dir`; its warnings. SiteError when it fails."""
+    from sphinx.application import Sphinx
+    from sphinx.errors import SphinxError
+    from sphinx.util.docutils import docutils_namespace, patch_docutils
+
+    warnings = io.StringIO()
+    try:
+        # The extensions' use of APIs Sphinx will remove is theirs to change, not the reader's to see.
+        with patch_docutils(str(source)), docutils_namespace(), python_warnings.catch_warnings():
+            python_warnings.simplefilter("ignore", PendingDeprecationWarning)
+            python_warnings.simplefilter("ignore", DeprecationWarning)
+            app = Sphinx(str(source), str(source), str(html_dir), str(doctrees), "html", status=None,
+                         warning=warnings, freshenv=True, verbosity=0)
+            app.build(force_all=True)
+    except SphinxError as e:
+        raise SiteError(f"Sphinx failed: {e}") from e
+    if app.statuscode:
+        raise SiteError("Sphinx failed:\n" + warnings.getvalue())
+    return [w for w in re.split(r"\n(?=\S)", warnings.getvalue().strip()) if w]
 
 
 # ---------------------------------------------------------------- the build
 
 
-def build(out: Path) -> list[str]:
-    """Build the site into `out` (through a temporary folder, swapped in when complete); the pages written."""
-    from pygments.formatters import HtmlFormatter
-
-    from solutions import release
-
-    HTMLExporter, mathjax_dir = requirements()
+def build(out: Path) -> Built:
+    """Build the site into `out` (through a temporary folder, swapped in when complete)."""
+    started = time.monotonic()
+    requirements()
     stale = [p for p in notebook_paths() if unrun(p)]
     if stale:
         raise SiteError("no stored outputs in " + ", ".join(f"notebooks/{p.name}" for p in stale) + ": run "
@@ -360,62 +534,27 @@ def build(out: Path) -> list[str]:
         raise SiteError(f"{out} exists and is not a site built by `minilm site`: choose an empty or new folder")
     out.parent.mkdir(parents=True, exist_ok=True)
 
-    notebooks = notebook_paths()
-    docs = release.student_docs()
-    pages = [Page("index.html", "Home")]
-    for path in notebooks:
-        pages.append(Page(notebook_page(f"notebooks/{path.name}"), path.stem))
-        pages += [Page(task_page(t), f"Task {t.id}") for t in tasks.for_notebook(path.stem)]
-    pages += [Page("tasks/index.html", "Tasks")] + [Page(f"docs/{name[:-3]}.html", name[:-3]) for name in docs]
-
     scratch = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
     try:
-        written = []
-
-        def write(page: str, text: str) -> None:
-            (scratch / page).parent.mkdir(parents=True, exist_ok=True)
-            (scratch / page).write_text(text, encoding="utf-8")
-            written.append(page)
-
-        (scratch / STATIC / "mathjax").mkdir(parents=True)
-        for part in MATHJAX_PARTS:
-            (shutil.copytree if (mathjax_dir / part).is_dir() else shutil.copy2)(
-                mathjax_dir / part, scratch / STATIC / "mathjax" / part)
-        shutil.copy2(mathjax_dir.parent / "LICENSE", scratch / STATIC / "mathjax" / "LICENSE")
-        (scratch / STATIC / "site.css").write_text(CSS + HtmlFormatter().get_style_defs(".highlight"),
-                                                   encoding="utf-8")
-        readme = release.student_readme()
-        home = index_body("index.html", _markdown(readme, "index.html", "."))
-        write("index.html", frame("index.html", "minilm", home, pages, math="$" in readme))
-        for name, text in docs.items():
-            page = f"docs/{name[:-3]}.html"
-            write(page, frame(page, name[:-3], _markdown(text, page, "docs"), pages, math="$" in text))
-        html_exporter = exporter(HTMLExporter)
-        for path in notebooks:
-            page = notebook_page(f"notebooks/{path.name}")
-            write(page, render_notebook(html_exporter, path, page, pages))
-        for task in tasks.TASKS:
-            write(task_page(task), frame(task_page(task), f"Task {task.id}", task_body(task, task_page(task)), pages))
-        write("tasks/index.html", frame("tasks/index.html", "Tasks", tasks_body("tasks/index.html"), pages))
-        for file in dict.fromkeys(t.file for t in tasks.TASKS):
-            page = source_page(file)
-            body = (f"<h1><code>{file}</code></h1><p>The stub you fill in (the student edition's; "
-                    f'<a href="{repo_link(file)}">on GitHub</a>). Its tasks: '
-                    + ", ".join(f'<a href="{_rel(page, task_page(t))}">{t.id}</a>' for t in tasks.TASKS
-                                if t.file == file)
-                    + "</p>" + _code((ROOT / file).read_text(encoding="utf-8")))
-            write(page, frame(page, file, body, pages))
-        (scratch / MARKER).write_text("built by `minilm site`; the whole folder is replaced on the next build\n",
-                                      encoding="utf-8")
+        pages = write_sources(scratch / "source")
+        site = scratch / "site"
+        warnings = run_sphinx(scratch / "source", site, scratch / "doctrees")
+        missing = [p for p in pages if not (site / p).is_file()]
+        if missing:
+            raise SiteError(f"Sphinx wrote no {', '.join(missing)}")
+        for path in notebook_paths():  # the download: the student edition's notebook as it is
+            shutil.copy2(path, site / download(path.name))
+        (site / MARKER).write_text("built by `minilm site`; the whole folder is replaced on the next build\n",
+                                   encoding="utf-8")
         # Swap: the old site aside, the new one in, the old one removed.
         old = None
         if out.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
             out.rename(old / "site")
-        scratch.rename(out)
+        site.rename(out)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
-        return written
+        return Built(pages, warnings, time.monotonic() - started)
     finally:
         if scratch.exists():
             shutil.rmtree(scratch, ignore_errors=True)
@@ -424,16 +563,19 @@ def build(out: Path) -> list[str]:
 def main(argv: list[str] | None = None, prog: str = "minilm site") -> int:
     parser = argparse.ArgumentParser(prog=prog, description="Build the course as a static website (offline: "
                                                              "notebooks with their stored outputs, a page per task, "
-                                                             "the README and docs, MathJax included).")
+                                                             "the README and docs, search, MathJax included).")
     parser.add_argument("out", type=Path, help="the folder to write: new, empty, or a site built before (replaced)")
     args = parser.parse_args(argv)
     try:
-        pages = build(args.out)
+        built = build(args.out)
     except SiteError as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return 2
-    print(f"site: {len(pages)} pages in {args.out} ({len(notebook_paths())} notebooks, {len(tasks.TASKS)} tasks); "
-          f"open {args.out / 'index.html'} through a web server (`python -m http.server -d {args.out}`)")
+    for warning in built.warnings:
+        print(f"{prog}: warning: {warning}", file=sys.stderr)
+    print(f"site: {len(built.pages)} pages in {args.out} ({len(notebook_paths())} notebooks, {len(tasks.TASKS)} "
+          f"tasks) in {built.seconds:.0f} s; open {args.out / 'index.html'} through a web server "
+          f"(`python -m http.server -d {args.out}`)")
     return 0
 
 
