@@ -214,6 +214,7 @@ class Browser:
         }""")
 
     def shot(self, page, name: str, full: bool = False) -> None:
+        page.wait_for_timeout(400)  # the theme's icons and colour transitions settle after load
         page.screenshot(path=str(self.shots / f"{name}.png"), full_page=full)
 
     def close(self) -> None:
