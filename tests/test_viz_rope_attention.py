@@ -1,6 +1,7 @@
 """Tests for minilm/course/viz/rope.py and minilm/course/viz/attention.py: the plots show the right data and
 the explorers react to their widgets (no browser: ipywidgets 8 runs observers synchronously)."""
 
+import io
 import math
 import os
 from pathlib import Path
@@ -238,3 +239,30 @@ def test_attention_explorer_reads_a_transformer_lm():
         want = va.attention_weights(model.layers[1].attn, model.layers[1].ln1(x))[2]
     torch.testing.assert_close(torch.tensor(e.im.get_array().filled(0.0), dtype=torch.float32), want, atol=1e-5,
                                rtol=1e-4)
+
+
+# ---------------------------------------------------------------- explorers: size, layout, any model's vocabulary
+
+
+def _px(value: str) -> int:
+    assert value.endswith("px"), f"not a size in CSS pixels: {value!r}"
+    return int(value[:-2])
+
+
+def _picture_is_twice_its_display_size(image):
+    from PIL import Image
+
+    shown = (_px(image.layout.width), _px(image.layout.height))
+    assert Image.open(io.BytesIO(image.value)).size == (2 * shown[0], 2 * shown[1]), "the PNG is not 2x its display"
+    return shown
+
+
+@pytest.mark.task("5.1")
+def test_rope_explorer_shows_a_sharp_picture_at_its_own_size_below_its_sliders():
+    e = vr.rope_explorer(d_k=16)
+    assert _picture_is_twice_its_display_size(e.image) == vr.RopeExplorer.SIZE
+    e.position.value = 12
+    assert _picture_is_twice_its_display_size(e.image) == vr.RopeExplorer.SIZE  # redrawn at the same size
+    sliders, image = e.widget.children
+    assert image is e.image and set(sliders.children) == {e.position, e.theta, e.pair}
+    assert vr.RopeExplorer.SIZE[1] + 40 < 600, "sliders and picture must fit a 900-pixel window together"

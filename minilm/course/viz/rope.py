@@ -6,7 +6,6 @@ the pictures show what *your* RoPE does, and the tests can pass the oracle inste
 
 from __future__ import annotations
 
-import io
 import math
 
 import ipywidgets as widgets
@@ -15,6 +14,7 @@ import torch
 from matplotlib.figure import Figure
 
 import minilm
+from minilm.course.viz import picture
 
 
 def _rope(rope_fn=None):
@@ -165,19 +165,18 @@ def plot_relative_dot(rope_fn=None, d_k: int = 64, theta: float = 10000.0, num_p
 # ---------------------------------------------------------------- the explorer
 
 
-def _png(fig: Figure) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
-
-
 class RopeExplorer:
     """Sliders for position, θ and pair index; a picture of that pair rotated on the unit circle
     (with its path over positions 0 … p) and of every pair's angle at position p.
 
+    The sliders sit in one row above the picture, which is shown at its natural size (SIZE, in
+    CSS pixels) from a PNG of twice as many pixels (viz/picture.py): about 420 pixels tall in all.
+
     Attributes: position, theta, pair (the sliders), fig, point (the current pair's marker),
     trail (its path), bars (every pair's angle), image (the rendered PNG), widget (display this).
     """
+
+    SIZE = (900, 378)  # the picture's width and height in CSS pixels
 
     def __init__(self, rope_fn=None, d_k: int = 16, max_position: int = 64):
         self.rope_fn, self.d_k = rope_fn, d_k
@@ -185,7 +184,7 @@ class RopeExplorer:
         self.theta = widgets.FloatLogSlider(value=10000.0, base=10, min=0, max=6, step=0.1, description="θ")
         self.pair = widgets.IntSlider(value=0, min=0, max=d_k // 2 - 1, description="pair i")
         # A bare Figure (not pyplot): never auto-shown, so nothing leaks into the cell's output.
-        self.fig = Figure(figsize=(10, 4.2), layout="tight")
+        self.fig = picture.figure(*self.SIZE, layout="tight")
         self.ax_circle, self.ax_angles = self.fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.3]})
         t = torch.linspace(0, 2 * math.pi, 200)
         self.ax_circle.plot(t.cos().numpy(), t.sin().numpy(), color="0.8", lw=1)
@@ -196,10 +195,11 @@ class RopeExplorer:
         self.bars = self.ax_angles.bar(range(d_k // 2), [0.0] * (d_k // 2), color="tab:blue")
         self.ax_angles.set(ylim=(0, 2 * math.pi), xlabel="pair index i", ylabel="angle p·ω_i mod 2π (rad)",
                            title="every pair's angle at position p")
-        self.image = widgets.Image(format="png")
+        self.image = picture.image(self.fig)
         for w in (self.position, self.theta, self.pair):
             w.observe(lambda _: self.update(), names="value")
-        self.widget = widgets.VBox([widgets.HBox([self.position, self.theta, self.pair]), self.image])
+        self.widget = widgets.VBox([widgets.HBox([self.position, self.theta, self.pair]), self.image],
+                                   layout=widgets.Layout(align_items="flex-start"))
         self.update()
 
     def rotated(self) -> torch.Tensor:
@@ -220,7 +220,7 @@ class RopeExplorer:
         omega = self.theta.value ** (-2 * i / self.d_k)
         self.ax_circle.set_title(f"pair {i} at p={p}: ω_{i} = {omega:.3g} rad/position")
         self.ax_circle.set(xlabel=f"x[{2 * i}]", ylabel=f"x[{2 * i + 1}]")
-        self.image.value = _png(self.fig)
+        self.image.value = picture.png(self.fig)
 
 
 def rope_explorer(rope_fn=None, d_k: int = 16) -> RopeExplorer:
