@@ -69,6 +69,14 @@ def load_merges(path: Path, num_merges: int, train_text: str) -> list[tuple[byte
         return None
 
 
+def read_merges(path: Path) -> list[tuple[bytes, bytes]]:
+    """The merges saved in `path`, whatever text they were learned from (ValueError if it is no merges file)."""
+    try:
+        return [(bytes.fromhex(a), bytes.fromhex(b)) for a, b in json.loads(Path(path).read_text())["merges"]]
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"{path} is not a merges file ({type(e).__name__}: {e})") from None
+
+
 def round_trip_sample(text: str, n: int = SAMPLE_LINES) -> list[str]:
     """Up to n lines spread evenly over `text` (each with its line break), its first and last included."""
     lines = text.splitlines(keepends=True)
@@ -93,6 +101,17 @@ class OwnVocabulary:
         self.dtype = np.uint16 if self.size <= 1 << 16 else np.int64
 
     @classmethod
+    def from_merges(cls, merges: list[tuple[bytes, bytes]], path: Path) -> OwnVocabulary:
+        """The vocabulary of these merges (read from `path`): the 256 bytes, one token per merge, <|endoftext|>."""
+        vocab = {i: bytes([i]) for i in range(256)} | {256 + k: a + b for k, (a, b) in enumerate(merges)}
+        return cls(vocab, merges, path)
+
+    @classmethod
+    def load(cls, path: Path) -> OwnVocabulary:
+        """A finished run's vocabulary from its merges.json (ValueError if it is no merges file)."""
+        return cls.from_merges(read_merges(path), path)
+
+    @classmethod
     def build(cls, train_text: str, vocab_size: int, out_dir: Path, main: bool, barrier) -> OwnVocabulary:
         """Learn (rank 0) or read back the merges, then check and return the vocabulary; SystemExit
         with one line when the student's code raises or the merges do not round-trip."""
@@ -111,15 +130,12 @@ class OwnVocabulary:
             else:
                 print(f"merges: {len(merges):,} read from {path} (learned from this training split before)")
         barrier()
-        saved = json.loads(path.read_text())
         try:
-            merges = [(bytes.fromhex(a), bytes.fromhex(b)) for a, b in saved["merges"]]
-        except (KeyError, TypeError, ValueError) as e:
-            raise SystemExit(f"minilm train: error: {path} is not a merges file ({type(e).__name__}: {e}); "
-                             f"delete it to learn the merges again") from None
-        vocab = {i: bytes([i]) for i in range(256)} | {256 + k: a + b for k, (a, b) in enumerate(merges)}
+            merges = read_merges(path)
+        except ValueError as e:
+            raise SystemExit(f"minilm train: error: {e}; delete it to learn the merges again") from None
         try:
-            own = cls(vocab, merges, path)
+            own = cls.from_merges(merges, path)
             for line in round_trip_sample(train_text):
                 back = own.tokenizer.decode(own.tokenizer.encode(line))
                 if back != line:

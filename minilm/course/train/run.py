@@ -30,7 +30,7 @@ from minilm.course.train.options import (
     validate,
     validate_eval_and_tokenizer,
 )
-from minilm.course.train.own_tokenizer import OwnVocabulary, probe
+from minilm.course.train.own_tokenizer import MERGES_FILE, OwnVocabulary, probe
 from minilm.course.train.plan import (
     COMPILE_SPEEDUP,
     DATA_TOKENS_PER_PARAMETER,
@@ -190,15 +190,22 @@ def plan_run(run: Run) -> None:
     args.warmup = min(args.warmup, plan.steps // 10)
 
 
+def new_model(args, vocab_size: int, recipe: recipes.Recipe, device=None):
+    """A run's TransformerLM with its recipe's model switches, and its optimizer, seeded by args.seed:
+    what a run trains, and what load_trained loads a checkpoint into. (model, optimizer, notes)."""
+    torch.manual_seed(args.seed)  # the same initial weights on every rank
+    model = minilm.TransformerLM(vocab_size, args.context_length, args.d_model, args.num_layers,
+                                 args.num_heads, args.d_ff, args.rope_theta, device=device)
+    recipes.apply(model, recipe, seed=args.seed + 1)  # the same new parameters on every rank
+    optimizer, notes = recipes.make_optimizer(model, recipe, args.lr, (args.beta1, args.beta2), args.weight_decay)
+    return model, optimizer, notes
+
+
 def build_model(run: Run):
     """(model, optimizer, the step to start from, the training loss of a batch: through DDP under
     torchrun)."""
     args, dist = run.args, run.dist
-    torch.manual_seed(args.seed)  # the same initial weights on every rank
-    model = minilm.TransformerLM(run.data.vocab.size, args.context_length, args.d_model, args.num_layers,
-                                 args.num_heads, args.d_ff, args.rope_theta, device=run.device)
-    recipes.apply(model, run.recipe, seed=args.seed + 1)  # the same new parameters on every rank
-    optimizer, notes = recipes.make_optimizer(model, run.recipe, args.lr, (args.beta1, args.beta2), args.weight_decay)
+    model, optimizer, notes = new_model(args, run.data.vocab.size, run.recipe, run.device)
     run.notes = tuple(notes)
     start = 0
     if args.resume:
@@ -214,6 +221,56 @@ def build_model(run: Run):
         return minilm.cross_entropy(train_model(x), y)  # logits (batch, context, vocab)
 
     return model, optimizer, start, training_loss
+
+
+def run_vocabulary(args, out_dir: Path):
+    """The vocabulary a run saved beside its checkpoint: merges.json (--tokenizer mine), GPT-2 itself
+    (--full-vocab), else vocab.npy (the model's id i is GPT-2 id vocab.npy[i])."""
+    enc = corpus.tokenizer()
+    if getattr(args, "tokenizer", "gpt2") == "mine":
+        return OwnVocabulary.load(out_dir / MERGES_FILE)
+    if args.full_vocab:
+        return Vocabulary(None, enc)
+    return Vocabulary(np.load(out_dir / VOCAB_FILE), enc)
+
+
+def load_trained(out_dir: str | os.PathLike, device: str = "cpu"):
+    """A `minilm train` run from its --out-dir (or its checkpoint.pt): (model, vocabulary). The model is
+    built as the run built it (config.json: size, recipe) and given the checkpoint's weights by your
+    load_checkpoint, as --resume does, in eval mode; the vocabulary turns text into the model's ids
+    (vocab.encode, or viz's model_tokens). The caller's random state is left as it was.
+
+    FileNotFoundError naming what a run directory holds when a file is missing; ValueError when the
+    checkpoint does not fit the model config.json and the vocabulary describe."""
+    out_dir = Path(out_dir).expanduser()
+    if out_dir.name == CHECKPOINT_FILE:
+        out_dir = out_dir.parent
+    for name in (CONFIG_FILE, CHECKPOINT_FILE):
+        if not (out_dir / name).is_file():
+            raise FileNotFoundError(f"{out_dir} is not a finished `minilm train` run: it has no {name} (a run's "
+                                    f"--out-dir holds {CONFIG_FILE}, {CHECKPOINT_FILE} and {VOCAB_FILE} or "
+                                    f"{MERGES_FILE})")
+    saved = json.loads((out_dir / CONFIG_FILE).read_text())
+    args = build_parser().parse_args([])  # every flag's default, then what the run used
+    vars(args).update(saved)
+    for key, value in vars(recipes.Recipe()).items():  # a run from before a switch existed ran without it
+        if getattr(args, key, None) is None:
+            setattr(args, key, value)
+    if not args.full_vocab and args.tokenizer != "mine" and not (out_dir / VOCAB_FILE).is_file():
+        raise FileNotFoundError(f"{out_dir} has no {VOCAB_FILE}: the model's ids → GPT-2's, which a run without "
+                                f"--full-vocab writes beside its checkpoint")
+    vocab = run_vocabulary(args, out_dir)
+    with torch.random.fork_rng(devices=[]):
+        model, optimizer, _ = new_model(args, vocab.size, recipe_of(args), torch.device(device))
+        try:
+            minilm.load_checkpoint(out_dir / CHECKPOINT_FILE, model, optimizer)
+        except NotImplementedError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a size mismatch, in one line
+            raise ValueError(f"{out_dir / CHECKPOINT_FILE} does not fit the model of its {CONFIG_FILE} with a "
+                             f"vocabulary of {vocab.size:,}: " + " ".join(f"{type(e).__name__}: {e}".split())[:300]
+                             ) from None
+    return model.eval(), vocab
 
 
 def report_start(run: Run, model, start: int) -> None:
