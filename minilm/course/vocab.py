@@ -5,6 +5,8 @@
     ids = vocab.encode(text)                   # text → model ids, with the vocabulary's own BPE
     enc.decode(vocab.to_gpt2(ids.tolist()))    # model ids → text
     vocab.byte_lengths()                       # what bits per byte divides by
+
+    ids, texts = model_tokens(text, tokenizer, model.vocab_size)  # any model's tokenizer: ids checked, labelled
 """
 
 from __future__ import annotations
@@ -47,6 +49,11 @@ class Vocabulary:
             special = {"<|endoftext|>": len(gpt2_ids) - 1} if enc.eot_token in gpt2_ids else {}
             self.encoding = tiktoken.Encoding("gpt2-training-split", pat_str=corpus.GPT2_PATTERN, mergeable_ranks=ranks,
                                               special_tokens=special)
+
+    @property
+    def name(self) -> str:
+        """Its tokenizer's name: gpt2 (--full-vocab) or gpt2-training-split."""
+        return self.encoding.name
 
     @classmethod
     def from_training(cls, train_tokens: np.ndarray, enc, limit: int = 0) -> Vocabulary:
@@ -108,3 +115,62 @@ def bpe_parts(token: bytes, ranks: dict[bytes, int]) -> set[bytes]:
         formed.add(parts[i])
     return formed
 
+
+
+# ---------------------------------------------------------------- text → any model's ids
+
+
+def default_tokenizer(vocab_size: int | None):
+    """The tokenizer of a model that came without one: GPT-2's (tiktoken "gpt2") for vocab_size None
+    (a model that reads any id, such as viz.attention's AttentionStack) or at least 50,257, else GPT-2's
+    tokenizer cut to its first vocab_size tokens (corpus.gpt2_prefix_tokenizer), the BPE GPT-2 would
+    have been had it stopped merging there: notebook 08's seed model, vocabulary 1,000, untrained.
+
+    A trained model needs the tokenizer it was trained with instead: notebook 10's ShakespeareData,
+    a `minilm train` run's Vocabulary (minilm.course.train.run.load_trained)."""
+    enc = corpus.tokenizer()
+    if vocab_size is None or vocab_size >= enc.n_vocab:
+        return enc
+    if vocab_size < 256:
+        raise ValueError(f"the model's vocabulary is {vocab_size:,}, fewer than GPT-2's 256 single bytes: no cut of "
+                         f"GPT-2's tokenizer fits it; pass the tokenizer the model was trained with")
+    return corpus.gpt2_prefix_tokenizer(vocab_size)
+
+
+def tokenizer_name(tokenizer) -> str:
+    """A tokenizer's name for messages: tiktoken's (gpt2, gpt2-first-1000, …) or its class's."""
+    name = getattr(tokenizer, "name", None)
+    return name if isinstance(name, str) else type(tokenizer).__name__
+
+
+def token_label(piece: str) -> str:
+    """A token's text as an axis label: · for a space, ⏎ for a line break."""
+    return piece.replace(" ", "·").replace("\n", "⏎")
+
+
+def model_tokens(text: str, tokenizer, vocab_size: int | None = None, max_tokens: int | None = None
+                 ) -> tuple[list[int], list[str]]:
+    """Text → the model's token ids (the first max_tokens; an empty text is one space), and each id's
+    text as a label (token_label). One routine for every model the course builds: `tokenizer` is the
+    model's own, anything with encode(text) and decode(ids): tiktoken's Encoding (default_tokenizer),
+    Vocabulary or OwnVocabulary (`minilm train`), notebook 10's ShakespeareData, Task 9.3's Tokenizer.
+    tiktoken's encode_ordinary is used where there is one (special tokens' text is plain text).
+
+    ValueError when an id does not fit the model's vocabulary (0 … vocab_size − 1): the tokenizer is
+    not the model's."""
+    encode = getattr(tokenizer, "encode_ordinary", None) or tokenizer.encode
+
+    def ids_of(s: str) -> list[int]:
+        return [int(i) for i in encode(s)][:max_tokens]
+
+    ids = ids_of(text) or ids_of(" ")
+    for i in ids:
+        if vocab_size is not None and not 0 <= i < vocab_size:
+            try:
+                piece = f" ({tokenizer.decode([i])!r})"
+            except Exception:  # noqa: BLE001 - the id is outside this tokenizer's table too
+                piece = ""
+            raise ValueError(f"the model's vocabulary is {vocab_size:,} (ids 0 … {vocab_size - 1:,}), text encoded "
+                             f"to id {i:,}{piece} by {tokenizer_name(tokenizer)}: pass the tokenizer the model was "
+                             f"trained with")
+    return ids, [token_label(tokenizer.decode([i])) for i in ids]

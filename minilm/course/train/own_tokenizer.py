@@ -90,6 +90,7 @@ class OwnVocabulary:
     the training command (size, encode, decode, byte_lengths), from merges learned by train_bpe."""
 
     gpt2_ids = None  # no GPT-2 ids: merges.json, not vocab.npy, records the vocabulary
+    name = "your BPE (merges.json)"
 
     def __init__(self, vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]], path: Path):
         self.path, self.merges = path, merges

@@ -191,6 +191,10 @@ class ShakespeareData:
     def rare(self) -> int:
         return len(self.gpt2_ids)
 
+    @property
+    def name(self) -> str:
+        return f"the {len(self.gpt2_ids):,} most frequent GPT-2 tokens + RARE"
+
     def encode(self, text: str) -> list[int]:
         """Text → model ids (GPT-2 tokens outside the vocabulary become RARE)."""
         lookup = {int(g): i for i, g in enumerate(self.gpt2_ids)}
