@@ -2,11 +2,13 @@
 the explorers react to their widgets (no browser: ipywidgets 8 runs observers synchronously)."""
 
 import io
+import json
 import math
 import os
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 import pytest
 import torch
 
@@ -266,3 +268,121 @@ def test_rope_explorer_shows_a_sharp_picture_at_its_own_size_below_its_sliders()
     sliders, image = e.widget.children
     assert image is e.image and set(sliders.children) == {e.position, e.theta, e.pair}
     assert vr.RopeExplorer.SIZE[1] + 40 < 600, "sliders and picture must fit a 900-pixel window together"
+
+
+@pytest.mark.task("6.3")
+def test_attention_explorer_shows_a_sharp_map_at_its_own_size_beside_its_controls():
+    e = va.attention_explorer(text="a b c a b c")
+    assert _picture_is_twice_its_display_size(e.image) == va.AttentionExplorer.SIZE
+    e.text.value = "The cat sat on the mat"
+    assert _picture_is_twice_its_display_size(e.image) == va.AttentionExplorer.SIZE
+    controls, image = e.widget.children
+    assert image is e.image and {e.text, e.layer, e.head} <= set(controls.children)
+    assert va.AttentionExplorer.SIZE[1] < 600
+
+
+def _shown_map(e):
+    return torch.tensor(e.im.get_array().filled(0.0), dtype=torch.float32)
+
+
+@pytest.mark.task("8.1")
+def test_attention_explorer_reads_the_seed_model_with_its_vocabulary_of_1000():
+    """Notebook 08's seed model reads ids 0 … 999: GPT-2's tokenizer cut to its first 1,000 tokens."""
+    from minilm.course import corpus
+
+    torch.manual_seed(0)
+    seed = minilm.TransformerLM(vocab_size=1000, context_length=512, d_model=256, num_layers=4, num_heads=8, d_ff=1024)
+    text = "The cat sat on the mat."
+    e = va.attention_explorer(seed, text=text)
+    e.layer.value, e.head.value = 3, 7
+    enc = corpus.gpt2_prefix_tokenizer(1000)
+    assert e.ids == enc.encode(text) and max(e.ids) < 1000
+    assert "".join(e.tokens).replace("·", " ") == text and len(e.ids) > len(corpus.tokenizer().encode(text))
+    torch.testing.assert_close(_shown_map(e), va.layer_attention(seed, torch.tensor(e.ids), 3)[7], atol=1e-5,
+                               rtol=1e-4)
+    assert "1,000" in e.note.value
+    with pytest.raises(ValueError, match=r"the model's vocabulary is 1,000 \(ids 0 … 999\), text encoded to id 3,797"):
+        va.attention_explorer(seed, text="The cat", tokenizer=corpus.tokenizer())  # raw GPT-2 ids: " cat" is 3797
+
+
+@pytest.mark.task("8.1")
+def test_attention_explorer_reads_a_remapped_vocabulary_through_its_tokenizer():
+    """Notebook 10's model reads ShakespeareData's ids (the most frequent GPT-2 tokens, then RARE), not GPT-2's."""
+    from minilm.course import corpus
+    from minilm.course.viz.training import ShakespeareData
+
+    enc = corpus.tokenizer()
+    words = [" mat", " on", " sat", " cat", "The", " the", "."]  # model ids 0 … 6; RARE = 7
+    gpt2_ids = np.array([enc.encode_single_token(w) for w in words])
+    data = ShakespeareData(np.zeros(4, np.uint16), np.zeros(4, np.uint16), gpt2_ids, 1.0, 1.0)
+    model = minilm.TransformerLM(vocab_size=data.vocab_size, context_length=32, d_model=32, num_layers=2,
+                                 num_heads=4, d_ff=64)
+    e = va.attention_explorer(model, text="The cat sat on the dog.", tokenizer=data)
+    assert e.ids == [4, 3, 2, 1, 5, 7, 6] == data.encode("The cat sat on the dog.")
+    assert e.tokens == ["The", "·cat", "·sat", "·on", "·the", "⁇", "."]
+    e.layer.value, e.head.value = 1, 2
+    torch.testing.assert_close(_shown_map(e), va.layer_attention(model, torch.tensor(e.ids), 1)[2], atol=1e-5,
+                               rtol=1e-4)
+    with pytest.raises(ValueError, match=r"the model's vocabulary is 8 \(ids 0 … 7\), text encoded to id 464 "
+                                         r"\('The'\) by gpt2"):
+        va.attention_explorer(model, text="The cat", tokenizer=enc)
+    with pytest.raises(ValueError, match="the model's vocabulary is 8, fewer than GPT-2's 256 single bytes"):
+        va.attention_explorer(model)  # no tokenizer, and no cut of GPT-2's fits 8 ids
+
+
+@pytest.mark.task("10.5")
+def test_attention_explorer_loads_a_minilm_train_checkpoint(tmp_path, story_file):
+    from minilm.course import corpus
+    from minilm.course.train import run
+    from minilm.course.vocab import Vocabulary
+
+    out = tmp_path / "run"
+    run.main(["--data", str(story_file), "--context-length", "16", "--d-model", "32", "--num-layers", "2",
+              "--num-heads", "2", "--d-ff", "64", "--batch-size", "4", "--warmup", "2", "--steps", "6",
+              "--eval-interval", "6", "--eval-tokens", "32", "--sample-tokens", "0", "--out-dir", str(out)])
+    text = "Once upon a time, Lily saw a zyzzyva."
+    rng = torch.get_rng_state()
+    e = va.attention_explorer(checkpoint=out / "checkpoint.pt", text=text)
+    assert torch.equal(rng, torch.get_rng_state()), "loading a run must leave the caller's random state alone"
+    vocab = Vocabulary(np.load(out / "vocab.npy"), corpus.tokenizer())
+    assert e.vocab_size == vocab.size < 50257 and e.max_tokens == 16  # the run's context
+    assert e.ids == vocab.encode(text).tolist()[:16] and e.ids != corpus.tokenizer().encode(text)[:16]
+    assert "".join(e.tokens).replace("·", " ") == vocab.decode(e.ids)
+    assert json.loads((out / "config.json").read_text())["seed"] == 1337
+    torch.manual_seed(1337)  # the run's initial weights: the checkpoint's are trained
+    fresh = minilm.TransformerLM(vocab.size, 16, 32, 2, 2, 64)
+    assert not torch.equal(fresh.lm_head.weight, e.model.lm_head.weight)
+    e.layer.value, e.head.value = 1, 1
+    torch.testing.assert_close(_shown_map(e), va.layer_attention(e.model, torch.tensor(e.ids), 1)[1], atol=1e-5,
+                               rtol=1e-4)
+    same = va.attention_explorer(checkpoint=out, text=text)  # the directory does as well as its checkpoint.pt
+    assert all(torch.equal(a, b) for a, b in zip(same.model.state_dict().values(), e.model.state_dict().values()))
+    with pytest.raises(ValueError, match="not both"):
+        va.attention_explorer(e.model, checkpoint=out)
+    (out / "vocab.npy").unlink()
+    with pytest.raises(FileNotFoundError, match="has no vocab.npy"):
+        va.attention_explorer(checkpoint=out)
+    with pytest.raises(FileNotFoundError, match=r"is not a finished `minilm train` run: it has no config\.json"):
+        va.attention_explorer(checkpoint=tmp_path)
+
+
+@pytest.mark.task("9.3")
+@pytest.mark.task("10.5")
+def test_attention_explorer_loads_a_run_on_your_own_bpe(tmp_path, story_file):
+    from minilm.course.train import run
+    from minilm.course.train.own_tokenizer import OwnVocabulary
+
+    out = tmp_path / "mine"
+    run.main(["--data", str(story_file), "--context-length", "16", "--d-model", "16", "--num-layers", "1",
+              "--num-heads", "2", "--d-ff", "32", "--batch-size", "4", "--warmup", "1", "--steps", "2",
+              "--eval-interval", "2", "--eval-tokens", "32", "--sample-tokens", "0", "--tokenizer", "mine",
+              "--vocab-size", "300", "--out-dir", str(out)])
+    e = va.attention_explorer(checkpoint=out, text="Once upon a time")
+    assert isinstance(e.tokenizer, OwnVocabulary) and e.vocab_size == 300
+    assert e.ids == e.tokenizer.encode("Once upon a time").tolist()
+    assert "".join(e.tokens).replace("·", " ") == "Once upon a time" and "your BPE" in e.note.value
+
+
+def test_attention_explorer_refuses_what_is_not_a_model():
+    with pytest.raises(TypeError, match="expected a TransformerLM or an AttentionStack"):
+        va.attention_explorer(torch.nn.Linear(2, 2))

@@ -9,8 +9,9 @@ is the weights themselves). Nothing here computes attention itself.
 
 from __future__ import annotations
 
-import io
+import html
 import math
+import os
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
@@ -20,7 +21,9 @@ from matplotlib.figure import Figure
 from torch import nn
 
 import minilm
+from minilm.course import corpus, vocab
 from minilm.course.checks import CannotShow
+from minilm.course.viz import picture
 
 # ---------------------------------------------------------------- why 1/sqrt(d_k)
 
@@ -173,11 +176,8 @@ def plot_head_grid(weights: torch.Tensor, tokens: list[str] | None = None, title
 
 def gpt2_tokens(text: str, max_tokens: int = 24) -> tuple[torch.Tensor, list[str]]:
     """Token ids (seq,) of text under tiktoken's gpt2 encoding, and each token's text (· = space)."""
-    import tiktoken
-
-    enc = tiktoken.get_encoding("gpt2")
-    ids = enc.encode(text)[:max_tokens] or enc.encode(" ")
-    return torch.tensor(ids), [enc.decode([i]).replace(" ", "·").replace("\n", "⏎") for i in ids]
+    ids, labels = vocab.model_tokens(text, corpus.tokenizer(), max_tokens=max_tokens)
+    return torch.tensor(ids), labels
 
 
 CODE_DIMS = 8  # features 1 … 8 of a token: its identity code (what the same-token head matches)
@@ -305,47 +305,96 @@ def layer_attention(model: nn.Module, ids: torch.Tensor, layer: int) -> torch.Te
     return attention_weights(block.attn, h, positions)
 
 
-def _png(fig: Figure) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
-
-
 DEFAULT_TEXT = "The cat sat on the mat. The dog sat on the cat."
 
 
-class AttentionExplorer:
-    """A text box and layer/head sliders; shows that head's attention map over the text's gpt2 tokens.
+def vocab_size_of(model: nn.Module) -> int | None:
+    """The number of token ids `model` reads: its vocab_size (TransformerLM), else the rows of its
+    token_embeddings' weight; None for a model that reads any id (AttentionStack's TokenFeatures)."""
+    size = getattr(model, "vocab_size", None)
+    if size is None:
+        weight = getattr(getattr(model, "token_embeddings", None), "weight", None)
+        size = weight.shape[0] if isinstance(weight, torch.Tensor) and weight.dim() == 2 else None
+    return None if size is None else int(size)
 
-    Attributes: text, layer, head (widgets), model, fig, ax, im (the map's AxesImage), weights
-    (the shown map, (seq, seq)), tokens, image (the rendered PNG), widget (display this).
+
+class AttentionExplorer:
+    """A text box and layer/head sliders beside one head's attention map over the text's tokens, as
+    the model reads them: its own tokenizer turns the text into its ids (vocab.model_tokens).
+
+    The map is shown at its natural size (SIZE, in CSS pixels) from a PNG of twice as many pixels
+    (viz/picture.py), the controls in a column at its left: about 560 × 880 pixels in all.
+
+    Attributes: text, layer, head (widgets), note (the tokens' count and tokenizer), model, tokenizer,
+    vocab_size, fig, ax, im (the map's AxesImage), weights (the shown map, (seq, seq)), ids and tokens
+    (the text's ids and their labels), image (the rendered PNG), widget (display this).
     """
 
-    def __init__(self, model: nn.Module | None = None, text: str = DEFAULT_TEXT, max_tokens: int = 24):
-        self.model = (model if model is not None else AttentionStack()).eval()
-        self.max_tokens = max_tokens
-        first = self.model.layers[0].attn
-        self.text = widgets.Text(value=text, description="text", layout=widgets.Layout(width="60%"))
-        self.layer = widgets.IntSlider(value=0, min=0, max=len(self.model.layers) - 1, description="layer")
-        self.head = widgets.IntSlider(value=0, min=0, max=first.num_heads - 1, description="head")
-        self.fig = Figure(figsize=(6.2, 5.6), layout="constrained")  # bare Figure: never auto-shown
+    SIZE = (558, 504)  # the map's width and height in CSS pixels
+    CONTROLS = "300px"  # the width of the column of controls
+
+    def __init__(self, model: nn.Module | None = None, text: str = DEFAULT_TEXT, max_tokens: int = 24,
+                 tokenizer=None):
+        model = model if model is not None else AttentionStack()
+        layers = getattr(model, "layers", None)
+        if not (isinstance(model, nn.Module) and hasattr(model, "token_embeddings") and layers is not None
+                and len(layers) and hasattr(layers[0], "attn")):
+            raise TypeError(f"attention_explorer: expected a TransformerLM or an AttentionStack (token_embeddings and "
+                            f"layers[i].attn), got {type(model).__name__}")
+        self.model = model.eval()
+        self.vocab_size = vocab_size_of(model)
+        self.tokenizer = tokenizer if tokenizer is not None else vocab.default_tokenizer(self.vocab_size)
+        context = getattr(model, "context_length", None)
+        self.max_tokens = min(max_tokens, int(context)) if context else max_tokens
+        first = layers[0].attn
+        wide = widgets.Layout(width="100%")
+        self.text = widgets.Textarea(value=text, description="text", rows=4, layout=wide)
+        self.layer = widgets.IntSlider(value=0, min=0, max=len(layers) - 1, description="layer", layout=wide)
+        self.head = widgets.IntSlider(value=0, min=0, max=first.num_heads - 1, description="head", layout=wide)
+        self.note = widgets.HTML()
+        self.fig = picture.figure(*self.SIZE, layout="constrained")  # bare Figure: never auto-shown
         self.ax = self.fig.subplots()
         self.im = None
-        self.image = widgets.Image(format="png")
+        self.image = picture.image(self.fig)
+        self.update()  # a text the model cannot read fails here, before any widget is shown
         for w in (self.text, self.layer, self.head):
             w.observe(lambda _: self.update(), names="value")
-        self.widget = widgets.VBox([self.text, widgets.HBox([self.layer, self.head]), self.image])
-        self.update()
+        controls = widgets.VBox([self.text, self.layer, self.head, self.note],
+                                layout=widgets.Layout(width=self.CONTROLS, flex="0 0 auto"))
+        # Side by side; in a cell too narrow for both, the map moves below the controls.
+        self.widget = widgets.HBox([controls, self.image],
+                                   layout=widgets.Layout(align_items="flex-start", flex_flow="row wrap"))
 
     def update(self) -> None:
-        ids, self.tokens = gpt2_tokens(self.text.value, self.max_tokens)
-        self.weights = layer_attention(self.model, ids, self.layer.value)[self.head.value]  # (seq, seq)
+        self.ids, self.tokens = vocab.model_tokens(self.text.value, self.tokenizer, self.vocab_size, self.max_tokens)
+        self.weights = layer_attention(self.model, torch.tensor(self.ids), self.layer.value)[self.head.value]
         self.ax.clear()
         self.im = _show_map(self.ax, self.weights, self.tokens, f"layer {self.layer.value}, head {self.head.value}")
-        self.image.value = _png(self.fig)
+        self.image.value = picture.png(self.fig)
+        vocabulary = "reads any id" if self.vocab_size is None else f"vocabulary {self.vocab_size:,}"
+        self.note.value = (f'<div style="line-height: 1.4; font-size: 90%">{len(self.ids)} tokens (at most '
+                           f"{self.max_tokens}) by {html.escape(vocab.tokenizer_name(self.tokenizer))}; the model: "
+                           f"{vocabulary}</div>")
 
 
-def attention_explorer(model: nn.Module | None = None, text: str = DEFAULT_TEXT) -> AttentionExplorer:
-    """An attention explorer over `model` (default: a 2-layer AttentionStack of your
-    MultiHeadSelfAttention, layer 0 hand-wired, layer 1 random); display its `.widget`."""
-    return AttentionExplorer(model, text)
+def attention_explorer(model: nn.Module | None = None, text: str = DEFAULT_TEXT, tokenizer=None,
+                       checkpoint: str | os.PathLike | None = None, max_tokens: int = 24) -> AttentionExplorer:
+    """An attention explorer over `model`; display its `.widget`.
+
+    model: a TransformerLM, or by default a 2-layer AttentionStack of your MultiHeadSelfAttention
+        (layer 0 hand-wired, layer 1 random).
+    tokenizer: the model's own (anything with encode and decode): notebook 10's `data`, a run's
+        vocabulary. By default GPT-2's, cut to the model's vocabulary if that is smaller
+        (vocab.default_tokenizer): right for an untrained model such as notebook 08's seed model.
+    checkpoint: instead of model and tokenizer, a `minilm train` run's --out-dir (or its
+        checkpoint.pt): its model and vocabulary (minilm.course.train.run.load_trained).
+
+    ValueError when the text's ids do not fit the model's vocabulary (the wrong tokenizer)."""
+    if checkpoint is not None:
+        if model is not None or tokenizer is not None:
+            raise ValueError("attention_explorer: give a checkpoint (a `minilm train` run's directory) or a model "
+                             "and its tokenizer, not both")
+        from minilm.course.train.run import load_trained
+
+        model, tokenizer = load_trained(checkpoint)
+    return AttentionExplorer(model, text, max_tokens, tokenizer)
