@@ -52,16 +52,26 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
 def widget_pictures(nb) -> int:
     """Give each widget output the PNG of the Image widget(s) inside it (from the notebook's widget state),
-    as that output's `image/png`: renderers without the live widget show it. The number of outputs given one."""
+    as that output's `image/png`, with the Image's display size (its layout's width and height in px) as
+    that picture's width and height: an explorer's PNG has twice its display size in pixels (viz/picture.py).
+    Renderers without the live widget show it. The number of outputs given one."""
     state = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
 
-    def images(model_id: str, seen: set) -> list[str]:
+    def pixels(value) -> int | None:
+        return int(value[:-2]) if isinstance(value, str) and value.endswith("px") and value[:-2].isdigit() else None
+
+    def size(image_state: dict) -> dict:
+        layout = state.get(str(image_state.get("layout", "")).removeprefix("IPY_MODEL_"), {}).get("state", {})
+        shown = {key: pixels(layout.get(key)) for key in ("width", "height")}
+        return {key: value for key, value in shown.items() if value}
+
+    def images(model_id: str, seen: set) -> list[tuple[str, dict]]:
         if model_id in seen or model_id not in state:
             return []
         seen.add(model_id)
         model = state[model_id]
         if model.get("model_name") == "ImageModel" and model.get("state", {}).get("format") == "png":
-            return [b["data"] for b in model.get("buffers", []) if b.get("path") == ["value"]]
+            return [(b["data"], size(model["state"])) for b in model.get("buffers", []) if b.get("path") == ["value"]]
         children = model.get("state", {}).get("children", [])
         return [png for child in children if isinstance(child, str)
                 for png in images(child.removeprefix("IPY_MODEL_"), seen)]
@@ -72,7 +82,10 @@ def widget_pictures(nb) -> int:
             view = out.get("data", {}).get(WIDGET_VIEW)
             pngs = images(view["model_id"], set()) if view else []
             if pngs:
-                out["data"]["image/png"] = pngs[0]
+                data, shown = pngs[0]
+                out["data"]["image/png"] = data
+                if shown:
+                    out.setdefault("metadata", {})["image/png"] = shown
                 given += 1
     return given
 

@@ -232,8 +232,9 @@ def prepare_notebook(nb, nb_path: str, docs: tuple[str, ...] = ()):
             for out in cell.get("outputs", []):
                 data = out.get("data", {})
                 if WIDGET_VIEW in data:
-                    if "image/png" in data:
-                        outputs.append({"output_type": "display_data", "metadata": {},
+                    if "image/png" in data:  # at its display size: the PNG has twice its pixels
+                        shown = {k: v for k, v in out.get("metadata", {}).items() if k == "image/png"}
+                        outputs.append({"output_type": "display_data", "metadata": shown,
                                         "data": {"image/png": data["image/png"]}})
                     out = {"output_type": "display_data", "metadata": {},
                            "data": {"text/html": f'<div class="minilm-widget-note">{WIDGET_NOTE}</div>'}}

@@ -148,7 +148,10 @@ def test_widget_outputs_keep_a_picture_from_the_widget_state():
     nb.metadata["widgets"] = {notebooks.WIDGET_STATE: {"state": {
         "box": {"model_name": "VBoxModel", "state": {"children": ["IPY_MODEL_slider", "IPY_MODEL_img"]}},
         "slider": {"model_name": "IntSliderModel", "state": {}},
-        "img": {"model_name": "ImageModel", "state": {"format": "png"},
-                "buffers": [{"path": ["value"], "data": "iVBORw0K", "encoding": "base64"}]}}}}
+        "img": {"model_name": "ImageModel", "state": {"format": "png", "layout": "IPY_MODEL_size"},
+                "buffers": [{"path": ["value"], "data": "iVBORw0K", "encoding": "base64"}]},
+        "size": {"model_name": "LayoutModel", "state": {"width": "558px", "height": "504px"}}}}}
     assert notebooks.widget_pictures(nb) == 1
     assert nb.cells[0].outputs[0]["data"]["image/png"] == "iVBORw0K"
+    # shown at the Image's display size: an explorer's PNG has twice as many pixels (viz/picture.py)
+    assert nb.cells[0].outputs[0]["metadata"]["image/png"] == {"width": 558, "height": 504}

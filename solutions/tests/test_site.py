@@ -119,6 +119,9 @@ def test_notebook_pages_show_what_students_see(built):
         assert site.WIDGET_NOTE in text and "VBox(children" not in text, stem
         before = text[:text.index(site.WIDGET_NOTE)]
         assert before.rfind("<img ") > before.rfind('class="cell_input'), f"{stem}: no picture before the note"
+        # at its display size, half its pixels (viz/picture.py), not stretched
+        img = before[before.rfind("<img "):]
+        assert re.match(r'<img [^>]*\bwidth="?\d+', img), f"{stem}: the explorer's picture has no width"
     for path in site.notebook_paths():
         page = site.notebook_page(path.name)
         text = read(built, page)
