@@ -90,6 +90,22 @@ def widget_pictures(nb) -> int:
     return given
 
 
+def merge_streams(nb) -> None:
+    """Join each cell's consecutive outputs on the same stream into one, as JupyterLab shows them and nbval
+    compares them: how the kernel split them depends on when it flushed, which a busy machine changes."""
+    for cell in nb.cells:
+        merged = []
+        for out in cell.get("outputs", []):
+            last = merged[-1] if merged else None
+            if (out.output_type == "stream" and last is not None and last.output_type == "stream"
+                    and last.name == out.name):
+                last.text += out.text
+            else:
+                merged.append(out)
+        if "outputs" in cell:
+            cell.outputs = merged
+
+
 def run(path: Path, timeout: int = 600) -> float:
     nb = nbformat.read(path, as_version=4)
     launch.add_launch_cells(nb, path.relative_to(ROOT).as_posix())
@@ -107,6 +123,7 @@ def run(path: Path, timeout: int = 600) -> float:
             e = errors[0]
             raise SystemExit(f"{path.name} cell {i} raised {e.ename}: {e.evalue}\n{cell.source[:300]}")
     widget_pictures(nb)
+    merge_streams(nb)
     nb.metadata.pop("widgets", None)  # widget state churns on every run; nbval does not need it
     for cell in nb.cells:
         cell.metadata.pop("execution", None)

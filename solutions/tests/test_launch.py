@@ -155,3 +155,14 @@ def test_widget_outputs_keep_a_picture_from_the_widget_state():
     assert nb.cells[0].outputs[0]["data"]["image/png"] == "iVBORw0K"
     # shown at the Image's display size: an explorer's PNG has twice as many pixels (viz/picture.py)
     assert nb.cells[0].outputs[0]["metadata"]["image/png"] == {"width": 558, "height": 504}
+
+
+def test_consecutive_outputs_on_one_stream_are_stored_as_one():
+    nb = nbformat.v4.new_notebook()
+    out = nbformat.v4.new_output
+    nb.cells = [nbformat.v4.new_code_cell("print(1); print(2)", outputs=[
+        out("stream", name="stdout", text="1\n"), out("stream", name="stdout", text="2\n"),
+        out("stream", name="stderr", text="w\n"), out("stream", name="stdout", text="3\n")])]
+    notebooks.merge_streams(nb)
+    assert [(o.name, o.text) for o in nb.cells[0].outputs] == [("stdout", "1\n2\n"), ("stderr", "w\n"),
+                                                             ("stdout", "3\n")]
