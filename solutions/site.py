@@ -387,6 +387,8 @@ CSS = """
   :root { --pst-font-size-h1: 2rem; --pst-font-size-h2: 1.6rem; --pst-font-size-h3: 1.3rem; }
   div.cell_output { overflow-x: auto; }
   div.cell_output > img { max-width: 200%; }
+  /* an inline code span longer than the screen (a call with its arguments) breaks rather than push the page */
+  code.literal span.pre { white-space: normal; overflow-wrap: anywhere; }
 }
 /* A docstring reads as text: wrapped, in the body's font. */
 div.minilm-docstring pre { white-space: pre-wrap; font-family: var(--pst-font-family-base); font-size: .95em; }
