@@ -16,9 +16,8 @@ _SHOWN = 4  # indices listed before "…"
 def how_it_differs(got: torch.Tensor, want: torch.Tensor, atol: float = 1e-5, rtol: float = 1e-4) -> str:
     """One sentence: how `got` differs from `want`, and where the largest difference is."""
     g, w = got.detach().double(), want.detach().double()
-    if g.ndim == 0:  # a number: say both
-        pattern = _pattern(g.reshape(1), w.reshape(1), lambda a, b: torch.allclose(a, b, atol=atol, rtol=rtol))
-        return f"{pattern + ': ' if pattern else ''}you give {g.item():.6g}, expected {w.item():.6g}"
+    if g.numel() == 1:  # a number: say both (one number fits every pattern, an offset, a factor, a square)
+        return f"you give {g.item():.6g}, expected {w.item():.6g}"
 
     def close(a, b) -> bool:
         return torch.allclose(a, b, atol=atol, rtol=rtol)
