@@ -52,6 +52,8 @@ class CheckFailed(AssertionError):
         # Where and how the output differs, in words and naming no mistake ("rms_norm(x, w) on …: every
         # value is 2 times the expected one"): the second rung of `minilm hint`; None when the message is all.
         self.difference: str | None = None
+        self.broken: str | None = None  # the spec's property that broke (its `says`), when one did
+        self.generic = False  # True when the message only says how values differ, naming no cause
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,7 @@ class Verdict:
     # Where and how the output differs, naming no mistake (the second rung of `minilm hint`, which keeps the
     # mistake for its third); None when the message says it all (an error, an invariant, a rule).
     difference: str | None = None
+    broken: str | None = None  # the property of the task's spec that your code breaks (hint rungs 2 and 3)
 
     @property
     def ok(self) -> bool:
@@ -258,7 +261,7 @@ def _verdict(task_id: str, rule: bool = True) -> Verdict:
     except CheckFailed as e:
         if _refusal(record) is None:
             where = e.where or (_definition_of(_spec_label(task_id, e.output)) if e.output else None)
-            return Verdict(task_id, FAIL, e.message, e.mistake, where, e.difference)
+            return Verdict(task_id, FAIL, e.message, e.mistake, where, e.difference, e.broken)
     except NotImplementedError as e:
         todo = todo_message(e)
         if _refusal(record) is None and todo is not None:
@@ -448,7 +451,9 @@ def _judge(got, want, what: str, key: str | None, mistakes: dict[str, str] | Non
         raise CheckFailed(f"{what}: {why}")
     if got.shape != want.shape:
         raise CheckFailed(f"{what}: expected {describe(want)}, got {describe(got)}")
-    raise CheckFailed(f"{what}: {how_it_differs(got, want, atol, rtol)}")
+    failed = CheckFailed(f"{what}: {how_it_differs(got, want, atol, rtol)}")
+    failed.generic = True
+    raise failed
 
 
 def _both_nonfinite_alike(got: torch.Tensor, other: torch.Tensor) -> bool:
@@ -465,8 +470,45 @@ def run_spec(s) -> str:
     """A check cell for a task's spec (minilm/course/exercises/): collect your outputs on each visible
     case, test the spec's invariants, then compare every tensor output with the reference's stored
     one under the key "<label> on <case>" (other outputs, such as state_dict names, are the
-    invariants' to judge). In recording mode the invariants are skipped, so a mistake's outputs
-    are kept wherever it reaches."""
+    invariants' to judge), then test the spec's properties on your code alone. What it says is, in
+    order: a catalogued mistake your outputs match, else the first property your code breaks, else
+    how an output differs. In recording mode the invariants and properties are skipped, so a
+    mistake's outputs are kept wherever it reaches."""
+    try:
+        _compare_cases(s)
+    except CheckFailed as failed:
+        if failed.generic and _RUN.recording is None:  # a property names a cause where values merely differ
+            _raise_broken_property(s, failed)
+        raise
+    if _RUN.recording is None:
+        _raise_broken_property(s, None)
+    return s.passed
+
+
+def _raise_broken_property(s, failed: CheckFailed | None) -> None:
+    """Raise CheckFailed for the first of the spec's properties your code breaks (keeping what the
+    comparison found, if it failed, as the difference); return when every one holds."""
+    import minilm
+
+    for prop in s.properties:
+        where = None
+        try:
+            saw = prop.probe(minilm)
+        except NotImplementedError:
+            raise
+        except Exception as e:  # noqa: BLE001 - raising is breaking the property
+            where = raised_at(e)
+            saw = f"your code raised {_one_line(e)}" + (f" ({where})" if where else "")
+        if saw is None:
+            continue
+        broken = CheckFailed(f"{prop.says}, but {saw}", where=where)
+        broken.broken, broken.output = prop.says, failed.output if failed is not None else None
+        broken.difference = (failed.difference or failed.message) if failed is not None else None
+        raise broken from None
+
+
+def _compare_cases(s) -> None:
+    """Collect and judge every visible case: invariants first, then each tensor output."""
     import minilm
     from minilm.course.exercises import tolerance
 
@@ -515,7 +557,6 @@ def run_spec(s) -> str:
             except CheckFailed as e:  # which output differs tells status which function to open
                 e.output = key
                 raise
-    return s.passed
 
 
 def _tensors(name: str, value) -> list[tuple[str, torch.Tensor]]:

@@ -4,11 +4,11 @@ A hint is a ladder of three rungs, each a step closer to the fix and none holdin
 task's result:
 
     1. the contract      what the stub's signature and docstring promise, and the task's from-scratch rule
-    2. where it differs  from the check's verdict on your code: which output, on which input, and how it
-                         differs, in words (minilm/course/difference.py), naming no mistake
-    3. the mistake       which catalogued mistake your output matches and the spec's advice that fixes it
-                         (minilm/course/exercises/: the `mistakes` label → advice), or, matching none, the
-                         mistakes this task's check knows
+    2. where it differs  from the check's verdict on your code: the property it breaks with an example to
+                         try, or which output differs, on which input, and how, in words
+                         (minilm/course/difference.py), naming no mistake
+    3. the idea          the spec's advice for the known mistake your output matches, or the idea that
+                         mends the property your code breaks (minilm/course/exercises/), in words
 
 Rung 1 is read from the stub's text in minilm/ (signatures and docstrings only, never a body); rungs 2
 and 3 from the task's check run on your code (`checks.run`). A task still a stub has only rung 1: the
@@ -129,15 +129,22 @@ def _advice(task_id: str, mistake: str) -> tuple[str, str] | None:
     return None
 
 
-def _catalogue(task_id: str) -> str:
+def _unnamed(task_id: str) -> str:
+    """Rung 3 where the check names neither a known mistake nor a broken property."""
     from minilm.course import exercises
 
-    mistakes = exercises.get(task_id).mistakes
-    if not mistakes:
-        return "This task's check catalogues no mistakes: compare each line of your code with the docstring."
-    lines = ["The mistakes this task's check knows (yours matches none of their stored outputs):"]
-    lines += [f"  - {label.split(' ')[0]}: {advice}" for label, advice in mistakes.items()]
-    return "\n".join(lines)
+    s = exercises.get(task_id)
+    known = f"none of the {len(s.mistakes)} mistakes this task's check knows" if s.mistakes else "no known mistake"
+    properties = f", and breaks none of its {len(s.properties)} properties" if s.properties else ""
+    return (f"Your output matches {known}{properties}. Read the docstring one sentence at a time and find "
+            "the line of your code that does each: the sentence with no line is the bug.")
+
+
+def _property(task_id: str, says: str | None):
+    """The spec's Property whose `says` a verdict names, or None."""
+    from minilm.course import exercises
+
+    return next((p for p in exercises.get(task_id).properties if p.says == says), None) if says else None
 
 
 def rung_difference(v) -> Rung:
@@ -145,15 +152,18 @@ def rung_difference(v) -> Rung:
     from minilm.course import checks
 
     task = tasks.get(v.task)
-    if v.message.startswith(f"Task {v.task}: "):  # the from-scratch rule
+    prop = _property(v.task, v.broken)
+    if prop is not None:
+        text = f"Your code breaks a property every correct {task.function} has:\n  {v.message}"
+        if prop.example:
+            text += "\nTry it yourself:\n" + "\n".join("    " + line for line in prop.example.splitlines())
+    elif v.message.startswith(f"Task {v.task}: "):  # the from-scratch rule
         text = f"Your code breaks the task's from-scratch rule:\n  {v.message}"
     elif v.message.startswith("Task ") and " fails; fix it first" in v.message:
         text = (f"{v.message.split(':')[0]}: {task.id} runs that task's code, so its bug may be this one's. "
                 f"Climb that task's ladder first (`minilm hint {v.message.split()[1]}`).")
     elif v.status == checks.ERROR:
-        text = (f"Your code raised an error on the check's input:\n  {v.message}\n"
-                "Read the line it names; print the shapes of the tensors it uses and compare them with the "
-                "docstring's.")
+        text = f"Your code raised an error on the check's input:\n  {v.message}\n{_error_advice(v.message)}"
     else:
         text = f"The check's first difference:\n  {v.difference or v.message}"
     if v.where:
@@ -161,17 +171,35 @@ def rung_difference(v) -> Rung:
     return Rung(2, NAMES[2], text)
 
 
+def _error_advice(message: str) -> str:
+    """What to look at for an error, by its kind: shapes only where the error is about shapes."""
+    kind = message.split(":")[0].split()[-1] if ":" in message else ""
+    advice = {
+        "ZeroDivisionError": "Something you divide by is 0: which count or size can be 0 on this input?",
+        "KeyError": "A dict lacks the key your code asks for: print the dict's keys at that line.",
+        "IndexError": "An index runs past the end: compare the index with the length at that line.",
+        "TypeError": "A value has another type than the line expects: print type(...) of each argument.",
+        "AttributeError": "An object lacks the attribute your code uses: which object is it at that line?",
+        "ValueError": "A function refused a value: read the error's words against the docstring's.",
+    }
+    return advice.get(kind, "Read the line it names; print the shapes and dtypes of the tensors it uses and "
+                            "compare them with the docstring's.")
+
+
 def rung_mistake(v) -> Rung:
     task = tasks.get(v.task)
-    if v.message.startswith(f"Task {v.task}: "):
+    prop = _property(v.task, v.broken)
+    if prop is not None:
+        text = f"The property your code breaks: {prop.says}.\n  {prop.idea or 'Find the step that breaks it.'}"
+    elif v.message.startswith(f"Task {v.task}: "):
         text = rule(task)
     elif v.mistake and (found := _advice(v.task, v.mistake)):
         label, advice = found
-        text = f"Your output matches the catalogued mistake `{label.split(' ')[0]}`:\n  {advice}"
+        text = f"Your output matches a known mistake:\n  {advice}"
     elif v.mistake:  # an invariant's finding: its message says the idea
-        text = f"Your code makes the catalogued mistake `{v.mistake}`:\n  {v.message}"
+        text = f"Your code makes a known mistake:\n  {v.message}"
     else:
-        text = _catalogue(v.task)
+        text = _unnamed(v.task)
     text += "\nFix the idea, not the number: then run the check again."
     return Rung(3, NAMES[3], text)
 

@@ -63,7 +63,15 @@ def test_the_rule_and_an_error_have_their_own_rungs():
                            where="minilm/rmsnorm.py:25")
     ladder = hints.ladder("3.1", error)
     assert "raised" in str(ladder.rungs[1]) and "minilm/rmsnorm.py:25" in str(ladder.rungs[1])
-    assert "subtracts_mean" in str(ladder.rungs[2])  # matching none: the mistakes the check knows
+    # Matching none: the idea in words, never the catalogue's internal labels (advice for other mistakes misleads).
+    assert "Read the docstring one sentence at a time" in str(ladder.rungs[2])
+    assert "subtracts_mean" not in str(ladder.rungs[2])
+    # Advice that fits the error's kind: shapes for a shape error only.
+    for error, words in (("ZeroDivisionError: division by zero", "divide by is 0"), ("KeyError: 'step'", "keys"),
+                         ("RuntimeError: shape '[2, 3]' is invalid", "shapes and dtypes")):
+        verdict = checks.Verdict("3.1", checks.ERROR, f"your code raised {error} (minilm/rmsnorm.py:25)")
+        rung = str(hints.ladder("3.1", verdict).rungs[1])
+        assert words in rung and ("print the shapes" in rung) == (words == "shapes and dtypes"), rung
     assert ladder.show(1).startswith("✗ Task 3.1 rms_norm: raises an error in its check")
 
 

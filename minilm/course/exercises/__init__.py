@@ -12,6 +12,9 @@ A task's `Spec`, in the module of its notebook group (basics.py for notebooks 1â
     free                  outputs judged by the invariant only (they may differ from the reference's)
     atol, rtol            the tolerance (widened for bfloat16 and float16 outputs, see `tolerance`)
     on_error, explain     optional: the mistake an error names, and how an output differs (check cells only)
+    properties            what correct code does on any input, tested on the student's code alone (no
+                          reference): a check names the first one broken, before saying values differ,
+                          and tests/test_properties.py runs the same ones (check cells and tests only)
     passed                the check's one-line success message
 
 Two harnesses run the same spec. A check cell (minilm/course/checks.py) collects the student's
@@ -65,6 +68,41 @@ def count(value) -> str:
 
 
 @dataclass(frozen=True)
+class Property:
+    """What correct code does on any input, in the student's words, seen on the student's code alone.
+
+    says     the property, a sentence: "each row of softmax sums to 1"
+    probe    probe(m) runs the task's code `m.<name>` on inputs of its own and returns None when the
+             property holds, else what it saw, a sentence naming the input and the numbers ("on x (3, 5),
+             row 0 sums to 1.37"); an error the code raises counts as the property broken
+    example  a few lines the student can run to see it (hint rung 2)
+    idea     the idea of the fix in words, no code (hint rung 3)
+
+    A probe never computes the task's result: it compares the student's outputs with each other
+    (a transposed input against its copy, a shifted input against the unshifted one) or with a
+    number the contract fixes (a sum of 1, position 0 unrotated)."""
+
+    says: str
+    probe: Callable[[object], str | None]
+    example: str = ""
+    idea: str = ""
+
+
+def differs(got, want, atol: float = 1e-5, rtol: float = 1e-4) -> str | None:
+    """How two of the student's outputs differ that should be equal, in a few words; None when equal."""
+    if type(got) is not torch.Tensor or type(want) is not torch.Tensor:
+        return f"got {type(got).__name__} and {type(want).__name__}, expected two tensors"
+    if got.shape != want.shape:
+        return f"shapes {tuple(got.shape)} and {tuple(want.shape)}"
+    g, w = got.detach().double(), want.detach().double()
+    if torch.allclose(g, w, atol=atol, rtol=rtol, equal_nan=True):
+        return None
+    gap = (g - w).abs().nan_to_num(float("inf"))
+    where = tuple(int(i) for i in torch.unravel_index(gap.argmax(), gap.shape)) if gap.ndim else ()
+    return f"they differ by up to {gap.max().item():.3g} (at index {where})"
+
+
+@dataclass(frozen=True)
 class Spec:
     task: str
     collect: Callable[[object, dict], dict]
@@ -81,6 +119,7 @@ class Spec:
     # For a check's message: how output `key` differs from the reference's, (key, got, want) â†’ str or None.
     # (The grader's feedback never uses it: it would repeat the submission's values.)
     explain: Callable[[str, torch.Tensor, torch.Tensor], str | None] | None = None
+    properties: tuple[Property, ...] = ()
 
     def label(self, key: str) -> str:
         return self.outputs.get(key, key)

@@ -8,6 +8,8 @@ import torch
 
 from minilm.course.exercises import (
     Problem,
+    Property,
+    differs,
     first,
     init_problem,
     keys_problem,
@@ -28,8 +30,33 @@ def _linear_cases():
             dict(x=randn(5, 7), w=randn(6, 3, 7), what="a 1-D x (7,)")]
 
 
+def _linear_noncontiguous(m):
+    x, w = randn(50, 2, 3, 6).transpose(0, 1), randn(51, 4, 6)  # x (3, 2, 6): a view, not contiguous in memory
+    d = differs(m.linear(x, w), m.linear(x.contiguous(), w))
+    return d and f"on x (3, 2, 6) {d}"
+
+
+def _linear_rows(m):
+    x, w = randn(52, 3, 2, 5), randn(53, 4, 5)
+    d = differs(m.linear(x, w)[1, 0], m.linear(x[1, 0], w))
+    return d and f"for x (3, 2, 5), linear(x)[1, 0] and linear(x[1, 0]): {d}"
+
+
+LINEAR_PROPERTIES = (
+    Property("a non-contiguous x (a transposed view) gives what its contiguous copy gives", _linear_noncontiguous,
+             example="x = torch.randn(2, 3, 6).transpose(0, 1)  # (3, 2, 6), a view: not contiguous\n"
+                     "w = torch.randn(4, 6)\n"
+                     "print(minilm.linear(x, w) - minilm.linear(x.contiguous(), w))",
+             idea="x.view needs x's memory in order, which a transposed view is not: reshape copies when it must, "
+                  "and x @ W.T needs no reshaping at all (matmul broadcasts over the leading dims)"),
+    Property("each vector of x is mapped on its own, whatever the leading dims", _linear_rows,
+             example="x, w = torch.randn(3, 2, 5), torch.randn(4, 5)\n"
+                     "print(minilm.linear(x, w)[1, 0] - minilm.linear(x[1, 0], w))",
+             idea="y = x Wᵀ acts on the last dim only: flatten nothing across vectors, mix no rows"),
+)
+
 spec("1.1", collect=lambda m, c: {"y": m.linear(c["x"], c["w"])}, cases=_linear_cases,
-     outputs={"y": "linear(x, W)"},
+     outputs={"y": "linear(x, W)"}, properties=LINEAR_PROPERTIES,
      mistakes={"not_transposed": "you computed x W; the contract is y = x Wᵀ (W is (d_out, d_in))"},
      passed="matches F.linear for 1-D, 2-D and 3-D inputs")
 
@@ -141,8 +168,49 @@ def _same_dtype(got, c) -> Problem | None:
     return None
 
 
+def _rms_norm_float16(m):
+    x, w = (randn(54, 2, 16, scale=30) + 300).half(), randn(55, 16).half()
+    y = m.rms_norm(x, w)
+    d = differs(y, m.rms_norm(x.float(), w.float()).half(), atol=1e-2, rtol=1e-2)
+    zeros = " (every value is 0: x² overflowed float16, whose largest value is 65,504)" if (
+        type(y) is torch.Tensor and not y.float().abs().sum()) else ""
+    return d and f"on x (2, 16) near 300 {d}{zeros}"
+
+
+def _rms_norm_each_vector(m):
+    x, w = randn(56, 3, 16) * torch.tensor([[0.01], [1.0], [100.0]]), randn(57, 16)
+    d = differs(m.rms_norm(x, w)[2], m.rms_norm(x[2:], w)[0])
+    return d and f"for the last row of x (3, 16) {d}"
+
+
+def _rms_norm_scale_free(m):
+    x, w = randn(58, 4, 16), randn(59, 16)
+    d = differs(m.rms_norm(10 * x, w), m.rms_norm(x, w), atol=1e-4)
+    return d and f"for x (4, 16) around 1 {d}"
+
+
+RMS_PROPERTIES = (
+    Property("a float16 x gives its float32 result rounded to float16, also for values near 300",
+             _rms_norm_float16,
+             example="x = torch.full((16,), 300.0, dtype=torch.float16)\nw = torch.ones(16, dtype=torch.float16)\n"
+                     "print(minilm.rms_norm(x, w))  # 300² = 90,000 is beyond float16's 65,504",
+             idea="compute in float32 (x.float()), then return the input's dtype: the mean of squares overflows "
+                  "float16 and loses digits in bfloat16"),
+    Property("each vector is normalized on its own: a row normalized with the others or alone comes out the same",
+             _rms_norm_each_vector,
+             example="x = torch.randn(3, 16) * torch.tensor([[0.01], [1.0], [100.0]])\nw = torch.ones(16)\n"
+                     "print(minilm.rms_norm(x, w)[2] - minilm.rms_norm(x[2:], w)[0])",
+             idea="take the mean of x² over the last dim only, keeping it (keepdim=True) to divide each vector by "
+                  "its own RMS"),
+    Property("scaling x by 10 leaves rms_norm(x) unchanged (for x well above eps)", _rms_norm_scale_free,
+             example="x, w = torch.randn(4, 16), torch.ones(16)\nprint(minilm.rms_norm(10 * x, w) - "
+                     "minilm.rms_norm(x, w))",
+             idea="divide x by the square root of the mean of its squares: a scale of x cancels out"),
+)
+
 spec("3.1", collect=lambda m, c: {"y": m.rms_norm(c["x"], c["w"], **({"eps": c["eps"]} if "eps" in c else {}))},
      cases=_rms_norm_cases, invariant=_same_dtype, outputs={"y": "rms_norm"}, mistakes=RMS_MISTAKES,
+     properties=RMS_PROPERTIES,
      passed="matches F.rms_norm (small, large and bfloat16 inputs)")
 
 

@@ -6,7 +6,9 @@ import torch
 
 from minilm.course.exercises import (
     Problem,
+    Property,
     attention_shapes,
+    differs,
     gen,
     keys_problem,
     load_state,
@@ -70,10 +72,50 @@ def _rope_on_error(c):
     return "rope_positions_1d", POSITIONS_ANY_SHAPE
 
 
+def _rope_at_zero(m):
+    x = randn(60, 2, 3, 8)
+    d = differs(m.rope(x, torch.zeros(3, dtype=torch.long)), x)
+    return d and f"for x (2, 3, 8) at positions 0, rope(x) and x: {d}"
+
+
+def _rope_keeps_lengths(m):
+    x = randn(61, 5, 8)
+    y = m.rope(x, torch.tensor([0, 1, 7, 30, 100]))
+    d = differs(y.reshape(5, 4, 2).norm(dim=-1), x.reshape(5, 4, 2).norm(dim=-1), atol=1e-4)
+    return d and f"for x (5, 8), the lengths of the pairs (x[2i], x[2i+1]) before and after: {d}"
+
+
+def _relative(rotate) -> str | None:
+    """q·k after rotating q to position m and k to n depends on m − n alone (3 − 1 and 13 − 11 here)."""
+    q, k = randn(62, 1, 8), randn(63, 1, 8)
+    near = (rotate(q, torch.tensor([3])) * rotate(k, torch.tensor([1]))).sum()
+    far = (rotate(q, torch.tensor([13])) * rotate(k, torch.tensor([11]))).sum()
+    d = differs(near, far, atol=1e-4)
+    return d and f"q at 3 · k at 1 and q at 13 · k at 11 (both 2 apart): {d}"
+
+
+ROPE_RELATIVE_EXAMPLE = ("q, k = torch.randn(1, 8), torch.randn(1, 8)\n"
+                         "at = lambda x, p: minilm.rope(x, torch.tensor([p]))\n"
+                         "print((at(q, 3) * at(k, 1)).sum(), (at(q, 13) * at(k, 11)).sum())  # equal")
+ROPE_PROPERTIES = (
+    Property("position 0 leaves x unchanged (it turns by angle 0)", _rope_at_zero,
+             example="x = torch.randn(3, 8)\nprint(minilm.rope(x, torch.zeros(3, dtype=torch.long)) - x)",
+             idea="the angle is the position times the frequency, so the first token (position 0, not 1) turns by 0"),
+    Property("each pair (x[2i], x[2i+1]) keeps its length: RoPE only turns it", _rope_keeps_lengths,
+             example="x = torch.randn(1, 8)\ny = minilm.rope(x, torch.tensor([5]))\n"
+                     "print(x.reshape(4, 2).norm(dim=-1), y.reshape(4, 2).norm(dim=-1))",
+             idea="rotate each adjacent pair by its angle: (a, b) → (a cos − b sin, a sin + b cos), both with the "
+                  "same angle, neither scaled"),
+    Property("q·k depends only on how far apart q and k are", lambda m: _relative(m.rope),
+             example=ROPE_RELATIVE_EXAMPLE,
+             idea="rotate q and k by the same rule, each pair i by position · θ^(−2i/d_k): then the product of the "
+                  "two rotations depends on the difference of the positions only"),
+)
+
 # Angles computed in float32 (as common as float64) are off by ~1e-7·p rad, so rotated outputs at
 # positions in the thousands differ from the reference's by up to ~5e-4: within atol, unlike any mistake.
 spec("5.1", collect=_rope_collect, cases=_rope_cases, invariant=_float32_angles, on_error=_rope_on_error,
-     outputs={"angles": "rope_angles", "y": "rope"}, mistakes=ROPE_MISTAKES, atol=1e-3,
+     outputs={"angles": "rope_angles", "y": "rope"}, mistakes=ROPE_MISTAKES, atol=1e-3, properties=ROPE_PROPERTIES,
      passed="angles and rotation match complex-number RoPE on adjacent pairs (1-D and batched positions, any theta)")
 
 
@@ -112,7 +154,28 @@ def _RoPE_cases():
                  what="RotaryPositionalEmbedding(10000, 8, 64), x (3, 10, 8), batched positions (3, 10)")]
 
 
-spec("5.2", collect=_RoPE_collect, cases=_RoPE_cases, atol=1e-3, free=("tables",), outputs={"y": "the rotation"},
+def _rope_module(m):
+    module = m.RotaryPositionalEmbedding(10000.0, 8, 64)
+    return lambda x, pos: module(x, pos)
+
+
+def _rope_module_at_zero(m):
+    x = randn(64, 2, 3, 8)
+    d = differs(_rope_module(m)(x, torch.zeros(3, dtype=torch.long)), x)
+    return d and f"for x (2, 3, 8) at positions 0, the output and x: {d}"
+
+
+spec("5.2", properties=(
+         Property("position 0 leaves x unchanged (row 0 of the tables is cos 1, sin 0)", _rope_module_at_zero,
+                  example="rope = minilm.RotaryPositionalEmbedding(10000.0, 8, 64)\nx = torch.randn(3, 8)\n"
+                          "print(rope(x, torch.zeros(3, dtype=torch.long)) - x)",
+                  idea="row p of the tables holds the angles of position p, from p = 0: torch.arange(max_seq_len)"),
+         Property("q·k depends only on how far apart q and k are", lambda m: _relative(_rope_module(m)),
+                  example="rope = minilm.RotaryPositionalEmbedding(10000.0, 8, 64)\n" + ROPE_RELATIVE_EXAMPLE.replace(
+                      "minilm.rope", "rope"),
+                  idea="index the cos and sin tables by each token's position and rotate the adjacent pairs as "
+                       "rope does")),
+     collect=_RoPE_collect, cases=_RoPE_cases, atol=1e-3, free=("tables",), outputs={"y": "the rotation"},
      mistakes=ROPE_MISTAKES,
      invariant=_RoPE_invariant,
      on_error=lambda c: None if c["pos"].ndim < 2 else (
@@ -130,7 +193,32 @@ def _softmax_cases():
                  what="inputs of ±1e4")]
 
 
-spec("6.1", collect=lambda m, c: {"y": m.softmax(c["x"], dim=c["dim"])},  # release: not a task (the code under test)
+def _softmax_sums(m):
+    x = randn(65, 3, 4, 5)
+    for dim in (0, 1, -1):
+        d = differs(m.softmax(x, dim=dim).sum(dim), torch.ones(x.sum(dim).shape))
+        if d:
+            return f"for x (3, 4, 5) and dim={dim}, the sums along dim and 1: {d}"
+    return None
+
+
+def _softmax_shift(m):
+    x = randn(66, 4, 6)
+    d = differs(m.softmax(x + 1000.0, dim=-1), m.softmax(x, dim=-1))
+    return d and f"for x (4, 6), softmax(x + 1000) and softmax(x): {d}"
+
+
+SOFTMAX_PROPERTIES = (
+    Property("each slice along dim sums to 1", _softmax_sums,
+             example="x = torch.randn(3, 4, 5)\nprint(minilm.softmax(x, dim=1).sum(dim=1))  # all ones",
+             idea="exponentiate, then divide by the sum along the same dim, kept with keepdim=True"),
+    Property("adding one number to every entry changes nothing, even 1000", _softmax_shift,
+             example="x = torch.randn(4, 6)\nprint(minilm.softmax(x + 1000, dim=-1) - minilm.softmax(x, dim=-1))",
+             idea="subtract each slice's max along dim before exp: the result is the same, and exp never overflows"),
+)
+
+spec("6.1", properties=SOFTMAX_PROPERTIES,
+     collect=lambda m, c: {"y": m.softmax(c["x"], dim=c["dim"])},  # release: not a task (the code under test)
      cases=_softmax_cases, outputs={"y": "softmax"},
      mistakes={**{f"softmax_wrong_dim ({d})": f"you normalized over dim {d}, not over the dim asked: use the dim "
                                               "argument"
@@ -151,8 +239,43 @@ def _sdpa_cases():
             dict(q=q, k=k, v=v, mask=mask, what="a boolean mask")]
 
 
-spec("6.2", collect=lambda m, c: {"y": m.scaled_dot_product_attention(c["q"], c["k"], c["v"],
-                                                                      *([c["mask"]] if "mask" in c else []))},
+def _sdpa_rows_sum_to_one(m):
+    q, k = randn(67, 2, 4, 8), randn(68, 2, 6, 8)
+    mask = torch.ones(4, 6, dtype=torch.bool).tril(1)
+    for masked in (None, mask):
+        y = m.scaled_dot_product_attention(q, k, torch.ones(2, 6, 3), *([masked] if masked is not None else []))
+        d = differs(y, torch.ones(2, 4, 3))
+        if d:
+            return f"with v all ones ({'a mask' if masked is not None else 'no mask'}), the output and 1: {d}"
+    return None
+
+
+def _sdpa_hidden_keys(m):
+    q, k, v = randn(69, 3, 8), randn(70, 5, 8), randn(71, 5, 4)
+    mask = torch.tensor([[True, False, True, True, False]] * 3)
+    k2, v2 = k.clone(), v.clone()
+    k2[[1, 4]], v2[[1, 4]] = 100.0, -100.0
+    d = differs(m.scaled_dot_product_attention(q, k2, v2, mask), m.scaled_dot_product_attention(q, k, v, mask))
+    return d and f"changing keys 1 and 4, which the mask hides: {d}"
+
+
+SDPA_PROPERTIES = (
+    Property("each query's weights sum to 1: with v all ones, every output is 1", _sdpa_rows_sum_to_one,
+             example="q, k = torch.randn(4, 8), torch.randn(6, 8)\n"
+                     "print(minilm.scaled_dot_product_attention(q, k, torch.ones(6, 3)))  # all ones",
+             idea="softmax each query's scores over the keys (the last dim), after masking, and only then "
+                  "multiply by v"),
+    Property("a key the mask hides has no effect: changing its k and v changes nothing", _sdpa_hidden_keys,
+             example="q, k, v = torch.randn(3, 8), torch.randn(5, 8), torch.randn(5, 4)\n"
+                     "mask = torch.tensor([[True, False, True, True, False]] * 3)\n"
+                     "k2, v2 = k.clone(), v.clone(); k2[1], v2[1] = 100.0, -100.0\n"
+                     "sdpa = minilm.scaled_dot_product_attention\nprint(sdpa(q, k2, v2, mask) - sdpa(q, k, v, mask))",
+             idea="where mask is False the score becomes -inf before the softmax, so that key's weight is exactly 0"),
+)
+
+spec("6.2", properties=SDPA_PROPERTIES,
+     collect=lambda m, c: {"y": m.scaled_dot_product_attention(c["q"], c["k"], c["v"],
+                                                               *([c["mask"]] if "mask" in c else []))},
      cases=_sdpa_cases, outputs={"y": "attention"},
      mistakes={
          "no_scaling": "divide the scores q·k by sqrt(d_k) before the softmax",
@@ -221,7 +344,43 @@ def _mhsa_cases():
                  what="MultiHeadSelfAttention(32, 4) without RoPE")]
 
 
-spec("6.3", collect=lambda m, c: layer_collect(_mhsa(m, c), c), cases=_mhsa_cases, outputs={"y": "the output"},
+def causal_property(make, what: str) -> Property:
+    """A causal layer or model: changing the inputs from position 5 on leaves positions 0–4 unchanged.
+    make(m) → (call, x, x_changed): the layer (weights loaded), an input and the same input changed
+    from position 5 on (the seq axis is 1)."""
+    def probe(m):
+        call, x, changed = make(m)
+        d = differs(call(changed)[:, :5], call(x)[:, :5])
+        return d and f"changing the input from position 5 on moved the outputs at positions 0–4: {d}"
+    return Property(f"{what} is causal: changing a later token leaves the outputs at earlier positions unchanged",
+                    probe, idea="apply the causal mask (True where key ≤ query, torch.tril) in every head, so query t "
+                                "sees keys 0 … t and nothing after")
+
+
+def batch_rows_property(make, what: str) -> Property:
+    """Each batch row on its own: the output for row 1 of a batch equals the output for row 1 alone."""
+    def probe(m):
+        call, x, _ = make(m)
+        d = differs(call(x)[1], call(x[1:2])[0], atol=1e-4)
+        return d and f"the output of batch row 1 in a batch of 2 and alone: {d}"
+    return Property(f"{what} treats each batch row on its own", probe,
+                    idea="split and merge the heads with the batch dims left where they are: rearrange "
+                         "'b seq (heads d_k) -> b heads seq d_k' and back, never mixing b with seq or heads")
+
+
+def _mhsa_inputs(m):
+    layer = m.MultiHeadSelfAttention(32, 4, 32, 10000.0)
+    load_state(layer, weights(72, attention_shapes(32)))
+    x = randn(73, 2, 8, 32)
+    changed = x.clone()
+    changed[:, 5:] = randn(74, 2, 3, 32)
+    return layer, x, changed
+
+
+MHSA_PROPERTIES = (causal_property(_mhsa_inputs, "attention"), batch_rows_property(_mhsa_inputs, "attention"))
+
+spec("6.3", properties=MHSA_PROPERTIES,
+     collect=lambda m, c: layer_collect(_mhsa(m, c), c), cases=_mhsa_cases, outputs={"y": "the output"},
      invariant=lambda got, c: keys_problem(got["keys"], list(attention_shapes(c["d"])),
                                            f"MultiHeadSelfAttention({c['d']}, {c['heads']})"),
      on_error=lambda c: None if c.get("pos") is None or c["pos"].ndim < 2 else (
