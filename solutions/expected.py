@@ -9,7 +9,7 @@ The checks (minilm/course/checks*.py) decide what is stored: each check runs in 
 (`minilm.course.checks.record`) with `minilm` resolved to the reference, and every output it would
 compare is kept under its probe's name. A check names mistakes by label; each label is then
 recorded the same way with that mistake patched into the reference: a catalogued mutant
-(solutions/mistakes.py, solutions/mistakes_training.py) of the same name, or one of the
+(solutions/mistakes/, a module per notebook group) of the same name, or one of the
 VARIANTS below, which the checks name but the catalogue does not hold (written here from the
 reference and from solutions/oracles.py's switches). A label with neither is an error.
 

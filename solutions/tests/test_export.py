@@ -208,7 +208,8 @@ def test_bundle_holds_the_course_and_its_hidden_inputs_and_checks_out(bundle):
         assert name in names
     for name in export.EXECUTABLE:
         assert modes[name] & 0o111 and stat.S_ISREG(modes[name]), name
-    for path in ("course/solutions/hidden_cases.py", "course/solutions/mistakes.py", "course/solutions/linear.py",
+    for path in ("course/solutions/hidden_cases.py", "course/solutions/mistakes/__init__.py",
+                 "course/solutions/mistakes/training.py", "course/solutions/linear.py",
                  "course/solutions/grading/gradescope.py", "course/minilm/course/tasks.py",
                  "course/notebooks/01_linear.ipynb",
                  "course/notebooks/sanitize.cfg", "course/pyproject.toml", "course/conftest.py"):

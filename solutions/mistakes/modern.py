@@ -1,6 +1,5 @@
-"""Known mistakes in notebook 14's tasks (14.1–14.6, the modern recipe): deliberately wrong
-variants of the reference. See solutions/mistakes.py for the format and how they are used: the
-tests must fail on every one, and checks.run(task).mistake must name it."""
+"""Known mistakes in notebook 14 (the modern recipe: Tasks 14.1–14.6).
+See solutions/mistakes/__init__.py for the format and how they are used."""
 
 from __future__ import annotations
 
@@ -9,6 +8,7 @@ import math
 import torch
 
 from solutions import modern
+from solutions.mistakes import mutant
 
 
 def _ns(coefficients=modern.NS_COEFFICIENTS, normalize: bool = True, fixed_steps: int | None = None):
@@ -93,33 +93,38 @@ def _relu2_forward(kind: str):
     return forward
 
 
-def _m(name, task, patches, diagnosis):
-    return {"name": name, "task": task, "patches": patches, "diagnosis": diagnosis}
-
 
 _M = "solutions.modern"
 
-MUTANTS: list[dict] = [
-    _m("ns_cubic", "14.1", [(_M, "newton_schulz", _ns(coefficients=(1.5, -0.5, 0.0)))], "cubic"),
-    _m("ns_not_normalized", "14.1", [(_M, "newton_schulz", _ns(normalize=False))], "Frobenius norm"),
-    _m("ns_ignores_steps", "14.1", [(_M, "newton_schulz", _ns(fixed_steps=5))], "`steps` times"),
-    _m("muon_no_nesterov", "14.2", [(_M, "Muon.step", _muon_step(nesterov=False))], "look-ahead"),
-    _m("muon_no_scale", "14.2", [(_M, "Muon.step", _muon_step(scale="none"))], "sqrt(max(1, rows / cols))"),
-    _m("muon_scale_inverted", "14.2", [(_M, "Muon.step", _muon_step(scale="cols/rows"))], "cols / rows"),
-    _m("muon_not_orthogonalized", "14.2", [(_M, "Muon.step", _muon_step(orthogonalize=False))], "newton_schulz"),
-    _m("muon_decay_without_lr", "14.2", [(_M, "Muon.step", _muon_step(decay_lr=False))], "lr · weight_decay"),
-    _m("muon_on_embeddings", "14.3", [(_M, "parameter_groups", _groups(embeddings_to_muon=True))], "embedding"),
-    _m("muon_on_head", "14.3", [(_M, "parameter_groups", _groups(head_to_muon=True))], "head"),
-    _m("decay_on_gains", "14.3", [(_M, "parameter_groups", _groups(decay_gains=True))], "1-D"),
-    _m("decay_on_embeddings", "14.3", [(_M, "parameter_groups", _groups(decay_embeddings=True))], "no weight decay"),
-    _m("wsd_decay_after_warmup", "14.4", [(_M, "lr_wsd_schedule", _wsd(where="after warmup"))], "LAST part"),
-    _m("wsd_decay_to_zero", "14.4", [(_M, "lr_wsd_schedule", _wsd(floor=False))], "min_lr"),
-    _m("wsd_no_warmup", "14.4", [(_M, "lr_wsd_schedule", _wsd(warmup_on=False))], "warmup"),
-    _m("softcap_unscaled_input", "14.5", [(_M, "softcap", lambda x, cap: cap * torch.tanh(x))], "inside the tanh"),
-    _m("softcap_clamp", "14.5", [(_M, "softcap", lambda x, cap: x.clamp(-cap, cap))], "hard clamp"),
-    _m("softcap_no_outer_cap", "14.5", [(_M, "softcap", lambda x, cap: torch.tanh(x / cap))], "multiply"),
-    _m("relu2_not_squared", "14.6", [(_M, "ReLUSquaredFFN.forward", _relu2_forward("relu"))], "square the ReLU"),
-    _m("relu2_square_without_relu", "14.6", [(_M, "ReLUSquaredFFN.forward", _relu2_forward("square"))],
-       "before squaring"),
-    _m("relu2_after_w2", "14.6", [(_M, "ReLUSquaredFFN.forward", _relu2_forward("after"))], "not after w2"),
+MISTAKES: list[dict] = [
+    # Task 14.1: newton_schulz
+    mutant("ns_cubic", "14.1", [(_M, "newton_schulz", _ns(coefficients=(1.5, -0.5, 0.0)))], "cubic"),
+    mutant("ns_not_normalized", "14.1", [(_M, "newton_schulz", _ns(normalize=False))], "Frobenius norm"),
+    mutant("ns_ignores_steps", "14.1", [(_M, "newton_schulz", _ns(fixed_steps=5))], "`steps` times"),
+    # Task 14.2: Muon
+    mutant("muon_no_nesterov", "14.2", [(_M, "Muon.step", _muon_step(nesterov=False))], "look-ahead"),
+    mutant("muon_no_scale", "14.2", [(_M, "Muon.step", _muon_step(scale="none"))], "sqrt(max(1, rows / cols))"),
+    mutant("muon_scale_inverted", "14.2", [(_M, "Muon.step", _muon_step(scale="cols/rows"))], "cols / rows"),
+    mutant("muon_not_orthogonalized", "14.2", [(_M, "Muon.step", _muon_step(orthogonalize=False))], "newton_schulz"),
+    mutant("muon_decay_without_lr", "14.2", [(_M, "Muon.step", _muon_step(decay_lr=False))], "lr · weight_decay"),
+    # Task 14.3: parameter_groups
+    mutant("muon_on_embeddings", "14.3", [(_M, "parameter_groups", _groups(embeddings_to_muon=True))], "embedding"),
+    mutant("muon_on_head", "14.3", [(_M, "parameter_groups", _groups(head_to_muon=True))], "head"),
+    mutant("decay_on_gains", "14.3", [(_M, "parameter_groups", _groups(decay_gains=True))], "1-D"),
+    mutant("decay_on_embeddings", "14.3", [(_M, "parameter_groups", _groups(decay_embeddings=True))],
+           "no weight decay"),
+    # Task 14.4: lr_wsd_schedule
+    mutant("wsd_decay_after_warmup", "14.4", [(_M, "lr_wsd_schedule", _wsd(where="after warmup"))], "LAST part"),
+    mutant("wsd_decay_to_zero", "14.4", [(_M, "lr_wsd_schedule", _wsd(floor=False))], "min_lr"),
+    mutant("wsd_no_warmup", "14.4", [(_M, "lr_wsd_schedule", _wsd(warmup_on=False))], "warmup"),
+    # Task 14.5: softcap
+    mutant("softcap_unscaled_input", "14.5", [(_M, "softcap", lambda x, cap: cap * torch.tanh(x))],
+           "inside the tanh"),
+    mutant("softcap_clamp", "14.5", [(_M, "softcap", lambda x, cap: x.clamp(-cap, cap))], "hard clamp"),
+    mutant("softcap_no_outer_cap", "14.5", [(_M, "softcap", lambda x, cap: torch.tanh(x / cap))], "multiply"),
+    # Task 14.6: ReLUSquaredFFN
+    mutant("relu2_not_squared", "14.6", [(_M, "ReLUSquaredFFN.forward", _relu2_forward("relu"))], "square the ReLU"),
+    mutant("relu2_square_without_relu", "14.6", [(_M, "ReLUSquaredFFN.forward", _relu2_forward("square"))],
+           "before squaring"),
+    mutant("relu2_after_w2", "14.6", [(_M, "ReLUSquaredFFN.forward", _relu2_forward("after"))], "not after w2"),
 ]

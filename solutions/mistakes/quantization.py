@@ -1,6 +1,5 @@
-"""Known mistakes in the quantization tasks (12.1–12.3): deliberately wrong variants of the
-reference. See solutions/mistakes.py for the format and how they are used: the tests must fail
-on every one, and checks.run(task).mistake must name it."""
+"""Known mistakes in notebook 12 (int8 quantization: Tasks 12.1–12.3).
+See solutions/mistakes/__init__.py for the format and how they are used."""
 
 from __future__ import annotations
 
@@ -8,6 +7,7 @@ import torch
 from torch import nn
 
 from solutions import quantization as quant
+from solutions.mistakes import mutant
 
 _original_quantize_model = quant.quantize_model
 
@@ -91,23 +91,23 @@ def _quantize_model_every_weight(model, per_channel=True):
     return model
 
 
-def _m(name, task, patches, diagnosis):
-    return {"name": name, "task": task, "patches": patches, "diagnosis": diagnosis}
-
 
 _Q = "solutions.quantization"
 
-MUTANTS: list[dict] = [
-    _m("scale_per_column", "12.1", [(_Q, "quantize_int8", _quantize(_scale_per_column))], "output row"),
-    _m("truncates", "12.1", [(_Q, "quantize_int8", _quantize(lambda w, a, pc: a / 127, rounding=torch.trunc))],
-       "torch.round"),
-    _m("absmax_not_over_127", "12.1", [(_Q, "quantize_int8", _quantize(lambda w, a, pc: a))], "by 127"),
-    _m("range_128", "12.1", [(_Q, "quantize_int8", _quantize(lambda w, a, pc: a / 128, lo=-128))], "127"),
-    _m("not_buffers", "12.2", [(_Q, "Int8Linear.__init__", _init_plain_attributes)], "register_buffer"),
-    _m("keeps_float_weight", "12.2", [(_Q, "Int8Linear.from_linear", classmethod(_from_linear_keeps_float)),
-                                      (_Q, "Int8Linear.forward", _forward_keeps_float)], "float weight"),
-    _m("forgets_scale", "12.2", [(_Q, "Int8Linear.forward", _forward_forgets_scale)], "scale"),
-    _m("lm_head_left_float", "12.3", [(_Q, "quantize_model", _quantize_model_skips_lm_head)], "lm_head"),
-    _m("top_level_only", "12.3", [(_Q, "quantize_model", _quantize_model_top_level)], "at any depth"),
-    _m("quantizes_every_weight", "12.3", [(_Q, "quantize_model", _quantize_model_every_weight)], "embedding"),
+MISTAKES: list[dict] = [
+    # Task 12.1: quantize_int8
+    mutant("scale_per_column", "12.1", [(_Q, "quantize_int8", _quantize(_scale_per_column))], "output row"),
+    mutant("truncates", "12.1",
+           [(_Q, "quantize_int8", _quantize(lambda w, a, pc: a / 127, rounding=torch.trunc))], "torch.round"),
+    mutant("absmax_not_over_127", "12.1", [(_Q, "quantize_int8", _quantize(lambda w, a, pc: a))], "by 127"),
+    mutant("range_128", "12.1", [(_Q, "quantize_int8", _quantize(lambda w, a, pc: a / 128, lo=-128))], "127"),
+    # Task 12.2: Int8Linear
+    mutant("not_buffers", "12.2", [(_Q, "Int8Linear.__init__", _init_plain_attributes)], "register_buffer"),
+    mutant("keeps_float_weight", "12.2", [(_Q, "Int8Linear.from_linear", classmethod(_from_linear_keeps_float)),
+                                          (_Q, "Int8Linear.forward", _forward_keeps_float)], "float weight"),
+    mutant("forgets_scale", "12.2", [(_Q, "Int8Linear.forward", _forward_forgets_scale)], "scale"),
+    # Task 12.3: quantize_model
+    mutant("lm_head_left_float", "12.3", [(_Q, "quantize_model", _quantize_model_skips_lm_head)], "lm_head"),
+    mutant("top_level_only", "12.3", [(_Q, "quantize_model", _quantize_model_top_level)], "at any depth"),
+    mutant("quantizes_every_weight", "12.3", [(_Q, "quantize_model", _quantize_model_every_weight)], "embedding"),
 ]

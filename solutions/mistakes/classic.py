@@ -1,6 +1,5 @@
-"""Known mistakes in notebook 13's tasks (13.1–13.6, the classic Transformer): deliberately
-wrong variants of the reference. See solutions/mistakes.py for the format and how they are
-used: the tests must fail on every one, and checks.run(task).mistake must name it."""
+"""Known mistakes in notebook 13 (the classic Transformer: Tasks 13.1–13.6).
+See solutions/mistakes/__init__.py for the format and how they are used."""
 
 from __future__ import annotations
 
@@ -10,6 +9,7 @@ import torch
 from torch import nn
 
 from solutions import classic
+from solutions.mistakes import mutant
 
 
 def _layer_norm(center: bool = True, unbiased: bool = False, eps_inside: bool = True):
@@ -133,36 +133,42 @@ def _lm_init_no_final_norm(self, config, device=None, dtype=None):
         self.ln_final = nn.Identity()
 
 
-def _m(name, task, patches, diagnosis):
-    return {"name": name, "task": task, "patches": patches, "diagnosis": diagnosis}
-
 
 _C = "solutions.classic"
 
-MUTANTS: list[dict] = [
-    _m("layer_norm_no_mean", "13.1", [(_C, "layer_norm", _layer_norm(center=False))], "subtract the mean"),
-    _m("layer_norm_unbiased_var", "13.1", [(_C, "layer_norm", _layer_norm(unbiased=True))], "biased variance"),
-    _m("layer_norm_eps_outside_sqrt", "13.1", [(_C, "layer_norm", _layer_norm(eps_inside=False))],
-       "inside the square root"),
-    _m("layer_norm_no_bias", "13.1", [(_C, "LayerNorm.__init__", _ln_init_no_bias)], "learnable bias"),
-    _m("sinusoid_halves", "13.2", [(_C, "sinusoidal_positions", _sinusoid(halves=True))], "interleave"),
-    _m("sinusoid_sin_cos_swapped", "13.2", [(_C, "sinusoidal_positions", _sinusoid(swapped=True))],
-       "sine on the even dims"),
-    _m("sinusoid_frequency", "13.2", [(_C, "sinusoidal_positions", _sinusoid(exponent=1.0))], "2i / d_model"),
-    _m("sinusoid_one_based", "13.2", [(_C, "sinusoidal_positions", _sinusoid(offset=1))], "position is 0"),
-    _m("gelu_tanh", "13.3", [(_C, "gelu", _gelu_tanh)], "tanh approximation"),
-    _m("gelu_sigmoid", "13.3", [(_C, "gelu", _gelu_sigmoid)], "sigmoid approximation"),
-    _m("gelu_relu", "13.3", [(_C, "gelu", torch.relu)], "ReLU"),
-    _m("gelu_ffn_relu", "13.4", [(_C, "GeluFFN.forward", _ffn_relu)], "ReLU"),
-    _m("gelu_ffn_no_activation", "13.4", [(_C, "GeluFFN.forward", _ffn_no_activation)], "one linear map"),
-    _m("gelu_ffn_gelu_after_w2", "13.4", [(_C, "GeluFFN.forward", _ffn_gelu_after_w2)], "not after w2"),
-    _m("norm_before_add", "13.5", [(_C, "ClassicBlock.forward", _block_norm_before_add)], "before the residual add"),
-    _m("ignores_norm_position", "13.5", [(_C, "ClassicBlock.forward", _block_always_pre)], "stayed pre-norm"),
-    _m("parallel_sublayers", "13.5", [(_C, "ClassicBlock.forward", _block_parallel)], "one after the other"),
-    _m("ln1_for_both", "13.5", [(_C, "ClassicBlock.forward", _block_ln1_for_both)], "ln2"),
-    _m("head_copied_not_shared", "13.6", [(_C, "ClassicLM.__init__", _lm_init_copied_head)], "shares the embedding"),
-    _m("tied_head_unscaled", "13.6", [(_C, "ClassicLM.forward", _lm_forward_unscaled)], "√d_model"),
-    _m("positions_not_added", "13.6", [(_C, "ClassicLM.forward", _lm_forward_no_positions)], "add the position"),
-    _m("final_norm_in_post_norm", "13.6", [(_C, "ClassicLM.__init__", _lm_init_final_norm)], "no ln_final"),
-    _m("classic_missing_final_norm", "13.6", [(_C, "ClassicLM.__init__", _lm_init_no_final_norm)], "needs ln_final"),
+MISTAKES: list[dict] = [
+    # Task 13.1: layer_norm, LayerNorm
+    mutant("layer_norm_no_mean", "13.1", [(_C, "layer_norm", _layer_norm(center=False))], "subtract the mean"),
+    mutant("layer_norm_unbiased_var", "13.1", [(_C, "layer_norm", _layer_norm(unbiased=True))], "biased variance"),
+    mutant("layer_norm_eps_outside_sqrt", "13.1", [(_C, "layer_norm", _layer_norm(eps_inside=False))],
+           "inside the square root"),
+    mutant("layer_norm_no_bias", "13.1", [(_C, "LayerNorm.__init__", _ln_init_no_bias)], "learnable bias"),
+    # Task 13.2: sinusoidal_positions
+    mutant("sinusoid_halves", "13.2", [(_C, "sinusoidal_positions", _sinusoid(halves=True))], "interleave"),
+    mutant("sinusoid_sin_cos_swapped", "13.2", [(_C, "sinusoidal_positions", _sinusoid(swapped=True))],
+           "sine on the even dims"),
+    mutant("sinusoid_frequency", "13.2", [(_C, "sinusoidal_positions", _sinusoid(exponent=1.0))], "2i / d_model"),
+    mutant("sinusoid_one_based", "13.2", [(_C, "sinusoidal_positions", _sinusoid(offset=1))], "position is 0"),
+    # Task 13.3: gelu
+    mutant("gelu_tanh", "13.3", [(_C, "gelu", _gelu_tanh)], "tanh approximation"),
+    mutant("gelu_sigmoid", "13.3", [(_C, "gelu", _gelu_sigmoid)], "sigmoid approximation"),
+    mutant("gelu_relu", "13.3", [(_C, "gelu", torch.relu)], "ReLU"),
+    # Task 13.4: GeluFFN
+    mutant("gelu_ffn_relu", "13.4", [(_C, "GeluFFN.forward", _ffn_relu)], "ReLU"),
+    mutant("gelu_ffn_no_activation", "13.4", [(_C, "GeluFFN.forward", _ffn_no_activation)], "one linear map"),
+    mutant("gelu_ffn_gelu_after_w2", "13.4", [(_C, "GeluFFN.forward", _ffn_gelu_after_w2)], "not after w2"),
+    # Task 13.5: ClassicBlock
+    mutant("norm_before_add", "13.5", [(_C, "ClassicBlock.forward", _block_norm_before_add)],
+           "before the residual add"),
+    mutant("ignores_norm_position", "13.5", [(_C, "ClassicBlock.forward", _block_always_pre)], "stayed pre-norm"),
+    mutant("parallel_sublayers", "13.5", [(_C, "ClassicBlock.forward", _block_parallel)], "one after the other"),
+    mutant("ln1_for_both", "13.5", [(_C, "ClassicBlock.forward", _block_ln1_for_both)], "ln2"),
+    # Task 13.6: ClassicLM
+    mutant("head_copied_not_shared", "13.6", [(_C, "ClassicLM.__init__", _lm_init_copied_head)],
+           "shares the embedding"),
+    mutant("tied_head_unscaled", "13.6", [(_C, "ClassicLM.forward", _lm_forward_unscaled)], "√d_model"),
+    mutant("positions_not_added", "13.6", [(_C, "ClassicLM.forward", _lm_forward_no_positions)], "add the position"),
+    mutant("final_norm_in_post_norm", "13.6", [(_C, "ClassicLM.__init__", _lm_init_final_norm)], "no ln_final"),
+    mutant("classic_missing_final_norm", "13.6", [(_C, "ClassicLM.__init__", _lm_init_no_final_norm)],
+           "needs ln_final"),
 ]
