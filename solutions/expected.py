@@ -8,10 +8,10 @@ outputs of every mistake a check names (instructors only: never in the student e
 The checks (minilm/course/checks*.py) decide what is stored: each check runs in recording mode
 (`minilm.course.checks.record`) with `minilm` resolved to the reference, and every output it would
 compare is kept under its probe's name. A check names mistakes by label; each label is then
-recorded the same way with that mistake patched into the reference: a catalogued mutant
-(solutions/mistakes/, a module per notebook group) of the same name, or one of the
-VARIANTS below, which the checks name but the catalogue does not hold (written here from the
-reference and from solutions/oracles.py's switches). A label with neither is an error.
+recorded the same way with that mistake patched into the reference: a mutant of the same
+name, or a variant of that task (VARIANTS: mistakes the checks name that the suite is not run
+on). Both live in solutions/mistakes/, a module per notebook group. A label with neither is an
+error.
 
 The file holds data only (tensors, str, dicts), loaded with torch.load(weights_only=True), so
 the student edition carries no code that computes a task's result.
@@ -20,102 +20,16 @@ the student edition carries no code that computes a task's result.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 
 import torch
 
 from minilm.course import checks, tasks
-from solutions import mistakes, oracles
+from solutions import mistakes
 
 PATH = checks.EXPECTED_PATH
 FORMAT = 1
-
-
-# ---------------------------------------------------------------- mistakes the catalogue does not hold
-
-
-def _module(name: str):
-    import importlib
-
-    return importlib.import_module(f"solutions.{name}")
-
-
-def _theta(attn) -> float | None:
-    return attn.rope.theta if attn.rope is not None else None
-
-
-def _sd(module, prefix: str) -> dict[str, torch.Tensor]:
-    return {prefix + k: v for k, v in module.state_dict().items()}
-
-
-def _mhsa_variant(**switches):
-    """MultiHeadSelfAttention.forward replaced by the oracle with a mistake's switches."""
-    def forward(self, x, token_positions=None, kv_cache=None):
-        theta = None if switches.get("no_rope") else _theta(self)
-        kw = {k: v for k, v in switches.items() if k != "no_rope"}
-        return oracles.attention(x, _sd(self, "attn."), "attn.", self.num_heads, theta, token_positions, **kw)
-    return forward
-
-
-def _mhsa_heads_interleaved(self, x, token_positions=None, kv_cache=None):
-    sd, heads = _sd(self, "attn."), self.num_heads
-    d_k = x.shape[-1] // heads
-    perm = torch.arange(x.shape[-1]).view(d_k, heads).T.reshape(-1)  # "(d_k heads)" instead of "(heads d_k)"
-    for n in ("q_proj", "k_proj", "v_proj"):
-        sd[f"attn.{n}.weight"] = sd[f"attn.{n}.weight"][perm]
-    sd["attn.output_proj.weight"] = sd["attn.output_proj.weight"][:, perm]
-    return oracles.attention(x, sd, "attn.", heads, _theta(self), token_positions)
-
-
-def _block_no_residual(self, x, token_positions=None, kv_cache=None):
-    h = x + self.attn(self.ln1(x), token_positions)
-    return self.ffn(self.ln2(h))  # the block's output minus x minus attn(ln1(x))
-
-
-def _linear_not_transposed(x, weight):
-    return x @ weight if x.shape[-1] == weight.shape[0] else x @ weight.T
-
-
-def _rope_angles(exponent: float = 2.0, sign: float = 1.0):
-    def angles(token_positions, d_k, theta=10000.0):
-        inv_freq = theta ** (-exponent * torch.arange(d_k // 2, dtype=torch.float64) / d_k)
-        return (sign * token_positions.to(torch.float64)[..., None] * inv_freq).float()
-    return angles
-
-
-def _softmax_over(fixed: int):
-    def softmax(x, dim=-1):
-        return torch.softmax(x, dim=fixed)
-    return softmax
-
-
-def _sdpa_over_queries(q, k, v, mask=None):
-    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    return torch.softmax(scores, dim=-2) @ v
-
-
-def _rms_norm_no_weight(x, weight, eps=1e-5):
-    return oracles.rms_norm(x, torch.ones_like(weight), eps)
-
-
-def _RMSNorm_ignores_eps(self, x):
-    return oracles.rms_norm(x, self.weight, 1e-5)
-
-
-def _swiglu_no_gate(x, w1, w2, w3):
-    return torch.nn.functional.linear(torch.nn.functional.silu(torch.nn.functional.linear(x, w1)), w2)
-
-
-def _SwiGLU_no_gate(self, x):
-    return _swiglu_no_gate(x, self.w1.weight, self.w2.weight, self.w3.weight)
-
-
-def _cross_entropy_sum(logits, targets):
-    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="sum")
 
 
 def filtered_probs(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
@@ -145,40 +59,15 @@ def viz_data() -> dict:
     return {"sampling": {vg.setting_key(**s): filtered_probs(vg.EXAMPLE_LOGITS, **s) for s in vg.SAMPLING_SETTINGS}}
 
 
-def _v(name, task, patches):
-    return {"name": name, "task": task, "patches": patches, "diagnosis": ""}
+# ---------------------------------------------------------------- the mistakes the checks name
 
 
-VARIANTS: list[dict] = [
-    _v("not_transposed", "1.1", [("solutions.linear", "linear", _linear_not_transposed)]),
-    _v("ignores_weight", "3.1", [("solutions.rmsnorm", "rms_norm", _rms_norm_no_weight)]),
-    _v("ignores_weight", "3.2", [("solutions.rmsnorm", "rms_norm", _rms_norm_no_weight)]),
-    _v("ignores_eps", "3.2", [("solutions.rmsnorm", "RMSNorm.forward", _RMSNorm_ignores_eps)]),
-    _v("sigmoid_only", "4.1", [("solutions.swiglu", "silu", torch.sigmoid)]),
-    _v("relu", "4.1", [("solutions.swiglu", "silu", torch.relu)]),
-    _v("no_gate", "4.2", [("solutions.swiglu", "swiglu", _swiglu_no_gate)]),
-    _v("no_gate", "4.3", [("solutions.swiglu", "SwiGLU.forward", _SwiGLU_no_gate)]),
-    *[_v("rope_wrong_direction", t, [("solutions.rope", "rope_angles", _rope_angles(sign=-1.0))])
-      for t in ("5.1", "5.2")],
-    *[_v(f"softmax_wrong_dim ({d})", "6.1", [("solutions.attention", "softmax", _softmax_over(d))])
-      for d in (-1, 0, 1)],
-    _v("softmax_over_queries", "6.2", [("solutions.attention", "scaled_dot_product_attention", _sdpa_over_queries)]),
-    _v("not_causal", "6.3", [("solutions.attention", "MultiHeadSelfAttention.forward", _mhsa_variant(causal=False))]),
-    _v("no_rope", "6.3", [("solutions.attention", "MultiHeadSelfAttention.forward", _mhsa_variant(no_rope=True))]),
-    _v("heads_interleaved", "6.3",
-       [("solutions.attention", "MultiHeadSelfAttention.forward", _mhsa_heads_interleaved)]),
-    _v("no_residual", "7.1", [("solutions.block", "TransformerBlock.forward", _block_no_residual)]),
-    _v("sum_not_mean", "10.1", [("solutions.training", "cross_entropy", _cross_entropy_sum)]),
-]
-VARIANTS += [  # notebook 13
-    _v("ignores_eps", "13.1", [("solutions.classic", "LayerNorm.forward",
-                                lambda self,
-                                x: torch.nn.functional.layer_norm(x, (x.shape[-1],), self.weight, self.bias))]),
-]
+# The mistakes the checks name that the suite is not run on: each group's variants in solutions/mistakes/.
+VARIANTS: list[dict] = mistakes.variants()
 
 
 def variant(task: str, label: str) -> dict | None:
-    """The mistake a check of `task` names `label`: a VARIANT for that task, else the catalogued mutant."""
+    """The mistake a check of `task` names `label`: a variant of that task, else the mutant of that name."""
     for v in VARIANTS:
         if v["task"] == task and v["name"] == label:
             return v
@@ -245,7 +134,7 @@ def generate(task_ids: list[str] | None = None) -> dict:
                 v = variant(task_id, label)
                 if v is None:
                     raise RuntimeError(f"Task {task_id}'s check names the mistake {label!r}, which is neither a "
-                                       "catalogued mutant nor one of solutions/expected.py's VARIANTS")
+                                       "mutant nor a variant of this task in solutions/mistakes/")
                 with mistakes.applied(v):
                     got = checks.record(task_id).outputs
                 kept = {k: got[k] for k in keys

@@ -1,17 +1,26 @@
-"""Known mistakes: deliberately wrong variants of the reference ("mutants"), a module per notebook
-group (basics.py, rope_attention.py, … the groups of minilm.course.exercises.GROUPS).
+"""Known mistakes: deliberately wrong variants of the reference, a module per notebook group
+(basics.py, rope_attention.py, … the groups of minilm.course.exercises.GROUPS).
 
-The test suite must fail on every one, and each task's check must name it, so a student
-whose code makes the same mistake is told which one. solutions/tests/test_mistakes.py proves
-both. Each group module lists its mistakes in MISTAKES, each entry a dict made by `mutant`:
+Each group module lists its mistakes in MISTAKES, one entry per mistake (per task, for a
+mistake two tasks' checks name), made by one of two constructors:
+
+    mutant   a catalogued mistake ("mutant"): the test suite must fail on it, and its task's
+             check must name it, so a student whose code makes the same mistake is told which
+             one. solutions/tests/test_mistakes.py proves both, on all_mutants().
+    variant  a mistake a check names that the suite is not run on: `minilm expected`
+             (solutions/expected.py, its VARIANTS) records its outputs for the check to
+             recognise, looked up by task and name. No diagnosis, nothing run under pytest.
+
+An entry is a dict:
 
     name       the mistake's name, as the check reports it (Verdict.mistake)
     task       the task whose tests and check must catch it
     patches    (module, attribute path, replacement): what to swap in the reference
-    diagnosis  words the check's message must contain
+    diagnosis  words the check's message must contain ("" for a variant)
     raises     True for a mistake that raises on some inputs (batched token positions)
                instead of returning a wrong output: checks name it from the error, the grader
                reports the error
+    kind       "mutant" or "variant"
 
 A group module imports the reference, torch and this package's constructors, and never another
 group module: what two groups share is in _shared.py.
@@ -36,6 +45,11 @@ def mutant(name: str, task: str, patches: list[tuple], diagnosis: str, raises: b
             "kind": "mutant"}
 
 
+def variant(name: str, task: str, patches: list[tuple]) -> dict:
+    """A mistake a check of `task` names whose outputs only `minilm expected` records."""
+    return {"name": name, "task": task, "patches": patches, "diagnosis": "", "raises": False, "kind": "variant"}
+
+
 def _entries() -> list[dict]:
     """Every group module's MISTAKES, in the course's order (a group without a module has none)."""
     found = []
@@ -50,6 +64,11 @@ def all_mutants() -> list[dict]:
     return [m for m in _entries() if m["kind"] == "mutant"]
 
 
+def variants() -> list[dict]:
+    """Every group's variants: what the checks' stored outputs name besides the mutants."""
+    return [m for m in _entries() if m["kind"] == "variant"]
+
+
 def get(name: str) -> dict:
     for m in all_mutants():
         if m["name"] == name:
@@ -58,18 +77,18 @@ def get(name: str) -> dict:
 
 
 @contextlib.contextmanager
-def applied(mutant: dict):
-    """Swap the mutant's replacements into the reference for the duration of the block."""
+def applied(mistake: dict):
+    """Swap the mistake's replacements into the reference for the duration of the block."""
     undo = []
     try:
-        for module_name, path, replacement in mutant["patches"]:
+        for module_name, path, replacement in mistake["patches"]:
             owner = importlib.import_module(module_name)
             *parents, attr = path.split(".")
             for p in parents:
                 owner = getattr(owner, p)
             undo.append((owner, attr, owner.__dict__[attr] if isinstance(owner, type) else getattr(owner, attr)))
             setattr(owner, attr, replacement)
-        yield mutant
+        yield mistake
     finally:
         for owner, attr, original in reversed(undo):
             setattr(owner, attr, original)

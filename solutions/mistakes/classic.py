@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from solutions import classic
-from solutions.mistakes import mutant
+from solutions.mistakes import mutant, variant
 
 
 def _layer_norm(center: bool = True, unbiased: bool = False, eps_inside: bool = True):
@@ -29,6 +29,10 @@ def _ln_init_no_bias(self, d_model, eps=1e-5, device=None, dtype=None):
     _original_ln_init(self, d_model, eps, device, dtype)
     del self.bias
     self.register_buffer("bias", torch.zeros(d_model, device=device, dtype=dtype), persistent=False)
+
+
+def _ln_forward_ignores_eps(self, x):
+    return torch.nn.functional.layer_norm(x, (x.shape[-1],), self.weight, self.bias)  # torch's default eps
 
 
 def _sinusoid(halves: bool = False, swapped: bool = False, exponent: float = 2.0, offset: int = 0):
@@ -143,6 +147,7 @@ MISTAKES: list[dict] = [
     mutant("layer_norm_eps_outside_sqrt", "13.1", [(_C, "layer_norm", _layer_norm(eps_inside=False))],
            "inside the square root"),
     mutant("layer_norm_no_bias", "13.1", [(_C, "LayerNorm.__init__", _ln_init_no_bias)], "learnable bias"),
+    variant("ignores_eps", "13.1", [(_C, "LayerNorm.forward", _ln_forward_ignores_eps)]),
     # Task 13.2: sinusoidal_positions
     mutant("sinusoid_halves", "13.2", [(_C, "sinusoidal_positions", _sinusoid(halves=True))], "interleave"),
     mutant("sinusoid_sin_cos_swapped", "13.2", [(_C, "sinusoidal_positions", _sinusoid(swapped=True))],

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from solutions import attention, block, model
-from solutions.mistakes import mutant
+from solutions.mistakes import mutant, variant
 
 _original_block_init = block.TransformerBlock.__init__
 _original_lm_init = model.TransformerLM.__init__
@@ -33,6 +33,11 @@ def _block_init_shared_norm(self, *args, **kwargs):
 def _block_ln1_for_both(self, x, token_positions=None, kv_cache=None):
     x = x + self.attn(self.ln1(x), token_positions, kv_cache)
     return x + self.ffn(self.ln1(x))  # ln1 again where ln2 belongs
+
+
+def _block_no_residual(self, x, token_positions=None, kv_cache=None):
+    h = x + self.attn(self.ln1(x), token_positions)
+    return self.ffn(self.ln2(h))  # the block's output minus x minus attn(ln1(x))
 
 
 # ---------------------------------------------------------------- 8.1: TransformerLM
@@ -64,6 +69,7 @@ MISTAKES: list[dict] = [
     mutant("parallel_block", "7.1", [(_B, "TransformerBlock.forward", _block_parallel)], "sequential"),
     mutant("shared_norm", "7.1", [(_B, "TransformerBlock.__init__", _block_init_shared_norm)], "its own RMSNorm"),
     mutant("block_ln1_for_both", "7.1", [(_B, "TransformerBlock.forward", _block_ln1_for_both)], "ln2"),
+    variant("no_residual", "7.1", [(_B, "TransformerBlock.forward", _block_no_residual)]),
     # Task 8.1: TransformerLM
     mutant("tied_lm_head", "8.1", [(_M, "TransformerLM.__init__", _lm_init_tied)], "tied"),
     mutant("missing_final_norm", "8.1", [(_M, "TransformerLM.forward", _lm_forward_no_final_norm)], "ln_final"),

@@ -8,8 +8,8 @@ import math
 import torch
 from einops import rearrange
 
-from solutions import attention, rope
-from solutions.mistakes import mutant
+from solutions import attention, oracles, rope
+from solutions.mistakes import mutant, variant
 from solutions.mistakes._shared import mhsa_forward
 
 _original_rope_angles = rope.rope_angles
@@ -35,6 +35,13 @@ def _angles_frequency(exponent: float):
     def angles(token_positions, d_k, theta=10000.0):
         inv_freq = theta ** (-exponent * torch.arange(d_k // 2, dtype=torch.float64) / d_k)
         return (token_positions.to(torch.float64)[..., None] * inv_freq).float()
+    return angles
+
+
+def _rope_angles(exponent: float = 2.0, sign: float = 1.0):
+    def angles(token_positions, d_k, theta=10000.0):
+        inv_freq = theta ** (-exponent * torch.arange(d_k // 2, dtype=torch.float64) / d_k)
+        return (sign * token_positions.to(torch.float64)[..., None] * inv_freq).float()
     return angles
 
 
@@ -75,6 +82,12 @@ def _softmax_global_max(x, dim):
     return exps / exps.sum(dim=dim, keepdim=True)
 
 
+def _softmax_over(fixed: int):
+    def softmax(x, dim=-1):
+        return torch.softmax(x, dim=fixed)
+    return softmax
+
+
 def _sdpa(scale: bool = True, invert: bool = False, use_mask: bool = True, fill: float = float("-inf")):
     def sdpa(q, k, v, mask=None):
         scores = q @ k.transpose(-1, -2)
@@ -91,6 +104,13 @@ def _sdpa_mask_after_softmax(q, k, v, mask=None):
     if mask is not None:
         weights = weights.masked_fill(~mask, 0.0)  # after the softmax: the kept weights no longer sum to 1
     return weights @ v
+
+
+def _sdpa_over_queries(q, k, v, mask=None):
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.softmax(scores, dim=-2) @ v
 
 
 # ---------------------------------------------------------------- 6.3: multi-head self-attention
@@ -111,6 +131,33 @@ def _mhsa_positions_without_heads_axis(self, x, token_positions=None, kv_cache=N
     return self.output_proj(rearrange(out, "... heads seq d_k -> ... seq (heads d_k)"))
 
 
+def _theta(attn) -> float | None:
+    return attn.rope.theta if attn.rope is not None else None
+
+
+def _sd(module, prefix: str) -> dict[str, torch.Tensor]:
+    return {prefix + k: v for k, v in module.state_dict().items()}
+
+
+def _mhsa_variant(**switches):
+    """MultiHeadSelfAttention.forward replaced by the oracle with a mistake's switches."""
+    def forward(self, x, token_positions=None, kv_cache=None):
+        theta = None if switches.get("no_rope") else _theta(self)
+        kw = {k: v for k, v in switches.items() if k != "no_rope"}
+        return oracles.attention(x, _sd(self, "attn."), "attn.", self.num_heads, theta, token_positions, **kw)
+    return forward
+
+
+def _mhsa_heads_interleaved(self, x, token_positions=None, kv_cache=None):
+    sd, heads = _sd(self, "attn."), self.num_heads
+    d_k = x.shape[-1] // heads
+    perm = torch.arange(x.shape[-1]).view(d_k, heads).T.reshape(-1)  # "(d_k heads)" instead of "(heads d_k)"
+    for n in ("q_proj", "k_proj", "v_proj"):
+        sd[f"attn.{n}.weight"] = sd[f"attn.{n}.weight"][perm]
+    sd["attn.output_proj.weight"] = sd["attn.output_proj.weight"][:, perm]
+    return oracles.attention(x, sd, "attn.", heads, _theta(self), token_positions)
+
+
 _MHSA = "MultiHeadSelfAttention.forward"
 
 MISTAKES: list[dict] = [
@@ -122,6 +169,7 @@ MISTAKES: list[dict] = [
            "θ^(−4i/d_k)"),
     mutant("rope_positions_1d", "5.1", [("solutions.rope", "rope_angles", _angles_outer)],
            "token_positions[..., None]", raises=True),
+    variant("rope_wrong_direction", "5.1", [("solutions.rope", "rope_angles", _rope_angles(sign=-1.0))]),
     # Task 5.2: RotaryPositionalEmbedding
     mutant("rope_table_positions_1d", "5.2",
            [("solutions.rope", "RotaryPositionalEmbedding.forward", _RoPE_forward_index_select)],
@@ -129,10 +177,12 @@ MISTAKES: list[dict] = [
     mutant("rope_table_one_short", "5.2",
            [("solutions.rope", "RotaryPositionalEmbedding.__init__", _rope_init_table_one_short)],
            "one row per position"),
+    variant("rope_wrong_direction", "5.2", [("solutions.rope", "rope_angles", _rope_angles(sign=-1.0))]),
     # Task 6.1: softmax
     mutant("softmax_wrong_dim", "6.1", [(_A, "softmax", _softmax_always_last_dim)], "dim"),
     mutant("softmax_unstable", "6.1", [(_A, "softmax", _softmax_unstable)], "subtract the max"),
     mutant("softmax_global_max", "6.1", [(_A, "softmax", _softmax_global_max)], "whole tensor"),
+    *[variant(f"softmax_wrong_dim ({d})", "6.1", [(_A, "softmax", _softmax_over(d))]) for d in (-1, 0, 1)],
     # Task 6.2: scaled_dot_product_attention
     mutant("no_scaling", "6.2", [(_A, "scaled_dot_product_attention", _sdpa(scale=False))], "sqrt(d_k)"),
     mutant("mask_inverted", "6.2", [(_A, "scaled_dot_product_attention", _sdpa(invert=True))], "inverted"),
@@ -140,6 +190,7 @@ MISTAKES: list[dict] = [
     mutant("mask_filled_with_zero", "6.2", [(_A, "scaled_dot_product_attention", _sdpa(fill=0.0))], "-inf"),
     mutant("mask_after_softmax", "6.2", [(_A, "scaled_dot_product_attention", _sdpa_mask_after_softmax)],
            "after the softmax"),
+    variant("softmax_over_queries", "6.2", [(_A, "scaled_dot_product_attention", _sdpa_over_queries)]),
     # Task 6.3: MultiHeadSelfAttention
     mutant("attention_positions_1d", "6.3", [(_A, _MHSA, _mhsa_positions_without_heads_axis)], "heads axis",
            raises=True),
@@ -148,4 +199,7 @@ MISTAKES: list[dict] = [
     mutant("scaled_by_d_model", "6.3", [(_A, _MHSA, mhsa_forward(scale_by_d_model=True))], "sqrt(d_model)"),
     mutant("causal_sees_next_token", "6.3", [(_A, _MHSA, mhsa_forward(diagonal=1))], "diagonal"),
     mutant("rope_on_v", "6.3", [(_A, _MHSA, mhsa_forward(rope_on_v=True))], "not v"),
+    variant("not_causal", "6.3", [(_A, _MHSA, _mhsa_variant(causal=False))]),
+    variant("no_rope", "6.3", [(_A, _MHSA, _mhsa_variant(no_rope=True))]),
+    variant("heads_interleaved", "6.3", [(_A, _MHSA, _mhsa_heads_interleaved)]),
 ]

@@ -12,7 +12,7 @@ import torch
 
 from minilm.course.validate import check_bpe_args, check_positive_int, check_token_array
 from solutions.bpe import GPT2_PATTERN
-from solutions.mistakes import mutant
+from solutions.mistakes import mutant, variant
 
 # ---------------------------------------------------------------- 9.1: get_batch
 
@@ -154,6 +154,10 @@ def _cross_entropy_no_logsumexp(logits, targets):
     return -log_probs.gather(-1, targets.unsqueeze(-1)).mean()
 
 
+def _cross_entropy_sum(logits, targets):
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="sum")
+
+
 def _clip_per_parameter(parameters, max_norm):
     grads = [p.grad for p in parameters if p.grad is not None]
     norms = []
@@ -262,6 +266,7 @@ MISTAKES: list[dict] = [
            "part of a character"),
     # Task 10.1: cross_entropy
     mutant("no_logsumexp", "10.1", [(_T, "cross_entropy", _cross_entropy_no_logsumexp)], "log-sum-exp"),
+    variant("sum_not_mean", "10.1", [(_T, "cross_entropy", _cross_entropy_sum)]),
     # Task 10.2: clip_grad_norm
     mutant("per_parameter_clipping", "10.2", [(_T, "clip_grad_norm", _clip_per_parameter)], "per parameter"),
     mutant("clips_under_max_norm", "10.2", [(_T, "clip_grad_norm", _clip_under_max_norm)], "only when"),
