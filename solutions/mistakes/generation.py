@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from minilm.course.validate import check_token_ids
 from solutions.mistakes import mutant
-from solutions.mistakes._shared import mhsa_forward
+from solutions.mistakes._shared import lm_forward, mhsa_forward
 
 
 def _next_token_probs_drops_crossing(logits, temperature=1.0, top_k=None, top_p=None):
@@ -26,15 +25,6 @@ def _next_token_probs_drops_crossing(logits, temperature=1.0, top_k=None, top_p=
     return torch.softmax(logits, dim=-1)
 
 
-def _lm_forward_positions_restart(self, token_ids, kv_cache=None):
-    check_token_ids(token_ids, self.vocab_size, "TransformerLM")
-    positions = torch.arange(token_ids.shape[-1], device=token_ids.device)  # ignores the cached tokens
-    x = self.token_embeddings(token_ids)
-    for i, layer in enumerate(self.layers):
-        x = layer(x, positions, kv_cache[i] if kv_cache is not None else None)
-    return self.lm_head(self.ln_final(x))
-
-
 _A, _MHSA = "solutions.attention", "MultiHeadSelfAttention.forward"
 
 MISTAKES: list[dict] = [
@@ -44,7 +34,7 @@ MISTAKES: list[dict] = [
     # Task 11.3: the KV cache. The position offset forgotten wherever it is written: the model's positions
     # and attention's default ones.
     mutant("cache_position_zero", "11.3",
-           [("solutions.model", "TransformerLM.forward", _lm_forward_positions_restart),
+           [("solutions.model", "TransformerLM.forward", lm_forward(offset=False)),
             (_A, _MHSA, mhsa_forward(offset=False))], "position 0"),
     mutant("prefill_not_causal", "11.3", [(_A, _MHSA, mhsa_forward(prefill_mask=False))], "prefill"),
     mutant("cache_mask_not_offset", "11.3", [(_A, _MHSA, mhsa_forward(mask_offset=False))], "keys − queries"),

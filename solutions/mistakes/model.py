@@ -3,10 +3,9 @@ See solutions/mistakes/__init__.py for the format and how they are used."""
 
 from __future__ import annotations
 
-import torch
-
 from solutions import attention, block, model
 from solutions.mistakes import mutant, variant
+from solutions.mistakes._shared import lm_forward
 
 _original_block_init = block.TransformerBlock.__init__
 _original_lm_init = model.TransformerLM.__init__
@@ -48,15 +47,6 @@ def _lm_init_tied(self, *args, **kwargs):
     self.lm_head.weight = self.token_embeddings.weight
 
 
-def _lm_forward_no_final_norm(self, token_ids, kv_cache=None):
-    start = len(kv_cache[0]) if kv_cache else 0
-    positions = torch.arange(start, start + token_ids.shape[-1], device=token_ids.device)
-    x = self.token_embeddings(token_ids)
-    for i, layer in enumerate(self.layers):
-        x = layer(x, positions, kv_cache[i] if kv_cache is not None else None)
-    return self.lm_head(x)
-
-
 def _lm_forward_probabilities(self, token_ids, kv_cache=None):
     return attention.softmax(_original_lm_forward(self, token_ids, kv_cache), dim=-1)  # probabilities, not logits
 
@@ -72,7 +62,7 @@ MISTAKES: list[dict] = [
     variant("no_residual", "7.1", [(_B, "TransformerBlock.forward", _block_no_residual)]),
     # Task 8.1: TransformerLM
     mutant("tied_lm_head", "8.1", [(_M, "TransformerLM.__init__", _lm_init_tied)], "tied"),
-    mutant("missing_final_norm", "8.1", [(_M, "TransformerLM.forward", _lm_forward_no_final_norm)], "ln_final"),
+    mutant("missing_final_norm", "8.1", [(_M, "TransformerLM.forward", lm_forward(final_norm=False))], "ln_final"),
     mutant("logits_are_probabilities", "8.1", [(_M, "TransformerLM.forward", _lm_forward_probabilities)],
            "sums to 1"),
 ]

@@ -6,13 +6,13 @@ from __future__ import annotations
 import math
 
 import torch
-from einops import rearrange
 
 from solutions import attention, oracles, rope
 from solutions.mistakes import mutant, variant
 from solutions.mistakes._shared import mhsa_forward
 
 _original_rope_angles = rope.rope_angles
+_original_rope_init = rope.RotaryPositionalEmbedding.__init__
 
 _A = "solutions.attention"
 
@@ -30,15 +30,9 @@ def _angles_one_based(token_positions, d_k, theta=10000.0):
     return _original_rope_angles(token_positions + 1, d_k, theta)
 
 
-def _angles_frequency(exponent: float):
-    """rope_angles with pair i turning by θ^(−exponent·i/d_k) per position instead of θ^(−2i/d_k)."""
-    def angles(token_positions, d_k, theta=10000.0):
-        inv_freq = theta ** (-exponent * torch.arange(d_k // 2, dtype=torch.float64) / d_k)
-        return (token_positions.to(torch.float64)[..., None] * inv_freq).float()
-    return angles
-
-
-def _rope_angles(exponent: float = 2.0, sign: float = 1.0):
+def _angles(exponent: float = 2.0, sign: float = 1.0):
+    """rope_angles with pair i turning by θ^(−exponent·i/d_k) per position instead of θ^(−2i/d_k), or
+    the other way round (sign −1)."""
     def angles(token_positions, d_k, theta=10000.0):
         inv_freq = theta ** (-exponent * torch.arange(d_k // 2, dtype=torch.float64) / d_k)
         return (sign * token_positions.to(torch.float64)[..., None] * inv_freq).float()
@@ -57,11 +51,8 @@ def _RoPE_forward_index_select(self, x, token_positions):
 
 
 def _rope_init_table_one_short(self, theta, d_k, max_seq_len, device=None, dtype=None):
-    torch.nn.Module.__init__(self)
-    self.theta, self.d_k, self.max_seq_len = theta, d_k, max_seq_len
-    angles = rope.rope_angles(torch.arange(max_seq_len - 1, device=device), d_k, theta)  # positions 0 … max − 2
-    self.register_buffer("cos", angles.cos(), persistent=False)
-    self.register_buffer("sin", angles.sin(), persistent=False)
+    _original_rope_init(self, theta, d_k, max_seq_len, device, dtype)
+    self.cos, self.sin = self.cos[:-1], self.sin[:-1]  # positions 0 … max − 2: the last one has no row
 
 
 # ---------------------------------------------------------------- 6.1, 6.2: softmax, attention
@@ -116,21 +107,6 @@ def _sdpa_over_queries(q, k, v, mask=None):
 # ---------------------------------------------------------------- 6.3: multi-head self-attention
 
 
-def _mhsa_positions_without_heads_axis(self, x, token_positions=None, kv_cache=None):
-    # RoPE gets token_positions (..., seq) as they come, for q and k of shape (..., heads, seq, d_k):
-    # right for (seq,) positions, wrong (or an error) for (batch, seq).
-    if token_positions is None:
-        token_positions = torch.arange(x.shape[-2], device=x.device)
-    q, k, v = (rearrange(proj(x), "... seq (heads d_k) -> ... heads seq d_k", heads=self.num_heads)
-               for proj in (self.q_proj, self.k_proj, self.v_proj))
-    if self.rope is not None:
-        q, k = self.rope(q, token_positions), self.rope(k, token_positions)
-    seq = q.shape[-2]
-    causal = torch.ones(seq, seq, dtype=torch.bool, device=x.device).tril()
-    out = attention.scaled_dot_product_attention(q, k, v, causal)
-    return self.output_proj(rearrange(out, "... heads seq d_k -> ... seq (heads d_k)"))
-
-
 def _theta(attn) -> float | None:
     return attn.rope.theta if attn.rope is not None else None
 
@@ -164,12 +140,12 @@ MISTAKES: list[dict] = [
     # Task 5.1: rotate_pairs, rope_angles
     mutant("rope_split_halves", "5.1", [("solutions.rope", "rotate_pairs", _rotate_split_halves)], "split halves"),
     mutant("rope_one_based", "5.1", [("solutions.rope", "rope_angles", _angles_one_based)], "1-based positions"),
-    mutant("rope_frequency", "5.1", [("solutions.rope", "rope_angles", _angles_frequency(1.0))], "θ^(−i/d_k)"),
-    mutant("rope_frequency_doubled", "5.1", [("solutions.rope", "rope_angles", _angles_frequency(4.0))],
+    mutant("rope_frequency", "5.1", [("solutions.rope", "rope_angles", _angles(1.0))], "θ^(−i/d_k)"),
+    mutant("rope_frequency_doubled", "5.1", [("solutions.rope", "rope_angles", _angles(4.0))],
            "θ^(−4i/d_k)"),
     mutant("rope_positions_1d", "5.1", [("solutions.rope", "rope_angles", _angles_outer)],
            "token_positions[..., None]", raises=True),
-    variant("rope_wrong_direction", "5.1", [("solutions.rope", "rope_angles", _rope_angles(sign=-1.0))]),
+    variant("rope_wrong_direction", "5.1", [("solutions.rope", "rope_angles", _angles(sign=-1.0))]),
     # Task 5.2: RotaryPositionalEmbedding
     mutant("rope_table_positions_1d", "5.2",
            [("solutions.rope", "RotaryPositionalEmbedding.forward", _RoPE_forward_index_select)],
@@ -177,7 +153,7 @@ MISTAKES: list[dict] = [
     mutant("rope_table_one_short", "5.2",
            [("solutions.rope", "RotaryPositionalEmbedding.__init__", _rope_init_table_one_short)],
            "one row per position"),
-    variant("rope_wrong_direction", "5.2", [("solutions.rope", "rope_angles", _rope_angles(sign=-1.0))]),
+    variant("rope_wrong_direction", "5.2", [("solutions.rope", "rope_angles", _angles(sign=-1.0))]),
     # Task 6.1: softmax
     mutant("softmax_wrong_dim", "6.1", [(_A, "softmax", _softmax_always_last_dim)], "dim"),
     mutant("softmax_unstable", "6.1", [(_A, "softmax", _softmax_unstable)], "subtract the max"),
@@ -192,7 +168,7 @@ MISTAKES: list[dict] = [
            "after the softmax"),
     variant("softmax_over_queries", "6.2", [(_A, "scaled_dot_product_attention", _sdpa_over_queries)]),
     # Task 6.3: MultiHeadSelfAttention
-    mutant("attention_positions_1d", "6.3", [(_A, _MHSA, _mhsa_positions_without_heads_axis)], "heads axis",
+    mutant("attention_positions_1d", "6.3", [(_A, _MHSA, mhsa_forward(positions_per_head=False))], "heads axis",
            raises=True),
     mutant("heads_not_transposed", "6.3", [(_A, _MHSA, mhsa_forward(merge="reshape"))], "moving the heads dim"),
     mutant("heads_merged_d_k_first", "6.3", [(_A, _MHSA, mhsa_forward(merge="d_k heads"))], "(heads d_k)"),

@@ -179,29 +179,19 @@ def _clip_under_max_norm(parameters, max_norm):
     return norm
 
 
-def _lr_warmup_off_by_one(it, max_lr, min_lr, warmup_iters, cosine_cycle_iters):
-    if it < warmup_iters:
-        return (it + 1) / warmup_iters * max_lr
-    if it <= cosine_cycle_iters:
-        progress = (it - warmup_iters) / (cosine_cycle_iters - warmup_iters)
+def _lr_cosine(warmup_from: int = 0, over_whole_cycle: bool = False, floor: bool = True):
+    """lr_cosine_schedule with one slip: the warmup off by one (from 1), the cosine spread over
+    cosine_cycle_iters instead of cosine_cycle_iters − warmup_iters (it ends above min_lr), or no
+    floor after the cycle (the cosine climbs back up)."""
+    def lr_cosine_schedule(it, max_lr, min_lr, warmup_iters, cosine_cycle_iters):
+        if it < warmup_iters:
+            return (it + warmup_from) / warmup_iters * max_lr
+        if floor and it > cosine_cycle_iters:
+            return min_lr
+        span = cosine_cycle_iters if over_whole_cycle else cosine_cycle_iters - warmup_iters
+        progress = (it - warmup_iters) / span
         return min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (max_lr - min_lr)
-    return min_lr
-
-
-def _lr_cosine_past_cycle(it, max_lr, min_lr, warmup_iters, cosine_cycle_iters):
-    if it < warmup_iters:
-        return it / warmup_iters * max_lr
-    progress = (it - warmup_iters) / (cosine_cycle_iters - warmup_iters)  # no floor: the cosine climbs back up
-    return min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (max_lr - min_lr)
-
-
-def _lr_cosine_over_cycle(it, max_lr, min_lr, warmup_iters, cosine_cycle_iters):
-    if it < warmup_iters:
-        return it / warmup_iters * max_lr
-    if it <= cosine_cycle_iters:
-        progress = (it - warmup_iters) / cosine_cycle_iters  # should be over (cycle - warmup): ends above min_lr
-        return min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (max_lr - min_lr)
-    return min_lr
+    return lr_cosine_schedule
 
 
 def _adam_step(l2: bool, bias_correction: bool, decay_without_lr: bool = False, eps_inside_sqrt: bool = False):
@@ -271,9 +261,9 @@ MISTAKES: list[dict] = [
     mutant("per_parameter_clipping", "10.2", [(_T, "clip_grad_norm", _clip_per_parameter)], "per parameter"),
     mutant("clips_under_max_norm", "10.2", [(_T, "clip_grad_norm", _clip_under_max_norm)], "only when"),
     # Task 10.3: lr_cosine_schedule
-    mutant("warmup_off_by_one", "10.3", [(_T, "lr_cosine_schedule", _lr_warmup_off_by_one)], "off by one"),
-    mutant("cosine_past_cycle", "10.3", [(_T, "lr_cosine_schedule", _lr_cosine_past_cycle)], "stays at min_lr"),
-    mutant("cosine_over_cycle", "10.3", [(_T, "lr_cosine_schedule", _lr_cosine_over_cycle)],
+    mutant("warmup_off_by_one", "10.3", [(_T, "lr_cosine_schedule", _lr_cosine(warmup_from=1))], "off by one"),
+    mutant("cosine_past_cycle", "10.3", [(_T, "lr_cosine_schedule", _lr_cosine(floor=False))], "stays at min_lr"),
+    mutant("cosine_over_cycle", "10.3", [(_T, "lr_cosine_schedule", _lr_cosine(over_whole_cycle=True))],
            "cosine_cycle_iters − warmup_iters"),
     # Task 10.4: AdamW
     mutant("adam_l2", "10.4", [(_T, "AdamW.step", _adam_step(l2=True, bias_correction=True))], "decoupled"),
