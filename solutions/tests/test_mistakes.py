@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import ast
+import importlib
+import importlib.util
+from pathlib import Path
+
 import pytest
 
 from minilm.course import checks, exercises, hints, tasks
@@ -9,6 +14,29 @@ from solutions import mistakes
 from solutions.tests.test_hints import assert_no_leak
 
 MUTANTS = mistakes.all_mutants()
+
+
+def test_each_mistake_is_in_its_groups_module_and_no_group_imports_another():
+    # One place per mistake, mutant or variant: the module of its task's notebook group (the group of
+    # minilm/course/exercises/ that holds the task's spec). What two groups share is in _shared.py.
+    groups = [g for g in exercises.GROUPS if importlib.util.find_spec(f"solutions.mistakes.{g}") is not None]
+    for group in groups:
+        module = importlib.import_module(f"solutions.mistakes.{group}")
+        for m in module.MISTAKES:
+            assert exercises.get(m["task"]).collect.__module__ == f"minilm.course.exercises.{group}", (group, m)
+        imported = set()
+        for node in ast.walk(ast.parse(Path(module.__file__).read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "solutions.mistakes":
+                imported |= {f"solutions.mistakes.{a.name}" for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                imported.add(node.module)
+            elif isinstance(node, ast.Import):
+                imported |= {a.name for a in node.names}
+        assert not imported & {f"solutions.mistakes.{g}" for g in groups}, f"{group} imports another group's module"
+    assert len({m["name"] for m in MUTANTS}) == len(MUTANTS), "two mutants share a name"
+    variants = mistakes.variants()
+    assert len({(v["task"], v["name"]) for v in variants}) == len(variants), "two variants of a task share a name"
+
 
 @pytest.fixture(autouse=True)
 def _reference(monkeypatch):
