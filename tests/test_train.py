@@ -78,7 +78,7 @@ def test_tiny_run_learns_checkpoints_and_resumes(tmp_path, tiny):
     (["--d-model", "30", "--num-heads", "4"], "divisible"),
     (["--batch-size", "0"], "--batch-size must be a positive integer, got 0"),
     (["--data", "/nonexistent/text.txt"], "no such file"),
-    (["--warmup", "50", "--steps", "10"], "--warmup must be smaller than --steps"),
+    (["--warmup", "10", "--steps", "10"], "--warmup must be smaller than --steps, got --warmup 10 and --steps 10"),
     (["--vocab-size", "100"], "--vocab-size must be 0 (all of the training split's tokens) or at least 256"),
     (["--eval-stride", "9"], "--eval-stride must lie in 1 … context/2 = 8"),
     (["--tokenizer", "mine", "--full-vocab"], "--tokenizer mine learns --vocab-size − 257 merges"),
@@ -92,6 +92,22 @@ def test_bad_config_fails_before_any_work(tmp_path, capsys, bad, message, tiny):
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
     assert not out.exists(), "nothing may be written for a bad config"
+
+
+@pytest.mark.parametrize("steps, warmup", [(5, 0), (10, 1), (99, 9), (300, 30), (5000, 30)])
+def test_the_default_warmup_is_a_tenth_of_the_run_at_most_30(steps, warmup):
+    """Without --warmup a run warms up for a tenth of its steps, at most 30, so short runs are allowed;
+    a --warmup given is kept as it is."""
+    from minilm.course.train import options
+
+    parser = options.build_parser()
+    args = parser.parse_args(["--steps", str(steps)])
+    options.validate(args, parser)
+    assert args.warmup == warmup
+    args = parser.parse_args(["--steps", str(steps), "--warmup", "4"])
+    if steps > 4:
+        options.validate(args, parser)
+        assert args.warmup == 4
 
 
 @pytest.mark.task("10.5")

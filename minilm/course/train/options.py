@@ -83,6 +83,14 @@ DEFAULT_BUDGET = "3m"
 # same load (docs/training.md): a smaller output layer buys more steps.
 DEFAULT_VOCAB_SIZE = 2048
 MIN_BUDGET_S = 30.0
+# The warmup when --warmup is not given: a tenth of the run, at most 30 steps (what docs/training.md's
+# sweeps used at 600 steps and more), so that a 10-step run warms up for 1 step instead of being refused.
+MAX_DEFAULT_WARMUP = 30
+
+
+def default_warmup(steps: int) -> int:
+    """The warmup of a run of `steps` steps when --warmup is not given: min(30, steps // 10)."""
+    return min(MAX_DEFAULT_WARMUP, steps // 10)
 
 
 def build_parser(prog: str = "minilm train") -> argparse.ArgumentParser:
@@ -123,7 +131,8 @@ def build_parser(prog: str = "minilm train") -> argparse.ArgumentParser:
                                                             "(instead of --budget)")
     g.add_argument("--lr", type=float, default=3e-3, help="peak learning rate, reached after --warmup steps")
     g.add_argument("--min-lr", type=float, default=3e-4, help="learning rate at the end of the cosine decay")
-    g.add_argument("--warmup", type=int, default=30, help="linear warmup steps")
+    g.add_argument("--warmup", type=int, default=None,
+                   help=f"linear warmup steps (default: a tenth of the run, at most {MAX_DEFAULT_WARMUP})")
     g.add_argument("--weight-decay", type=float, default=0.1)
     g.add_argument("--beta1", type=float, default=0.9)
     g.add_argument("--beta2", type=float, default=0.95)
@@ -231,7 +240,7 @@ def validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         if value is not None and value <= 0:
             parser.error(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
     for name in ("warmup", "sample_tokens"):
-        if getattr(args, name) < 0:
+        if getattr(args, name) is not None and getattr(args, name) < 0:
             parser.error(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
     if args.size_chosen_by_budget:
         pass  # the ladder's sizes are valid (tests/test_train.py checks them)
@@ -243,8 +252,11 @@ def validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
                      f"={args.d_model // args.num_heads}")
     if not args.lr > 0 or not 0 <= args.min_lr <= args.lr:
         parser.error(f"need --lr > 0 and 0 <= --min-lr <= --lr, got lr={args.lr} and min_lr={args.min_lr}")
-    if args.steps is not None and args.warmup >= args.steps:
-        parser.error(f"--warmup must be smaller than --steps, got warmup={args.warmup} and steps={args.steps}")
+    if args.steps is not None and args.warmup is not None and args.warmup >= args.steps:
+        parser.error(f"--warmup must be smaller than --steps, got --warmup {args.warmup} and --steps {args.steps}: "
+                     f"the warmup is part of the run (leave --warmup out for a tenth of it)")
+    if args.warmup is None and args.budget_s is None:  # a --budget's warmup follows its planned steps (plan_run)
+        args.warmup = default_warmup(args.steps)
     if args.weight_decay < 0 or not args.clip > 0 or not args.rope_theta > 0:
         parser.error("need --weight-decay >= 0, --clip > 0 and --rope-theta > 0")
     if not (0 <= args.beta1 < 1 and 0 <= args.beta2 < 1):

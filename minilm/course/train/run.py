@@ -26,6 +26,7 @@ from minilm.course.train.options import (
     RESULT_FILE,
     VOCAB_FILE,
     build_parser,
+    default_warmup,
     recipe_of,
     validate,
     validate_eval_and_tokenizer,
@@ -187,7 +188,7 @@ def plan_run(run: Run) -> None:
     args.steps = plan.steps  # the estimate; the clock decides
     args.eval_interval = args.eval_interval or max(1, plan.steps // 6)
     args.checkpoint_interval = args.checkpoint_interval or max(1, plan.steps // 3)
-    args.warmup = min(args.warmup, plan.steps // 10)
+    args.warmup = default_warmup(plan.steps) if args.warmup is None else min(args.warmup, plan.steps // 10)
 
 
 def new_model(args, vocab_size: int, recipe: recipes.Recipe, device=None):
