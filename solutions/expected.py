@@ -19,13 +19,13 @@ the student edition carries no code that computes a task's result.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
 import torch
 
 from minilm.course import checks, tasks
+from minilm.course.cli import Parser, summary
 from solutions import mistakes
 
 PATH = checks.EXPECTED_PATH
@@ -181,7 +181,7 @@ def load() -> dict:
 
 
 def main(argv: list[str] | None = None, prog: str = "minilm expected") -> int:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    parser = Parser(prog=prog, description=summary(__doc__))
     parser.add_argument("--check", action="store_true", help="compare the stored file with a fresh one; write nothing")
     parser.add_argument("--task", action="append", metavar="ID",
                         help="regenerate only this task's check (repeatable); the other tasks' stored outputs stay "

@@ -34,6 +34,7 @@ import zipfile
 from pathlib import Path
 
 from minilm.course import tasks
+from minilm.course.cli import Parser, summary
 from solutions import make_stubs, release
 
 ROOT = tasks.ROOT
@@ -411,9 +412,9 @@ def write_classroom50(out: Path) -> Path:
 
 
 def main(argv: list[str] | None = None, prog: str = "minilm export") -> int:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="\n".join(__doc__.splitlines()[2:5]))
+    parser = Parser(prog=prog, description=summary(__doc__),
+                    formatter_class=argparse.RawDescriptionHelpFormatter,
+                    epilog="\n".join(__doc__.splitlines()[2:5]))
     sub = parser.add_subparsers(dest="target", required=True)
     sub.add_parser("gradescope", help="Gradescope's autograder bundle (a zip)").add_argument("out", type=Path)
     sub.add_parser("verify", help="check a Gradescope bundle").add_argument("bundle", type=Path)

@@ -11,13 +11,13 @@ where <name> is the function (or Class.method) the region sits in.
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from collections.abc import Collection
 from pathlib import Path
 
 from minilm.course import tasks
+from minilm.course.cli import Parser, summary
 
 SOLUTIONS_DIR = Path(__file__).resolve().parent
 BEGIN = re.compile(r"^(?P<indent>\s*)# BEGIN SOLUTION (?P<task>\S+)\s*$")
@@ -149,7 +149,7 @@ def drifted() -> list[Path]:
 
 
 def main(argv: list[str] | None = None, prog: str = "minilm stubs") -> int:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    parser = Parser(prog=prog, description=summary(__doc__))
     parser.add_argument("--check", action="store_true", help="only report stubs that differ; write nothing")
     args = parser.parse_args(argv)
     if args.check:

@@ -15,7 +15,6 @@ Fails, writing nothing for that notebook, if a cell raises unexpectedly.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -24,6 +23,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+from minilm.course.cli import Parser, summary
 from minilm.course.nbenv import kernel_env
 from minilm.course.tasks import ROOT
 from solutions import launch
@@ -132,7 +132,7 @@ def run(path: Path, timeout: int = 600) -> float:
 
 
 def main(argv: list[str] | None = None, prog: str = "minilm notebooks") -> int:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    parser = Parser(prog=prog, description=summary(__doc__))
     parser.add_argument("notebooks", nargs="*", help="names or number prefixes (default: all)")
     parser.add_argument("--launch-cells", action="store_true",
                         help="only insert or refresh each notebook's launch cells (badges, install cell); run nothing")

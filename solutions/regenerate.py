@@ -9,14 +9,14 @@ One command for the three a new task needs (docs/contributing.md): `minilm stubs
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from minilm.course import tasks
+from minilm.course.cli import Parser, summary
 
 
 def main(argv: list[str] | None = None, prog: str = "minilm regenerate") -> int:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    parser = Parser(prog=prog, description=summary(__doc__))
     parser.add_argument("--task", action="append", metavar="ID", default=[],
                         help="only this task's check and notebook (repeatable); the stubs are always all rewritten")
     args = parser.parse_args(argv)

@@ -19,7 +19,6 @@ every task's own check, solutions/leak_probe.py) a function or class that passes
 
 from __future__ import annotations
 
-import argparse
 import ast
 import json
 import os
@@ -33,6 +32,7 @@ from pathlib import Path
 import tomllib
 
 from minilm.course import tasks
+from minilm.course.cli import Parser, summary
 from minilm.course.rules.families import FAMILIES
 from solutions import make_stubs
 
@@ -461,7 +461,7 @@ def write_release(out: Path, regenerate: bool = False, probe: bool = True) -> li
 
 
 def main(argv: list[str] | None = None, prog: str = "minilm release") -> int:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    parser = Parser(prog=prog, description=summary(__doc__))
     parser.add_argument("out", type=Path, help="the directory to write (must not exist, or be empty)")
     parser.add_argument("--regenerate-stubs", action="store_true",
                         help="rewrite minilm/ stubs from the reference first")

@@ -27,7 +27,6 @@ leaves an earlier site as it was. OUT must be empty, absent, or a site this comm
 
 from __future__ import annotations
 
-import argparse
 import ast
 import copy
 import html
@@ -44,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from minilm.course import tasks
+from minilm.course.cli import Parser
 from minilm.course.tasks import ROOT
 
 MARKER = ".minilm-site"  # in every site this command builds: OUT may be replaced only when it holds one
@@ -564,9 +564,9 @@ def build(out: Path) -> Built:
 
 
 def main(argv: list[str] | None = None, prog: str = "minilm site") -> int:
-    parser = argparse.ArgumentParser(prog=prog, description="Build the course as a static website (offline: "
-                                                             "notebooks with their stored outputs, a page per task, "
-                                                             "the README and docs, search, MathJax included).")
+    parser = Parser(prog=prog, description="Build the course as a static website (offline: "
+                                           "notebooks with their stored outputs, a page per task, "
+                                           "the README and docs, search, MathJax included).")
     parser.add_argument("out", type=Path, help="the folder to write: new, empty, or a site built before (replaced)")
     args = parser.parse_args(argv)
     try:

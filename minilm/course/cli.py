@@ -7,6 +7,8 @@
     minilm hint 3.1 --rung 2       # a graduated hint: the contract, where you differ, the known mistake
     minilm train --budget 3m       # train a model (minilm/course/train/)
     minilm check all --markdown checks.md --json-out checks.json   # for CI: a table and the verdicts
+    minilm help train              # a command's options (the same as `minilm train --help`)
+    minilm --version               # the installed version
 
 Where the `solutions` package is installed (instructors), also: minilm grade, minilm release,
 minilm notebooks, minilm site, minilm stubs, minilm export and minilm expected.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import os
 import sys
 from typing import NamedTuple
@@ -53,6 +56,29 @@ INSTRUCTOR = {
 }
 
 
+class Parser(argparse.ArgumentParser):
+    """The ArgumentParser of `minilm` and of every subcommand: a usage error is one line and a
+    pointer to --help (`minilm train: error: unrecognized arguments: --foo`), not argparse's
+    usage block of up to twenty lines above it. Subparsers (`minilm export gradescope`) inherit it."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\ntry '{self.prog} --help'\n")
+
+
+def summary(doc: str) -> str:
+    """A module docstring's first paragraph as one line: a command's --help description, whole
+    (its first line alone can stop mid-sentence)."""
+    return " ".join(doc.strip().split("\n\n")[0].split())
+
+
+def version() -> str:
+    """The installed package's version (its metadata), or a note where it is not installed."""
+    try:
+        return importlib.metadata.version("minilm")
+    except importlib.metadata.PackageNotFoundError:
+        return "(not installed: run `pip install -e .` in the course)"
+
+
 def instructor_commands() -> dict[str, Command]:
     """The instructor's commands, where the reference sits beside this course (an instructor's
     checkout or install); a student edition run beside an instructor's install has none."""
@@ -61,12 +87,14 @@ def instructor_commands() -> dict[str, Command]:
 
 def build_parser() -> argparse.ArgumentParser:
     """`minilm --help`: the list of subcommands; each parses its own arguments."""
-    parser = argparse.ArgumentParser(prog="minilm", description="The minilm course's command line.",
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="Run `minilm COMMAND --help` for a command's options.")
+    parser = Parser(prog="minilm", description="The minilm course's command line.",
+                    formatter_class=argparse.RawDescriptionHelpFormatter,
+                    epilog="Run `minilm help COMMAND` (or `minilm COMMAND --help`) for a command's options.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, command in {**COMMANDS, **instructor_commands()}.items():
         sub.add_parser(name, help=command.help, add_help=False)
+    sub.add_parser("help", help="this list, or a command's options: minilm help COMMAND", add_help=False)
     return parser
 
 
@@ -82,6 +110,11 @@ def main(argv: list[str] | None = None) -> int:
         build_parser().print_help()
         return 2
     name, commands = argv[0], {**COMMANDS, **instructor_commands()}
+    if name == "help":  # `minilm help`: the list; `minilm help COMMAND …`: `minilm COMMAND … --help`
+        if len(argv) == 1:
+            build_parser().print_help()
+            return 0
+        return main([*argv[1:], "--help"])
     if name in INSTRUCTOR and name not in commands:
         print(f"minilm {name}: an instructor's command; it needs the reference and the grader, which the "
               "student edition does not have. To see where you stand, run `minilm status`.", file=sys.stderr)

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from minilm.course import tasks
 from minilm.course.cells import cell_position, check_cells
+from minilm.course.cli import Parser, summary
 from solutions.grading import judge, lms, notebooks, reports, sandbox, submissions
 from solutions.grading.results import SKIPPED, CellResult, StudentGrade, TaskGrade
 from solutions.grading.submissions import GradeError, Submission, SubmissionError, given_name, resolve
@@ -355,9 +356,9 @@ def failed_submission(name: str, source: str, why: str, plan: Plan) -> StudentGr
 
 
 def parser(prog: str = PROG) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="\n".join(__doc__.splitlines()[2:4]))
+    p = Parser(prog=prog, description=summary(__doc__),
+               formatter_class=argparse.RawDescriptionHelpFormatter,
+               epilog="\n".join(__doc__.splitlines()[2:4]))
     p.add_argument("submissions", nargs="*", metavar="SUBMISSION", help="directories, .zip files or git URLs")
     p.add_argument("--out", type=Path, default=Path("grades"), help="where grades.csv, grades.json and feedback/ go")
     p.add_argument("--notebooks", nargs="+", metavar="NAME",

@@ -59,10 +59,17 @@ def test_the_console_script_is_declared():
 def test_the_readme_and_docs_use_only_minilm_subcommands():
     assert {p.name for p in DOCS} >= {"README.md", "students.md", "instructors.md", "grading.md", "training.md",
                                        "benchmarks.md"}
-    known = {*cli.COMMANDS, *cli.INSTRUCTOR}
+    from minilm.course.train.options import build_parser
+
+    known = {*cli.COMMANDS, *cli.INSTRUCTOR, "help"}
+    train_flags = {flag for action in build_parser()._actions for flag in action.option_strings}
     for path in DOCS:
         used = {argv[0] for argv in readme_commands([path])}
         assert used <= known, f"{path.relative_to(ROOT)} shows commands minilm does not have: {used - known}"
+        flags = {a.split("=")[0] for argv in readme_commands([path]) if argv[0] == "train" for a in argv
+                 if a.startswith("--")}
+        assert flags <= train_flags, f"{path.relative_to(ROOT)} shows flags minilm train does not have: " \
+                                     f"{flags - train_flags}"
         blocks = "".join(bash_blocks(path))
         assert not re.search(r"python -m (minilm|solutions\.(release|notebooks|make_stubs|export|expected))\b",
                              blocks), \
@@ -71,17 +78,65 @@ def test_the_readme_and_docs_use_only_minilm_subcommands():
     assert {"status", "check", "test", "train", "grade", "release", "notebooks", "stubs", "export", "expected"} <= used
     # The README shows the two commands and the student's loop; everything else is in docs/.
     assert {argv[0] for argv in readme_commands([ROOT / "README.md"])} == {"test", "check", "status", "hint"}
+    # docs/training.md names flags in its prose too: each one `minilm train` has.
+    named = set(re.findall(r"`(--[a-z][a-z0-9-]*)", (ROOT / "docs" / "training.md").read_text(encoding="utf-8")))
+    assert named and named <= train_flags, f"docs/training.md names flags minilm train does not have: " \
+                                           f"{named - train_flags}"
 
 
 def test_help_lists_every_subcommand_and_each_has_complete_help():
     r = minilm("--help")
     assert r.returncode == 0
-    for name in (*cli.COMMANDS, *cli.INSTRUCTOR):
+    for name in (*cli.COMMANDS, *cli.INSTRUCTOR, "help"):
         assert re.search(rf"^\s+{name}\s", r.stdout, flags=re.M), name
+    for name in (*cli.COMMANDS, *cli.INSTRUCTOR):
         sub = minilm(name, "--help")
         assert sub.returncode == 0, (name, sub.stderr)
         assert sub.stdout.startswith(f"usage: minilm {name}"), (name, sub.stdout[:200])
         assert "-h, --help" in sub.stdout
+        # The description (the paragraph after the usage) is whole: no sentence cut at a docstring's first line.
+        description = " ".join(sub.stdout.split("\n\n")[1].split())
+        assert description.endswith("."), (name, description)
+
+
+def test_version_and_the_help_command():
+    import importlib.metadata
+
+    r = minilm("--version")
+    assert r.returncode == 0 and r.stdout == f"minilm {importlib.metadata.version('minilm')}\n", r.stdout + r.stderr
+    r = minilm("help")
+    assert r.returncode == 0 and r.stdout == minilm("--help").stdout
+    r = minilm("help", "nonsense")
+    assert r.returncode == 2 and r.stderr.startswith("minilm: unknown command 'nonsense'")
+
+
+@pytest.mark.parametrize("name", [*cli.COMMANDS, *cli.INSTRUCTOR])
+def test_help_command_is_the_commands_help(name, capsys):
+    """`minilm help NAME` prints what `minilm NAME --help` prints (in-process: the same parser)."""
+    outputs = []
+    for argv in (["help", name], [name, "--help"]):
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main(argv)
+        assert exit_info.value.code == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1] and outputs[0].startswith(f"usage: minilm {name}")
+
+
+# Each command with the arguments it needs, so that the only error is the flag it does not have.
+VALID_ARGS = {"check": ["3.1"], "test": ["3.1"], "hint": ["3.1"], "release": ["out"], "site": ["out"],
+              "export": ["verify", "bundle.zip"]}
+
+
+@pytest.mark.parametrize("name", ["", *cli.COMMANDS, *cli.INSTRUCTOR])
+def test_a_bad_flag_is_one_line_and_a_pointer_to_help(name, capsys):
+    """A usage error: the error and where to look, not argparse's usage block (23 lines for train)."""
+    argv = [name, *VALID_ARGS.get(name, []), "--no-such-flag"] if name else ["--no-such-flag"]
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    assert exit_info.value.code == 2
+    prog = f"minilm {name}".strip()
+    err = capsys.readouterr().err
+    assert err == f"{prog}: error: unrecognized arguments: --no-such-flag\ntry '{prog} --help'\n", err
 
 
 def test_unknown_command_and_task_get_one_line_naming_the_valid_ones():

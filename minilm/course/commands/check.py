@@ -10,12 +10,13 @@ import sys
 from pathlib import Path
 
 from minilm.course import tasks
+from minilm.course.cli import Parser
 from minilm.course.commands import for_small_checks, task_ids
 
 
 def parser(prog: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description="Run the check cells of the given tasks and print one verdict "
-                                                       "line each. Exits 0 when every check passes, 1 otherwise.")
+    p = Parser(prog=prog, description="Run the check cells of the given tasks and print one verdict "
+                                      "line each. Exits 0 when every check passes, 1 otherwise.")
     p.add_argument("task_ids", nargs="+", metavar="ID", help="task ids, e.g. 3.1, or 'all'")
     p.add_argument("--json", action="store_true", help="print the verdicts as JSON (for graders)")
     p.add_argument("--json-out", type=Path, metavar="FILE", help="also write the verdicts as JSON to FILE")

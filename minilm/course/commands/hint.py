@@ -8,11 +8,12 @@ import argparse
 import sys
 
 from minilm.course import hints, tasks
+from minilm.course.cli import Parser
 from minilm.course.commands import for_small_checks, task_ids
 
 
 def parser(prog: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog=prog, description="A graduated hint for one task, from its check's verdict on your code: rung 1 what "
                                "the contract says, rung 2 where your output differs, rung 3 the catalogued mistake "
                                "it matches and the idea that fixes it. It never prints code.")

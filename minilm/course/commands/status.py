@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import ast
 import sys
 from pathlib import Path
 
 import minilm
 from minilm.course import tasks
+from minilm.course.cli import Parser
 from minilm.course.commands import for_small_checks
 
 DESCRIPTION = ("Run every task's check once and print a table: done, not yet or failing, then the file and "
@@ -64,6 +64,6 @@ def status(out=None) -> int:
 
 
 def main(argv: list[str] | None = None, prog: str = "minilm status") -> int:
-    argparse.ArgumentParser(prog=prog, description=DESCRIPTION).parse_args(argv)
+    Parser(prog=prog, description=DESCRIPTION).parse_args(argv)
     for_small_checks()
     return status()

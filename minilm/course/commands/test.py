@@ -8,14 +8,14 @@ import subprocess
 import sys
 
 from minilm.course import tasks
+from minilm.course.cli import Parser
 from minilm.course.commands import task_ids
 
 
 def parser(prog: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description="Run the tests in tests/ marked with the given tasks, with "
-                                "pytest; `all` runs the whole suite (every test and every notebook under nbval) in "
-                                "parallel. "
-                                "Extra arguments after `--` go to pytest (e.g. -- -x -k shapes).")
+    p = Parser(prog=prog, description="Run the tests in tests/ marked with the given tasks, with pytest; `all` "
+                                      "runs the whole suite (every test and every notebook under nbval) in "
+                                      "parallel. Extra arguments after `--` go to pytest (e.g. -- -x -k shapes).")
     p.add_argument("task_ids", nargs="+", metavar="ID", help="task ids, e.g. 3.1, or 'all'")
     p.add_argument("--notebook", action="store_true",
                    help="also run the task's notebook under nbval (slower: it runs every cell up to the check)")

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from minilm.course import corpus
+from minilm.course.cli import Parser
 from minilm.course.recipe import FFNS, OPTIMIZERS, SCHEDULES, Recipe
 from minilm.course.train import __doc__ as USAGE
 from minilm.course.train.plan import DEFAULT_SIZE, parse_duration
@@ -94,7 +95,7 @@ def default_warmup(steps: int) -> int:
 
 
 def build_parser(prog: str = "minilm train") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description=USAGE.split("\n\n")[0],
+    p = Parser(prog=prog, description=USAGE.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     g = p.add_argument_group("data")
     g.add_argument("--data", default="tinyshakespeare",
