@@ -94,112 +94,119 @@ def default_warmup(steps: int) -> int:
     return min(MAX_DEFAULT_WARMUP, steps // 10)
 
 
+class _Help(argparse.HelpFormatter):
+    """`minilm train --help`: each flag's help beside it where it fits, followed by its default when
+    the flag takes a value and the help does not say the default itself; nothing for a default of
+    None (that help says what decides it: the budget, --steps, the recipe) or for on/off switches."""
+
+    def __init__(self, prog: str):
+        super().__init__(prog, max_help_position=26)
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if ("default" in text or action.default is None or isinstance(action.default, bool)
+                or action.default is argparse.SUPPRESS or action.nargs == 0 or not action.option_strings):
+            return text
+        return text + " (default: %(default)s)"
+
+
 def build_parser(prog: str = "minilm train") -> argparse.ArgumentParser:
-    p = Parser(prog=prog, description=USAGE.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = Parser(prog=prog, description=USAGE.split("\n\n")[0], formatter_class=_Help,
+               usage="%(prog)s [--budget TIME | --steps N] [options]",
+               epilog="Data-parallel: torchrun --nproc_per_node 2 -m minilm.course.train [options]. The budget rule, "
+                      "the recipe and what each file in --out-dir holds: docs/training.md.")
+    by_budget = "chosen by --budget"
+    g = p.add_argument_group(f"how long (default: --budget {DEFAULT_BUDGET})")
+    g.add_argument("--budget", default=None, metavar="TIME",
+                   help=f"wall-clock time for the whole run, e.g. 90s, 3m, 1h (≥ {MIN_BUDGET_S:.0f}s); it sizes "
+                        f"the model and the steps")
+    g.add_argument("--steps", type=int, default=None, metavar="N",
+                   help="train N optimizer steps, however long they take (instead of --budget)")
+    g.add_argument("--resume", action="store_true",
+                   help="continue the run in --out-dir to --steps in total")
     g = p.add_argument_group("data")
-    g.add_argument("--data", default="tinyshakespeare",
-                   help="'tinyshakespeare' (downloaded once; MINILM_TINYSHAKESPEARE=path uses a local copy) "
-                        "or the path of a UTF-8 .txt file")
-    g.add_argument("--val-fraction", type=float, default=0.1, help="the last fraction of the tokens, held out")
-    g.add_argument("--vocab-size", type=int, default=DEFAULT_VOCAB_SIZE,
-                   help="the model's vocabulary, built from the training split alone: the first N of its GPT-2 "
-                        "tokens in GPT-2's merge order (the 256 bytes first, then the earliest merges; every "
-                        "piece a token is merged from comes before it); 0 keeps all of them (12,806 for Tiny "
-                        "Shakespeare). Text is encoded with GPT-2's BPE limited to these tokens: what they lack "
-                        "is spelled in smaller pieces, never dropped")
+    g.add_argument("--data", default="tinyshakespeare", metavar="TEXT",
+                   help="tinyshakespeare (the default; MINILM_TINYSHAKESPEARE=PATH: a local copy) or a UTF-8 "
+                        ".txt file")
+    g.add_argument("--vocab-size", type=int, default=DEFAULT_VOCAB_SIZE, metavar="N",
+                   help="the first N GPT-2 tokens of the training split, in merge order; 0: all")
+    g.add_argument("--full-vocab", action="store_true", help="all 50,257 GPT-2 tokens (ignores --vocab-size)")
     g.add_argument("--tokenizer", choices=("gpt2", "mine"), default="gpt2",
-                   help="mine: your BPE (Tasks 9.2 and 9.3) instead of GPT-2's: your train_bpe learns "
-                        "--vocab-size − 257 merges from the training split's text alone, saved in OUT_DIR/merges.json, "
-                        "and your Tokenizer encodes both splits (<|endoftext|> its special token)")
-    g.add_argument("--full-vocab", action="store_true",
-                   help="use all 50,257 GPT-2 ids instead (ignores --vocab-size)")
-    g = p.add_argument_group("model (default: the size --budget chooses; with --steps, "
-                             + ", ".join(f"{k} {v}" for k, v in DEFAULT_SIZE.items()) + ")")
-    g.add_argument("--context-length", type=int, default=64)
-    g.add_argument("--d-model", type=int, default=None)
-    g.add_argument("--num-layers", type=int, default=None)
-    g.add_argument("--num-heads", type=int, default=None)
-    g.add_argument("--d-ff", type=int, default=None, help="SwiGLU hidden size (about 8/3 d_model)")
-    g.add_argument("--rope-theta", type=float, default=10000.0)
+                   help="mine: your BPE (Tasks 9.2, 9.3)")
+    g = p.add_argument_group("model", f"Default: {by_budget}; with --steps, "
+                             + ", ".join(f"{k} {v}" for k, v in DEFAULT_SIZE.items()) + ".")
+    for flag, what in (("d_model", "width"), ("num_layers", "Transformer blocks"), ("num_heads", "attention heads"),
+                       ("d_ff", "SwiGLU hidden size, about 8/3 d_model")):
+        g.add_argument(f"--{flag.replace('_', '-')}", type=int, default=None, metavar="N", help=what)
+    g.add_argument("--context-length", type=int, default=64, metavar="N", help="tokens per sequence")
     g = p.add_argument_group("optimization")
-    g.add_argument("--batch-size", type=int, default=16, help="sequences per step (per process under torchrun)")
-    g.add_argument("--budget", default=None,
-                   help=f"wall-clock time for the whole run, data to sample, e.g. 90s, 3m, 1h (at least "
-                        f"{MIN_BUDGET_S:.0f}s): measures this machine, then chooses the model size and the steps "
-                        f"(default {DEFAULT_BUDGET} when --steps is not given)")
-    g.add_argument("--steps", type=int, default=None, help="optimizer steps in total, however long they take "
-                                                            "(instead of --budget)")
-    g.add_argument("--lr", type=float, default=3e-3, help="peak learning rate, reached after --warmup steps")
-    g.add_argument("--min-lr", type=float, default=3e-4, help="learning rate at the end of the cosine decay")
-    g.add_argument("--warmup", type=int, default=None,
-                   help=f"linear warmup steps (default: a tenth of the run, at most {MAX_DEFAULT_WARMUP})")
-    g.add_argument("--weight-decay", type=float, default=0.1)
-    g.add_argument("--beta1", type=float, default=0.9)
-    g.add_argument("--beta2", type=float, default=0.95)
-    g.add_argument("--clip", type=float, default=1.0, help="max global gradient norm")
+    g.add_argument("--batch-size", type=int, default=16, metavar="N",
+                   help="sequences per step and process")
+    g.add_argument("--lr", type=float, default=3e-3, help="peak learning rate")
+    g.add_argument("--min-lr", type=float, default=3e-4, metavar="LR", help="the final learning rate")
+    g.add_argument("--warmup", type=int, default=None, metavar="N",
+                   help=f"warmup steps (default: a tenth of the run, ≤ {MAX_DEFAULT_WARMUP})")
+    g.add_argument("--weight-decay", type=float, default=0.1, metavar="W", help="AdamW's weight decay")
+    g.add_argument("--clip", type=float, default=1.0, metavar="NORM", help="largest gradient norm")
     _add_recipe_flags(p)
-    g = p.add_argument_group("run")
-    g.add_argument("--eval-interval", type=int, default=None,
-                   help="steps between validation losses (default: 100 with --steps, 6 per run with --budget)")
-    g.add_argument("--eval-tokens", type=int, default=8192,
-                   help="validation tokens per periodic evaluation (the final one uses the whole set)")
-    g.add_argument("--eval-stride", type=int, default=None,
-                   help="the final evaluation also scores every validation token in windows that slide by this "
-                        "many tokens, so each has at least context − stride tokens before it (default and "
-                        "largest: context/2; costs context/stride times the forward passes)")
-    g.add_argument("--checkpoint-interval", type=int, default=None,
-                   help="steps between checkpoints (default: 250 with --steps, 3 per run with --budget)")
-    g.add_argument("--out-dir", default=None,
-                   help="checkpoint, config and encoded data go here (default: $MINILM_DATA_DIR or "
-                        "~/.cache/minilm, then runs/minilm)")
-    g.add_argument("--resume", action="store_true", help="continue from out_dir/checkpoint.pt")
-    g.add_argument("--seed", type=int, default=1337)
-    g.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps …")
-    g.add_argument("--compile", action="store_true", default=None,
-                   help="train through torch.compile (a minute or so to compile, then faster steps); "
-                        "falls back to eager, saying why, where it is unavailable. Default: with --budget, "
-                        "on when the budget is long enough for it to pay off; with --steps, off")
-    g.add_argument("--no-compile", dest="compile", action="store_false", help="never torch.compile")
-    g.add_argument("--prompt", default=None, help="the start of the final sample (default: the data's first line)")
-    g.add_argument("--sample-tokens", type=int, default=120, help="length of the final sample (0: none)")
-    g.add_argument("--check-sync", action="store_true",
-                   help="at the end, verify that every process holds identical parameters (for tests)")
+    g = p.add_argument_group("output")
+    g.add_argument("--out-dir", default=None, metavar="DIR",
+                   help="where the checkpoint and the run's other files go (default: runs/minilm in "
+                        "$MINILM_DATA_DIR or ~/.cache/minilm)")
+    g.add_argument("--eval-interval", type=int, default=None, metavar="N",
+                   help="steps between validation losses (default: 100; with --budget, 6 per run)")
+    g.add_argument("--checkpoint-interval", type=int, default=None, metavar="N",
+                   help="steps between checkpoints (default: 250; with --budget, 3 per run)")
+    g.add_argument("--sample-tokens", type=int, default=120, metavar="N", help="the final sample's length; 0: none")
+    g.add_argument("--prompt", default=None, metavar="TEXT",
+                   help="the sample's start (default: the validation text's first tokens)")
+    g.add_argument("--device", default="cpu", metavar="DEV", help="cpu, cuda, mps …")
+    g.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                   help="torch.compile: slower start, faster steps (default: on when a --budget pays for it, "
+                        "else off)")
+    g.add_argument("--seed", type=int, default=1337, metavar="N", help="random seed")
+    g = p.add_argument_group("advanced (rarely needed)")
+    g.add_argument("--eval-tokens", type=int, default=8192, metavar="N",
+                   help="tokens per periodic validation")
+    g.add_argument("--eval-stride", type=int, default=None, metavar="N",
+                   help="the final evaluation's sliding windows move by N tokens (default and largest: context/2)")
+    g.add_argument("--val-fraction", type=float, default=0.1, metavar="F",
+                   help="held-out fraction, at the text's end")
+    g.add_argument("--rope-theta", type=float, default=10000.0, metavar="THETA", help="RoPE's base")
+    g.add_argument("--beta1", type=float, default=0.9, metavar="B", help="AdamW's β1")
+    g.add_argument("--beta2", type=float, default=0.95, metavar="B", help="AdamW's β2")
+    # For tests/test_train.py's DDP test: at the end, check that every process holds the same parameters.
+    g.add_argument("--check-sync", action="store_true", help=argparse.SUPPRESS)
     return p
 
 
 def _add_recipe_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("recipe (notebook 14; the defaults are what docs/training.md measured best)")
+    g = p.add_argument_group("recipe (notebook 14; defaults: what docs/training.md measured best)")
     d = DEFAULT_RECIPE
     g.add_argument("--optimizer", default=None, metavar="{" + ",".join(OPTIMIZERS) + "}",
-                   help="adamw: AdamW for everything; muon: Muon (Task 14.2) for the hidden matrices, AdamW for "
-                        f"the embeddings, the head and the gains (default {d.optimizer})")
-    g.add_argument("--muon-lr", type=float, default=None,
-                   help=f"Muon's peak learning rate (with --optimizer muon; default {d.muon_lr:g})")
+                   help=f"muon: Muon (Task 14.2) for hidden matrices (default: {d.optimizer})")
+    g.add_argument("--muon-lr", type=float, default=None, metavar="LR",
+                   help=f"Muon's peak learning rate (default: {d.muon_lr:g})")
     g.add_argument("--schedule", default=None, metavar="{" + ",".join(SCHEDULES) + "}",
-                   help="cosine: warmup then cosine decay (Task 10.3); wsd: warmup, stable, then a linear decay over "
-                        f"the last --decay-frac of the run (Task 14.4) (default {d.schedule})")
-    g.add_argument("--decay-frac", type=float, default=None,
-                   help=f"with --schedule wsd: the fraction of the run spent decaying (default {d.decay_frac:g})")
+                   help=f"wsd: warmup–stable–decay (Task 14.4); cosine (10.3) (default: {d.schedule}, the cosine "
+                        "until 14.4 is written)")
+    g.add_argument("--decay-frac", type=float, default=None, metavar="F",
+                   help=f"wsd's share of the run to decay (default: {d.decay_frac:g})")
     g.add_argument("--decay-groups", action=argparse.BooleanOptionalAction, default=None,
-                   help=f"no weight decay on the norms' gains and the embeddings (Task 14.3) (default: "
-                        f"{_on(d.decay_groups)})")
+                   help=f"no weight decay on gains and embeddings (Task 14.3) (default: {_on(d.decay_groups)})")
     g.add_argument("--zero-init", action=argparse.BooleanOptionalAction, default=None,
-                   help=f"start the residual output projections (attn.output_proj, ffn.w2) at zero (default: "
-                        f"{_on(d.zero_init)})")
+                   help=f"residual projections start at zero (default: {_on(d.zero_init)})")
     g.add_argument("--qk-norm", action=argparse.BooleanOptionalAction, default=None,
-                   help=f"RMS-normalize each head's queries and keys (with a learned gain) (default: "
-                        f"{_on(d.qk_norm)})")
-    g.add_argument("--softcap", type=float, default=None,
-                   help=f"cap the logits at ±CAP with CAP·tanh(logits/CAP) (Task 14.5); 0: off (default {d.softcap:g})")
+                   help=f"RMS-norm each head's queries, keys (default: {_on(d.qk_norm)})")
+    g.add_argument("--softcap", type=float, default=None, metavar="CAP",
+                   help=f"logits → CAP·tanh(logits/CAP) (Task 14.5); 0: off (default: {d.softcap:g})")
     g.add_argument("--ffn", default=None, metavar="{" + ",".join(FFNS) + "}",
-                   help=f"swiglu, or relu2: ReLU² (Task 14.6) at SwiGLU's parameter count (default {d.ffn})")
-    g.add_argument("--dropout", type=float, default=None,
-                   help=f"residual dropout on the embeddings and every sublayer's output (0: off) (default "
-                        f"{d.dropout:g})")
+                   help=f"relu2: ReLU² (Task 14.6) (default: {d.ffn})")
+    g.add_argument("--dropout", type=float, default=None, metavar="P",
+                   help=f"residual dropout (default: {d.dropout:g})")
     g.add_argument("--reshuffle", action=argparse.BooleanOptionalAction, default=None,
-                   help="batches that visit every window of the training data once per epoch, reshuffled each "
-                        f"epoch, instead of windows drawn at random (default: {_on(d.reshuffle)})")
+                   help=f"each training window once per epoch, in shuffled order, not drawn at random (default: "
+                        f"{_on(d.reshuffle)})")
 
 
 def validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
