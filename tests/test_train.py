@@ -74,6 +74,22 @@ def test_tiny_run_learns_checkpoints_and_resumes(tmp_path, tiny):
 
 
 @pytest.mark.task("10.5")
+def test_a_10_step_run_warms_up_for_1_step_and_shows_its_final_evaluation(tmp_path, tiny):
+    """`minilm train --steps 10` without --warmup: allowed (a tenth of the run), and the final
+    evaluation, which can take minutes on a busy machine, draws a progress bar as it goes."""
+    import json
+
+    i = tiny.index("--warmup")
+    out = tmp_path / "run"
+    proc = _run([*tiny[:i], *tiny[i + 2:], "--steps", "10", "--out-dir", str(out)], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads((out / "config.json").read_text())["warmup"] == 1
+    bar = re.findall(r"final evaluation: +(\d+)%", proc.stderr)
+    assert bar and bar[-1] == "100", proc.stderr[-2000:]
+    assert "sample:\nOnce upon" in proc.stdout
+
+
+@pytest.mark.task("10.5")
 @pytest.mark.parametrize("bad, message", [
     (["--d-model", "30", "--num-heads", "4"], "divisible"),
     (["--batch-size", "0"], "--batch-size must be a positive integer, got 0"),
@@ -271,9 +287,12 @@ def test_evaluation_sums_every_predicted_token_once(monkeypatch, max_tokens):
     monkeypatch.setattr(minilm, "cross_entropy", cross_entropy)
     model, t = _tiny_model(11), 8
     tokens = np.random.default_rng(0).integers(0, 11, size=30).astype(np.uint16)  # 29 targets: 3 full windows + 5
-    nats, n = metrics.evaluate_sums(model, tokens, t, batch_size=2, max_tokens=max_tokens)
+    ran = []  # the progress callback: tokens run forward, batch by batch
+    nats, n = metrics.evaluate_sums(model, tokens, t, batch_size=2, max_tokens=max_tokens, progress=ran.append)
     n_windows = 4 if max_tokens is None else max(1, max_tokens // t)
-    assert n == min(29, n_windows * t)
+    assert n == min(29, n_windows * t) == metrics.scored_targets(len(tokens), t, max_tokens)
+    assert sum(ran) == n == metrics.forward_tokens(len(tokens), t, max_tokens)  # a window reads what it scores
+    assert sum(metrics.forward_tokens(len(tokens), t, max_tokens, rank=r, world_size=2) for r in (0, 1)) == n
     expected = 0.0
     with torch.no_grad():
         for i in range(1, n + 1):
@@ -302,8 +321,12 @@ def test_sliding_evaluation_scores_every_token_once_with_its_context(monkeypatch
     model, t = _tiny_model(11), 8
     tokens = np.random.default_rng(0).integers(0, 11, size=30).astype(np.uint16)
     windows = metrics.sliding_windows(29 if max_tokens is None else max_tokens, t, stride)
-    nats, n = metrics.evaluate_sliding_sums(model, tokens, t, stride, batch_size=2, max_tokens=max_tokens)
+    ran = []
+    nats, n = metrics.evaluate_sliding_sums(model, tokens, t, stride, batch_size=2, max_tokens=max_tokens,
+                                            progress=ran.append)
     assert n == sum(scored for _, _, scored in windows) == (29 if max_tokens is None else max_tokens)
+    assert sum(ran) == sum(length for _, length, _ in windows) == metrics.forward_tokens(len(tokens), t, max_tokens,
+                                                                                         stride)
     expected, min_context = 0.0, t
     with torch.no_grad():
         for start, length, scored in windows:

@@ -6,6 +6,7 @@ plots of notebooks 10 and 11 (minilm/course/viz/training.py) import them, so bot
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -14,19 +15,46 @@ import minilm
 from minilm.course.train.dist import Dist
 
 
-def evaluate_sums(model, tokens: np.ndarray, context_length: int, batch_size: int = 32,
-                  max_tokens: int | None = None, dist: Dist | None = None, device="cpu") -> tuple[float, int]:
-    """(total nats, n): the summed cross-entropy (minilm.cross_entropy) of predicting tokens[1 : n + 1]
-    from what precedes them, in non-overlapping windows of context_length, so every evaluation
-    sees the same text. All of tokens[1:] (a shorter last window included) when max_tokens is
-    None, else only the first max(1, max_tokens // context_length) windows. Under DDP (dist given
-    and enabled) the ranks split the windows and the sums are added up over them."""
-    rank, world_size = (dist.rank, dist.world_size) if dist is not None else (0, 1)
-    n_targets = len(tokens) - 1
+def _plain_windows(n_tokens: int, context_length: int, max_tokens: int | None) -> tuple[int, int]:
+    """(targets, windows) of evaluate_sums on n_tokens tokens: all of tokens[1:] (a shorter last
+    window included) when max_tokens is None, else only the first max(1, max_tokens // context_length)
+    windows."""
+    n_targets = n_tokens - 1
     n_windows = -(-n_targets // context_length)  # the last one may be shorter
     if max_tokens is not None:
         n_windows = min(n_windows, max(1, max_tokens // context_length))
         n_targets = min(n_targets, n_windows * context_length)
+    return n_targets, n_windows
+
+
+def scored_targets(n_tokens: int, context_length: int, max_tokens: int | None = None) -> int:
+    """The n of evaluate_sums(…, max_tokens) on n_tokens tokens, all processes together."""
+    return _plain_windows(n_tokens, context_length, max_tokens)[0]
+
+
+def forward_tokens(n_tokens: int, context_length: int, max_tokens: int | None = None, stride: int | None = None,
+                   rank: int = 0, world_size: int = 1) -> int:
+    """The tokens one process runs forward in evaluate_sums (stride None) or evaluate_sliding_sums
+    (stride given, max_tokens the targets it scores) on n_tokens tokens: the total their `progress`
+    callbacks add up to, for a progress bar."""
+    if stride is None:
+        n_targets, n_windows = _plain_windows(n_tokens, context_length, max_tokens)
+        return sum(min(context_length, n_targets - w * context_length) for w in range(rank, n_windows, world_size))
+    n_targets = n_tokens - 1 if max_tokens is None else min(n_tokens - 1, max_tokens)
+    return sum(length for _, length, _ in sliding_windows(n_targets, context_length, stride)[rank::world_size])
+
+
+def evaluate_sums(model, tokens: np.ndarray, context_length: int, batch_size: int = 32,
+                  max_tokens: int | None = None, dist: Dist | None = None, device="cpu",
+                  progress: Callable[[int], object] | None = None) -> tuple[float, int]:
+    """(total nats, n): the summed cross-entropy (minilm.cross_entropy) of predicting tokens[1 : n + 1]
+    from what precedes them, in non-overlapping windows of context_length, so every evaluation
+    sees the same text. All of tokens[1:] (a shorter last window included) when max_tokens is
+    None, else only the first max(1, max_tokens // context_length) windows. Under DDP (dist given
+    and enabled) the ranks split the windows and the sums are added up over them. progress(k), if
+    given, hears of the k tokens each batch ran forward (forward_tokens: their total)."""
+    rank, world_size = (dist.rank, dist.world_size) if dist is not None else (0, 1)
+    n_targets, n_windows = _plain_windows(len(tokens), context_length, max_tokens)
     mine = list(range(rank, n_windows, world_size))
     full = [w for w in mine if (w + 1) * context_length <= n_targets]
     batches = [full[i : i + batch_size] for i in range(0, len(full), batch_size)]
@@ -42,6 +70,8 @@ def evaluate_sums(model, tokens: np.ndarray, context_length: int, batch_size: in
             windows = torch.from_numpy(windows).to(device)  # (b, length + 1)
             loss = minilm.cross_entropy(model(windows[:, :-1]), windows[:, 1:])
             total += torch.tensor([loss.item() * windows[:, 1:].numel(), windows[:, 1:].numel()], dtype=torch.float64)
+            if progress is not None:
+                progress(windows[:, :-1].numel())
     model.train(was_training)
     if dist is not None:
         total = dist.sum(total)
@@ -67,13 +97,14 @@ def sliding_windows(n_targets: int, context_length: int, stride: int) -> list[tu
 
 def evaluate_sliding_sums(model, tokens: np.ndarray, context_length: int, stride: int | None = None,
                           batch_size: int = 32, max_tokens: int | None = None, dist: Dist | None = None,
-                          device="cpu") -> tuple[float, int]:
+                          device="cpu", progress: Callable[[int], object] | None = None) -> tuple[float, int]:
     """(total nats, n) of predicting tokens[1 : n + 1] in windows that slide by `stride` (default
     context_length // 2; see sliding_windows): the same targets as evaluate_sums, each scored once,
     but none with less than context_length − stride tokens of context past the first window, where
     non-overlapping windows give a window's first target none and its others half a context on
     average. It costs about context_length / stride times as many forward passes. max_tokens: only
-    the first max_tokens targets (all when None). Under DDP the ranks split the windows."""
+    the first max_tokens targets (all when None). Under DDP the ranks split the windows. progress(k),
+    if given, hears of the k tokens each batch ran forward (forward_tokens with the stride: their total)."""
     stride = stride or max(1, context_length // 2)
     rank, world_size = (dist.rank, dist.world_size) if dist is not None else (0, 1)
     n_targets = len(tokens) - 1 if max_tokens is None else min(len(tokens) - 1, max_tokens)
@@ -93,6 +124,8 @@ def evaluate_sliding_sums(model, tokens: np.ndarray, context_length: int, stride
                 loss = minilm.cross_entropy(logits, windows[:, -scored:])
                 n = windows[:, -scored:].numel()
                 total += torch.tensor([loss.item() * n, n], dtype=torch.float64)
+                if progress is not None:
+                    progress(windows[:, :-1].numel())
     model.train(was_training)
     if dist is not None:
         total = dist.sum(total)

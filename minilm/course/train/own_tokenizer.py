@@ -121,13 +121,14 @@ class OwnVocabulary:
         if main:
             merges = load_merges(path, num_merges, train_text)
             if merges is None:
+                print(f"merges: learning {num_merges:,} with your train_bpe from the training split's "
+                      f"{len(train_text):,} characters…")  # seconds to minutes, depending on your code
                 try:
                     _, merges = minilm.train_bpe(train_text, num_merges)
                 except Exception as e:  # noqa: BLE001
                     raise SystemExit(f"minilm train: error: --tokenizer mine: {_failure('9.2', e)}") from None
                 save_merges(path, merges, num_merges, train_text)
-                print(f"merges: learned {len(merges):,} with your train_bpe from the training split's "
-                      f"{len(train_text):,} characters, saved in {path}")
+                print(f"merges: learned {len(merges):,}, saved in {path}")
             else:
                 print(f"merges: {len(merges):,} read from {path} (learned from this training split before)")
         barrier()

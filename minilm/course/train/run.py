@@ -4,9 +4,11 @@ build the model, report, compile, train, evaluate, report; with the helpers they
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +21,14 @@ from minilm.course import corpus
 from minilm.course import recipe as recipes
 from minilm.course.train import loop
 from minilm.course.train.dist import Dist, check_sync
-from minilm.course.train.metrics import bits_per_byte, evaluate_sliding_sums, evaluate_sums, unigram_nats
+from minilm.course.train.metrics import (
+    bits_per_byte,
+    evaluate_sliding_sums,
+    evaluate_sums,
+    forward_tokens,
+    scored_targets,
+    unigram_nats,
+)
 from minilm.course.train.options import (
     CHECKPOINT_FILE,
     CONFIG_FILE,
@@ -175,6 +184,9 @@ def plan_run(run: Run) -> None:
     """--budget: measure this machine, then fit the run into what is left of the budget; the plan's
     size, steps and compile choice replace the arguments' (intervals and warmup follow the steps)."""
     args, dist, data = run.args, run.dist, run.data
+    if dist.main:  # seconds of silence otherwise, before the plan is printed
+        print(f"budget {format_duration(args.budget_s)}: measuring this machine (a few training steps at two "
+              f"sizes)…")
     run.speed = speed = measure_speed(data.vocab.size, args.context_length, args.batch_size, data.train, run.device,
                                       dist, limit_s=0.04 * args.budget_s)
     fixed = None if args.size_chosen_by_budget else {k: getattr(args, k) for k in DEFAULT_SIZE}
@@ -345,6 +357,8 @@ def compile_step(run: Run, training_loss, optimizer):
     args, dist, plan = run.args, run.dist, run.plan
     if args.compile:
         dummy = torch.zeros(args.batch_size, args.context_length, dtype=torch.long, device=run.device)
+        if dist.main:  # a minute or so without a word otherwise
+            print("compiling the training step with torch.compile (a minute or so)…")
         compile_started = time.perf_counter()
         # Two tensors, as every real step passes: f(dummy, dummy) would compile for "x is y", and the
         # first step would compile it all again.
@@ -430,8 +444,10 @@ def train_loop(run: Run, model, optimizer, training_loss, start: int) -> Trained
             # The clock decides the step count: the bar's total follows the pace so far.
             bar.total = max(it + 1, round(start + (it - start) / gone))
         if it % args.eval_interval == 0 and (plan is not None or it < args.steps):
+            bar.set_description_str("validation", refresh=True)  # the bar stands still meanwhile
             nats, n = evaluate_sums(model, data.val, args.context_length, args.batch_size, args.eval_tokens,
                                     dist, run.device)
+            bar.set_description_str("", refresh=False)
             if dist.main:
                 bar.write(f"step {it:5d} | train loss {loss_value:.3f} | val loss {nats / n:.3f} "
                           f"({data.bpb(nats, n):.3f} bits per byte, first {n:,} tokens) "
@@ -476,11 +492,19 @@ def final_evaluation(run: Run, model) -> Scores:
         left_s = dist.from_main(left_s)
         if left_s < eval_forward_tokens(args, len(val_tokens)) * per_token:
             final_tokens = max(args.context_length, int(left_s / per_token / eval_forward_tokens(args, 1)))
-    val_nats, n_val = evaluate_sums(model, val_tokens, args.context_length, args.batch_size, final_tokens, dist,
-                                    run.device)
-    sliding_nats, n_sliding = evaluate_sliding_sums(model, val_tokens, args.context_length, args.eval_stride,
-                                                    args.batch_size, n_val, dist, run.device)
-    assert n_sliding == n_val, (n_sliding, n_val)  # the same targets, scored once each
+    # A bar over the tokens this process runs forward, both passes: minutes on a slow or busy machine.
+    from tqdm.auto import tqdm
+
+    n_targets = scored_targets(len(val_tokens), args.context_length, final_tokens)
+    total = sum(forward_tokens(len(val_tokens), args.context_length, n, stride, dist.rank, dist.world_size)
+                for n, stride in ((final_tokens, None), (n_targets, args.eval_stride)))
+    with tqdm(total=total, desc="final evaluation", unit="tok", unit_scale=True, disable=not dist.main,
+              dynamic_ncols=True, mininterval=1.0) as bar:
+        val_nats, n_val = evaluate_sums(model, val_tokens, args.context_length, args.batch_size, final_tokens, dist,
+                                        run.device, progress=bar.update)
+        sliding_nats, n_sliding = evaluate_sliding_sums(model, val_tokens, args.context_length, args.eval_stride,
+                                                        args.batch_size, n_val, dist, run.device, progress=bar.update)
+    assert n_sliding == n_val == n_targets, (n_sliding, n_val, n_targets)  # the same targets, scored once each
     if args.check_sync:
         check_sync(model, dist)
     return Scores(val_nats, n_val, sliding_nats, per_token)
@@ -537,9 +561,10 @@ def print_sample(run: Run, model, per_token: float | None) -> None:
             prompt_ids = np.asarray(data.val[:8], dtype=np.int64).tolist()
         else:
             prompt_ids = data.vocab.encode(args.prompt).tolist() or [0]
+        print("sample:")  # before generating it: seconds on a busy machine
         ids = minilm.generate(model, prompt_ids, sample_tokens, temperature=0.8, top_k=50,
                               generator=torch.Generator(device=run.device).manual_seed(args.seed))
-        print("sample:\n" + data.vocab.decode(ids.tolist()))
+        print(data.vocab.decode(ids.tolist()))
 
 
 def write_result(run: Run, model, final_step: int, scores: Scores, wall_s: float) -> None:
@@ -563,6 +588,10 @@ def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
     """`minilm train`: set up, plan (with a --budget), train, evaluate, report. Rank 0 prints and
     writes; under torchrun every rank trains."""
     clock_start = time.perf_counter() - process_age_s()  # a --budget counts from the start of the process
+    try:  # each line as it is printed, also into a pipe (`| tee`, a notebook's `!minilm train`, CI's log)
+        sys.stdout.reconfigure(line_buffering=True)
+    except (AttributeError, ValueError, io.UnsupportedOperation):
+        pass
     parser = build_parser(prog)
     args = parser.parse_args(argv)
     validate(args, parser)
