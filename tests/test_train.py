@@ -455,6 +455,27 @@ def _speed(overhead=1.8e-4, per_flop=7e-12):
     return planner.Speed(overhead, per_flop, overhead / 3, per_flop / 3)
 
 
+@pytest.mark.parametrize("one_s, many_s, want, calls", [(1.0, 3.0, 1, 2), (3.0, 1.0, 4, 2), (1.0, 1.2, 1, 6),
+                                                         (1.2, 1.0, 4, 6), (1.0, 1.0, 4, 6)])
+def test_fastest_threads_keeps_the_faster_of_one_and_all(one_s, many_s, want, calls):
+    """The thread race (a --budget's measurement, and --steps runs on a CPU): the best of up to three
+    timed calls each, fewer when one count is twice as fast; torch is left at the winner (on a tie, all
+    threads)."""
+    from minilm.course.train import plan as planner
+
+    before, seen = torch.get_num_threads(), []
+
+    def forward():
+        seen.append(torch.get_num_threads())
+        return one_s if seen[-1] == 1 else many_s
+
+    try:
+        assert planner.fastest_threads(forward, 4) == want and torch.get_num_threads() == want
+    finally:
+        torch.set_num_threads(before)
+    assert seen == [1, 4] * (calls // 2)
+
+
 def test_the_ladder_is_valid():
     from minilm.course.train import plan as planner
 

@@ -137,6 +137,24 @@ def process_age_s() -> float:
         return 0.0
 
 
+def fastest_threads(forward, threads: int, rounds: int = 3) -> int:
+    """One thread or `threads`, whichever runs forward() faster on this CPU now, by the best of up to
+    `rounds` timed calls each, alternating (it stops once one is twice as fast as the other); torch
+    is left set to the winner. On cores busy with other work, threads that wait for each other can
+    be several times slower than one: 3–5× on 2 shared cores here, 10–20× at a load of 5."""
+    times: dict[int, list[float]] = {1: [], threads: []}
+    for _ in range(rounds):
+        for n, measured in times.items():
+            torch.set_num_threads(n)
+            measured.append(forward())
+        one, many = min(times[1]), min(times[threads])
+        if max(one, many) > 2 * min(one, many):
+            break
+    best = 1 if one < many else threads
+    torch.set_num_threads(best)
+    return best
+
+
 def measure_speed(vocab_size: int, context_length: int, batch_size: int, train_tokens: np.ndarray, device,
                   dist: Dist, steps: int = 3, limit_s: float = 5.0) -> Speed:
     """Time a few training steps and forward passes of two ladder sizes with the exercise code:
@@ -182,10 +200,7 @@ def measure_speed(vocab_size: int, context_length: int, batch_size: int, train_t
             torch.set_num_threads(1)
         step()  # warm-up
         if race:
-            one = forward()
-            torch.set_num_threads(threads)
-            many = forward()
-            torch.set_num_threads(1 if one < many else threads)
+            fastest_threads(forward, threads)
         times = [step()]
         while len(times) < steps and not over():
             times.append(step())
