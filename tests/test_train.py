@@ -1,5 +1,6 @@
 """`minilm train` end to end, in subprocesses, on the 3.8 KB TinyStories sample."""
 
+import math
 import os
 import re
 import subprocess
@@ -42,6 +43,18 @@ def _run(args, tmp_path, launcher=(sys.executable, "-m", "minilm.course.train"),
     return proc
 
 
+def _metrics(out):
+    """metrics.jsonl's records, checked for what every run keeps: steps and tokens strictly increasing,
+    elapsed time never decreasing (a resume goes on from where the run it continues stopped)."""
+    import json
+
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    for before, after in zip(records, records[1:]):
+        assert after["step"] > before["step"] and after["tokens"] > before["tokens"], (before, after)
+        assert after["elapsed_s"] >= before["elapsed_s"], (before, after)
+    return records
+
+
 def _losses(stdout):
     first, last = map(float,
                       re.search(r"first training loss: ([\d.]+) \| last training loss: ([\d.]+)", stdout).groups())
@@ -59,12 +72,19 @@ def test_tiny_run_learns_checkpoints_and_resumes(tmp_path, tiny):
     assert "unigram baseline" in proc.stdout and "sample:\nOnce upon" in proc.stdout
     ckpt = out / "checkpoint.pt"
     assert ckpt.is_file() and torch.load(ckpt)["iteration"] == 20
+    assert [r["step"] for r in _metrics(out)] == list(range(1, 21)) and "val_loss" in _metrics(out)[-1]
 
-    # Resume the finished 20-step run and extend it to 30 steps: it starts at step 20.
+    # Resume the finished 20-step run and extend it to 30 steps: it starts at step 20. A record logged
+    # after the checkpoint by a run that was then interrupted is dropped: its step is trained again.
+    with (out / "metrics.jsonl").open("a") as f:
+        f.write('{"step": 21, "train_loss": 9.9, "lr": 0.01, "tokens": 2688, "elapsed_s": 99.0}\n')
     proc = _run([*tiny, "--steps", "30", "--out-dir", str(out), "--resume"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "resuming from" in proc.stdout and "at step 20" in proc.stdout
     assert torch.load(ckpt)["iteration"] == 30
+    records = _metrics(out)  # appended: steps 1 to 30 once each, the time going on from the first run's
+    assert [r["step"] for r in records] == list(range(1, 31)) and 9.9 not in [r["train_loss"] for r in records]
+    assert "val_loss" in records[19] and "val_loss" in records[-1], "each run's final evaluation stays on its step"
     first_resumed, _, _ = _losses(proc.stdout)
     assert first_resumed < first - 0.5, "after resuming, the loss must continue from the checkpoint's level"
 
@@ -87,6 +107,19 @@ def test_a_10_step_run_warms_up_for_1_step_and_shows_its_final_evaluation(tmp_pa
     bar = re.findall(r"final evaluation: +(\d+)%", proc.stderr)
     assert bar and bar[-1] == "100", proc.stderr[-2000:]
     assert "sample:\nOnce upon" in proc.stdout
+    # metrics.jsonl: a record per step (a run this short logs them all), the final evaluation on the last.
+    records = _metrics(out)
+    assert [r["step"] for r in records] == list(range(1, 11))
+    assert [r["tokens"] for r in records] == [8 * 16 * s for s in range(1, 11)]  # batch 8 × context 16
+    assert all(math.isfinite(r["train_loss"]) and r["lr"] >= 0 for r in records)
+    result = json.loads((out / "result.json").read_text())
+    assert records[-1]["val_loss"] == pytest.approx(result["nats_per_token"], abs=1e-5)
+    assert records[-1]["val_tokens"] == result["val_tokens"]
+    # loss.png: a picture matplotlib reads back, and the output says where both are.
+    import matplotlib.image
+
+    assert (out / "loss.png").stat().st_size > 0 and matplotlib.image.imread(out / "loss.png").ndim == 3
+    assert f"metrics: {out / 'metrics.jsonl'} (10 records) | loss curve: {out / 'loss.png'}" in proc.stdout
 
 
 @pytest.mark.task("10.5")
@@ -429,6 +462,31 @@ def test_parse_duration(text, seconds):
     from minilm.course.train import plan as planner
 
     assert planner.parse_duration(text) == seconds
+
+
+def test_metrics_log_thins_long_runs_and_resumes_from_a_checkpoint(tmp_path):
+    """Every `every` steps a record of the mean training loss since the last, one at each evaluation
+    and checkpoint; the final evaluation lands on the last step; a resume keeps what precedes its
+    checkpoint and goes on from its elapsed time."""
+    from minilm.course.train import record
+
+    assert [record.log_interval(n) for n in (10, 500, 501, 5000)] == [1, 1, 2, 10]
+    path = tmp_path / "metrics.jsonl"
+    log = record.MetricsLog(path, start=0, every=3)
+    for step in range(1, 8):
+        log.step(step, float(step), 0.1, 10 * step, step / 10, val=dict(val_loss=9.0, val_tokens=4) if step == 4
+                 else None, checkpoint=step == 5)
+    log.finish(7, 70, dict(val_loss=2.0, val_tokens=8))
+    got = record.read_metrics(path)
+    assert [(r["step"], r["train_loss"]) for r in got] == [(3, 2.0), (4, 4.0), (5, 5.0), (6, 6.0), (7, 7.0)]
+    assert (got[1]["val_loss"], got[-1]["val_loss"], got[-1]["val_tokens"]) == (9.0, 2.0, 8)
+    assert got == log.records
+    resumed = record.MetricsLog(path, start=5, every=3)
+    resumed.step(6, 1.0, 0.1, 60, 0.5)
+    resumed.finish(6, 60, dict(val_loss=3.0, val_tokens=8))
+    got = record.read_metrics(path)
+    assert [r["step"] for r in got] == [3, 4, 5, 6] and got[-1]["elapsed_s"] == pytest.approx(0.5 + 0.5)
+    assert record.MetricsLog(path, start=0, every=1).records == [] and path.read_text() == ""  # a new run
 
 
 @pytest.mark.parametrize("bad, message", [

@@ -12,12 +12,14 @@ lr_wsd_schedule for its default schedule (the cosine until you have written it; 
 recipe's flags) (with MINILM_IMPL=solutions it uses the reference instead). It
 prints the unigram baseline (the loss of a model that ignores context), the validation loss
 every --eval-interval steps, the final one in nats per token and in bits per byte (comparable across tokenizers), and a
-sample of generated text at the end. The latest checkpoint is out_dir/checkpoint.pt; unless
---full-vocab, out_dir/vocab.npy maps the model's token ids to GPT-2's.
+sample of generated text at the end. The latest checkpoint is out_dir/checkpoint.pt, the losses
+step by step out_dir/metrics.jsonl and their curves out_dir/loss.png; unless --full-vocab,
+out_dir/vocab.npy maps the model's token ids to GPT-2's.
 
 Its modules, in the order a run uses them: options.py (the flags and their checks), plan.py (the
 durations, measuring this machine, the budget planner, the hardware note), dist.py (the process
 group under torchrun), metrics.py (evaluation, bits per byte, the unigram baseline: what the
-plots share with the command), and run.py (main: set up, plan, train, report). The vocabulary is
-minilm/course/vocab.py, beside the corpus code.
+plots share with the command), loop.py (the one training loop), record.py (out_dir/metrics.jsonl,
+a JSON line per logged step, and out_dir/loss.png, its curves), and run.py (main: set up, plan,
+train, report). The vocabulary is minilm/course/vocab.py, beside the corpus code.
 """

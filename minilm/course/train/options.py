@@ -151,8 +151,8 @@ def build_parser(prog: str = "minilm train") -> argparse.ArgumentParser:
     _add_recipe_flags(p)
     g = p.add_argument_group("output")
     g.add_argument("--out-dir", default=None, metavar="DIR",
-                   help="where the checkpoint and the run's other files go (default: runs/minilm in "
-                        "$MINILM_DATA_DIR or ~/.cache/minilm)")
+                   help="the checkpoint, metrics.jsonl and loss.png (default: runs/minilm in $MINILM_DATA_DIR or "
+                        "~/.cache/minilm)")
     g.add_argument("--eval-interval", type=int, default=None, metavar="N",
                    help="steps between validation losses (default: 100; with --budget, 6 per run)")
     g.add_argument("--checkpoint-interval", type=int, default=None, metavar="N",

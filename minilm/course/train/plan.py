@@ -77,7 +77,7 @@ IDLE_2_CORES_TOKENS_PER_S = {64: 18685, 96: 18642, 128: 11867, 192: 6296, 256: 4
 COMPILE_S, COMPILE_SPEEDUP = 60.0, 1.5
 COMPILE_PAYS_OFF_S = COMPILE_S * COMPILE_SPEEDUP / (COMPILE_SPEEDUP - 1)
 SAFETY = 0.97  # plan to finish 3% early: startup before main() and a busy machine's jitter
-END_S = 1.5  # the last checkpoint and the report, besides the final evaluation and the sample
+END_S = 2.5  # the last checkpoint, the report and loss.png (matplotlib: 1 s), besides the final evaluation and sample
 
 
 def size_params(size: dict, vocab_size: int) -> tuple[int, int]:

@@ -59,6 +59,7 @@ from minilm.course.train.plan import (
     plan_budget,
     process_age_s,
 )
+from minilm.course.train.record import METRICS_FILE, PLOT_FILE, MetricsLog, log_interval, plot_losses
 from minilm.course.vocab import Vocabulary
 
 
@@ -138,6 +139,7 @@ class Run:
     recipe: recipes.Recipe = recipes.Recipe()
     notes: tuple[str, ...] = ()  # what the recipe's optimizer trains with what
     threads_note: str = ""  # with --steps: how the thread count was chosen
+    log: MetricsLog | None = None  # metrics.jsonl (rank 0)
 
 
 @dataclass
@@ -349,8 +351,12 @@ def report_start(run: Run, model, start: int) -> None:
     n_periodic = min(len(val_tokens) - 1, max(1, args.eval_tokens // args.context_length) * args.context_length)
     print(f"validation every {args.eval_interval} steps: the same first {n_periodic:,} of "
           f"{len(val_tokens) - 1:,} validation tokens each time (a subset estimate; the final one uses all)")
+    every = "every step" if run.log.every == 1 else f"every {run.log.every} steps"
+    print(f"metrics: {out_dir / METRICS_FILE} gets a JSON line {every} and at each evaluation; the loss curve, "
+          f"{out_dir / PLOT_FILE}, is drawn at the end")
     if start:
-        print(f"resuming from {out_dir / CHECKPOINT_FILE} at step {start}")
+        print(f"resuming from {out_dir / CHECKPOINT_FILE} at step {start}"
+              + (f" (metrics.jsonl: {len(run.log.records)} records kept, up to it)" if run.log.records else ""))
 
 
 def report_plan(run: Run) -> None:
@@ -455,7 +461,7 @@ def train_loop(run: Run, model, optimizer, training_loss, start: int) -> Trained
         lr, gone = learning_rate(run, step, loop_start, deadline)
         return lr
 
-    it = start
+    it, tokens_per_step = start, args.batch_size * args.context_length * dist.world_size
     for done in loop.train(training_loss, model.parameters(), optimizer, batch, lr_at, args.clip, start):
         it = done.step
         loss_value = dist.mean(done.loss.item())
@@ -467,17 +473,22 @@ def train_loop(run: Run, model, optimizer, training_loss, start: int) -> Trained
         if plan is not None and it % 10 == 0 and gone > 0.05:
             # The clock decides the step count: the bar's total follows the pace so far.
             bar.total = max(it + 1, round(start + (it - start) / gone))
+        val = None
         if it % args.eval_interval == 0 and (plan is not None or it < args.steps):
             bar.set_description_str("validation", refresh=True)  # the bar stands still meanwhile
             nats, n = evaluate_sums(model, data.val, args.context_length, args.batch_size, args.eval_tokens,
                                     dist, run.device)
             bar.set_description_str("", refresh=False)
+            val = dict(val_loss=nats / n, val_bpb=data.bpb(nats, n), val_tokens=n)
             if dist.main:
                 bar.write(f"step {it:5d} | train loss {loss_value:.3f} | val loss {nats / n:.3f} "
                           f"({data.bpb(nats, n):.3f} bits per byte, first {n:,} tokens) "
                           f"| {time.time() - started:.0f} s")
-        if dist.main and it % args.checkpoint_interval == 0:
+        checkpoint = it % args.checkpoint_interval == 0
+        if dist.main and checkpoint:
             save(model, optimizer, it, run.out_dir)
+        if run.log is not None:
+            run.log.step(it, loss_value, done.lr, it * tokens_per_step, time.time() - started, val, checkpoint)
     bar.close()
     return Trained(start, it, first_loss, loss_value, started)
 
@@ -562,6 +573,11 @@ def report_end(run: Run, model, trained: Trained, scores: Scores) -> None:
     print(f"training took {time.time() - trained.started:.0f} s ({trained.final_step - trained.start} steps); "
           f"checkpoint: {out_dir / CHECKPOINT_FILE}")
     print_sample(run, model, scores.per_token)
+    run.log.finish(trained.final_step, trained.final_step * args.batch_size * args.context_length
+                   * run.dist.world_size, dict(val_loss=val, val_bpb=val_bpb, val_tokens=n_val))
+    plot_losses(run.log.records, out_dir / PLOT_FILE, f"minilm train: d_model {args.d_model}, {args.num_layers} "
+                f"layer{'s' * (args.num_layers != 1)}, {trained.final_step:,} steps", baseline=data.baseline)
+    print(f"metrics: {out_dir / METRICS_FILE} ({len(run.log.records)} records) | loss curve: {out_dir / PLOT_FILE}")
     wall_s = time.perf_counter() - run.clock_start
     if run.plan is not None:
         print(f"the whole run took {wall_s:.0f} s of the {args.budget_s:.0f} s budget")
@@ -636,6 +652,7 @@ def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
         model, optimizer, start, training_loss = build_model(run)
         choose_threads(run, model)
         if dist.main:
+            run.log = MetricsLog(out_dir / METRICS_FILE, start, log_interval(args.steps))
             report_start(run, model, start)
         training_loss = compile_step(run, training_loss, optimizer)
         trained = train_loop(run, model, optimizer, training_loss, start)
