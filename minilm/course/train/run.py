@@ -189,8 +189,8 @@ def plan_run(run: Run) -> None:
     size, steps and compile choice replace the arguments' (intervals and warmup follow the steps)."""
     args, dist, data = run.args, run.dist, run.data
     if dist.main:  # seconds of silence otherwise, before the plan is printed
-        print(f"budget {format_duration(args.budget_s)}: measuring this machine (a few training steps at two "
-              f"sizes)…")
+        print(f"measuring this machine for the {format_duration(args.budget_s)} budget (a few training steps at "
+              f"two sizes)…")
     run.speed = speed = measure_speed(data.vocab.size, args.context_length, args.batch_size, data.train, run.device,
                                       dist, limit_s=0.04 * args.budget_s)
     fixed = None if args.size_chosen_by_budget else {k: getattr(args, k) for k in DEFAULT_SIZE}
