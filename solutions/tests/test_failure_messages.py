@@ -223,6 +223,6 @@ def test_how_it_differs_names_each_pattern():
             assert words in message, (words, message)
         assert "largest difference" in message or "NaN" in message, message
     assert how_it_differs(want.abs() ** 2, want.abs()).startswith("your values are the squares")
-    # One number fits every pattern (2.5 is 2 + 0.5, 1.25 × 2): a scalar output is only ever given with its expected value.
+    # One number fits every pattern (2.5 is 2 + 0.5, 1.25 × 2): a scalar is only given with its expected value.
     for got in (torch.tensor(2.5), torch.tensor([4.0]), torch.tensor(-2.0)):
         assert how_it_differs(got, torch.tensor(2.0).reshape(got.shape)) == f"you give {got.item():g}, expected 2"
