@@ -72,7 +72,7 @@ def variant(task: str, label: str) -> dict | None:
         if v["task"] == task and v["name"] == label:
             return v
     for m in mistakes.all_mutants():
-        if m["name"] == label:
+        if m["name"] == label and not m["broken"]:
             return m
     return None
 

@@ -17,6 +17,8 @@ An entry is a dict:
     task       the task whose tests and check must catch it
     patches    (module, attribute path, replacement): what to swap in the reference
     diagnosis  words the check's message must contain ("" for a variant)
+    broken     for a mistake no stored output names, the start of the spec's property the check
+               names instead (minilm/course/exercises/: Property.says); None for the others
     raises     True for a mistake that raises on some inputs (batched token positions)
                instead of returning a wrong output: checks name it from the error, the grader
                reports the error
@@ -39,15 +41,18 @@ import os
 from minilm.course.exercises import GROUPS
 
 
-def mutant(name: str, task: str, patches: list[tuple], diagnosis: str, raises: bool = False) -> dict:
-    """A catalogued mistake: the suite must fail on it and its task's check must name it."""
+def mutant(name: str, task: str, patches: list[tuple], diagnosis: str, raises: bool = False,
+           broken: str | None = None) -> dict:
+    """A catalogued mistake: the suite must fail on it and its task's check must name it (by its name, or
+    with `broken` by the property it breaks)."""
     return {"name": name, "task": task, "patches": patches, "diagnosis": diagnosis, "raises": raises,
-            "kind": "mutant"}
+            "kind": "mutant", "broken": broken}
 
 
 def variant(name: str, task: str, patches: list[tuple]) -> dict:
     """A mistake a check of `task` names whose outputs only `minilm expected` records."""
-    return {"name": name, "task": task, "patches": patches, "diagnosis": "", "raises": False, "kind": "variant"}
+    return {"name": name, "task": task, "patches": patches, "diagnosis": "", "raises": False, "kind": "variant",
+            "broken": None}
 
 
 def _entries() -> list[dict]:

@@ -57,10 +57,22 @@ def _SwiGLU_forward_swapped(self, x):
 
 _R, _S = "solutions.rmsnorm", "solutions.swiglu"
 
+def _linear_through_view(x, weight):  # flattens the leading dims with .view, which needs contiguous memory
+    return (x.view(-1, x.shape[-1]) @ weight.T).view(*x.shape[:-1], weight.shape[0])
+
+
+def _rms_norm_in_input_dtype(x, weight, eps=1e-5):  # no float32 upcast: x² overflows float16 near 300
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
 MISTAKES: list[dict] = [
     # Task 1.1: linear
+    mutant("linear_view", "1.1", [("solutions.linear", "linear", _linear_through_view)], "non-contiguous",
+           broken="a non-contiguous x"),
     variant("not_transposed", "1.1", [("solutions.linear", "linear", _linear_not_transposed)]),
     # Task 3.1: rms_norm
+    mutant("rms_norm_no_upcast", "3.1", [("solutions.rmsnorm", "rms_norm", _rms_norm_in_input_dtype)], "float16",
+           broken="a float16 x"),
     mutant("subtracts_mean", "3.1", [(_R, "rms_norm", _rms_norm_minus_mean)], "LayerNorm"),
     mutant("eps_outside_sqrt", "3.1", [(_R, "rms_norm", _rms_norm_eps_outside)], "inside the square root"),
     mutant("rms_over_whole_tensor", "3.1", [(_R, "rms_norm", _rms_norm_whole_tensor)], "each vector"),

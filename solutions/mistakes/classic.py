@@ -140,6 +140,12 @@ def _lm_init_no_final_norm(self, config, device=None, dtype=None):
 
 _C = "solutions.classic"
 
+def _sinusoidal_in_float32(seq_len, d_model):  # the angles p · ω in float32 lose digits at large p
+    inv_freq = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)
+    angles = torch.arange(seq_len, dtype=torch.float32)[:, None] * inv_freq
+    return torch.stack((angles.sin(), angles.cos()), dim=-1).reshape(seq_len, d_model)
+
+
 MISTAKES: list[dict] = [
     # Task 13.1: layer_norm, LayerNorm
     mutant("layer_norm_no_mean", "13.1", [(_C, "layer_norm", _layer_norm(center=False))], "subtract the mean"),
@@ -149,6 +155,8 @@ MISTAKES: list[dict] = [
     mutant("layer_norm_no_bias", "13.1", [(_C, "LayerNorm.__init__", _ln_init_no_bias)], "learnable bias"),
     variant("ignores_eps", "13.1", [(_C, "LayerNorm.forward", _ln_forward_ignores_eps)]),
     # Task 13.2: sinusoidal_positions
+    mutant("sinusoid_angles_float32", "13.2", [(_C, "sinusoidal_positions", _sinusoidal_in_float32)], "20,000",
+           broken="each row is the previous one turned"),
     mutant("sinusoid_halves", "13.2", [(_C, "sinusoidal_positions", _sinusoid(halves=True))], "interleave"),
     mutant("sinusoid_sin_cos_swapped", "13.2", [(_C, "sinusoidal_positions", _sinusoid(swapped=True))],
            "sine on the even dims"),

@@ -11,7 +11,7 @@ import regex
 import torch
 
 from minilm.course.validate import check_bpe_args, check_positive_int, check_token_array
-from solutions.bpe import GPT2_PATTERN
+from solutions.bpe import GPT2_PATTERN, Tokenizer
 from solutions.mistakes import mutant, variant
 
 # ---------------------------------------------------------------- 9.1: get_batch
@@ -224,6 +224,21 @@ def _adam_step(l2: bool, bias_correction: bool, decay_without_lr: bool = False, 
 
 _D, _BPE, _T = "solutions.data", "solutions.bpe", "solutions.training"
 
+_tokenizer_init = Tokenizer.__init__
+
+
+def _Tokenizer_specials_share_an_id(self, vocab, merges, special_tokens=None):
+    """max(vocab) + 1 taken from the vocab given, not the one growing: every new special token gets that id."""
+    _tokenizer_init(self, vocab, merges, special_tokens)
+    first = max(vocab) + 1
+    for token in self.special_tokens:
+        b = token.encode("utf-8")
+        if self.ids[b] > max(vocab):
+            self.vocab.pop(self.ids[b], None)
+            self.ids[b] = first
+            self.vocab[first] = b
+
+
 MISTAKES: list[dict] = [
     # Task 9.1: get_batch
     mutant("targets_not_shifted", "9.1", [(_D, "get_batch", _get_batch_not_shifted)], "shifted"),
@@ -238,6 +253,8 @@ MISTAKES: list[dict] = [
     mutant("bpe_merges_across_tokens", "9.2", [(_BPE, "train_bpe", _train_bpe_variant(by_string=True))],
            "two adjacent tokens"),
     # Task 9.3: Tokenizer's encode and decode
+    mutant("specials_share_an_id", "9.3", [("solutions.bpe", "Tokenizer.__init__", _Tokenizer_specials_share_an_id)],
+           "expected [296] and [297]", broken="two new special tokens"),
     mutant("tokenizer_merges_by_frequency", "9.3",
            [(_BPE, "Tokenizer._bpe",
              _tokenizer_bpe(lambda self, pairs: min(set(pairs), key=lambda p: (-pairs.count(p), self.ranks[p]))))],

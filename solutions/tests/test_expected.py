@@ -82,7 +82,7 @@ NAMED_BY_INVARIANTS |= {"muon_on_embeddings", "muon_on_head", "decay_on_gains", 
 def test_every_catalogued_mistake_has_stored_outputs_for_its_task():
     data = expected.load()["tasks"]
     for m in mistakes.all_mutants():
-        if m["name"] not in NAMED_BY_INVARIANTS and not m.get("raises"):
+        if m["name"] not in NAMED_BY_INVARIANTS and not m.get("raises") and not m["broken"]:
             labels = {label.split(" ")[0] for label in data[m["task"]]["mistakes"]}
             assert m["name"] in labels, m["name"]
 

@@ -46,7 +46,10 @@ def _reference(monkeypatch):
 def _test_files(task_id: str) -> list[str]:
     """The visible test files holding tests marked with this task."""
     marker = f'mark.task("{task_id}")'
-    return sorted(str(p) for p in (tasks.ROOT / "tests").glob("test_*.py") if marker in p.read_text(encoding="utf-8"))
+    found = {p for p in (tasks.ROOT / "tests").glob("test_*.py") if marker in p.read_text(encoding="utf-8")}
+    if exercises.get(task_id).properties:  # its properties' tests, marked by task through their parameters
+        found.add(tasks.ROOT / "tests" / "test_properties.py")
+    return sorted(map(str, found))
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m["name"])
@@ -54,13 +57,17 @@ def test_check_names_the_mistake(mutant, tmp_path):
     with mistakes.applied(mutant):
         verdict = checks.run(mutant["task"])
     assert verdict.status == checks.FAIL, verdict.line
-    assert verdict.mistake == mutant["name"], verdict.line
+    if mutant["broken"]:  # no stored output names it: the property it breaks does
+        assert verdict.broken and verdict.broken.startswith(mutant["broken"]), verdict.line
+    else:
+        assert verdict.mistake == mutant["name"], verdict.line
     assert mutant["diagnosis"] in verdict.message, verdict.line
     assert checks.run(mutant["task"]).ok, "the mutant was not undone"
     # `minilm hint`'s ladder on this verdict: three rungs, the third gives the idea of the fix in words, never the
     # catalogue's internal name; no rung leaks.
     ladder = hints.ladder(mutant["task"], verdict)
     ideas = [a for label, a in exercises.get(mutant["task"]).mistakes.items() if label.split(" ")[0] == mutant["name"]]
+    ideas += [p.idea for p in exercises.get(mutant["task"]).properties if p.says == verdict.broken]
     assert len(ladder.rungs) == hints.RUNGS and any(idea in str(ladder.rungs[2]) for idea in ideas or [verdict.message])
     assert f"`{mutant['name']}`" not in ladder.show(3), ladder.show(3)
     assert_no_leak(tmp_path, {f"{mutant['name']}-{n}": ladder.show(n) for n in range(1, hints.RUNGS + 1)})

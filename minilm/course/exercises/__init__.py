@@ -62,6 +62,16 @@ def shown(value, depth: int = 0) -> str:
     return "…"
 
 
+_DTYPES = {str(d): str(d).replace("torch.", "") for d in (
+    torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16, torch.int8,
+    torch.uint8, torch.bool, torch.complex64, torch.complex128)}
+
+
+def dtype_shown(value) -> str:
+    """A submitted dtype's name ("float32") when it is one of torch's, else "…" (see `shown`)."""
+    return _DTYPES.get(value, "…") if type(value) is str else "…"
+
+
 def count(value) -> str:
     """A submitted count, with thousands separators."""
     return f"{value:,}" if type(value) is int else shown(value)
@@ -100,6 +110,22 @@ def differs(got, want, atol: float = 1e-5, rtol: float = 1e-4) -> str | None:
     gap = (g - w).abs().nan_to_num(float("inf"))
     where = tuple(int(i) for i in torch.unravel_index(gap.argmax(), gap.shape)) if gap.ndim else ()
     return f"they differ by up to {gap.max().item():.3g} (at index {where})"
+
+
+def keeps_inputs(name: str, make_args: Callable[[], tuple], what: str) -> Property:
+    """The property that `name` (a function of the task) leaves its tensor arguments as they were: code that
+    scales or masks its input in place changes the caller's tensors, and every later use of them."""
+    def probe(m):
+        args = make_args()
+        before = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+        getattr(m, name)(*args)
+        changed = [i for i, (a, b) in enumerate(zip(args, before))
+                   if isinstance(a, torch.Tensor) and not torch.equal(a, b)]
+        return changed and f"{what}: argument {changed[0] + 1} changed during the call" or None
+    return Property(f"{name} leaves its arguments as they were", probe,
+                    idea="compute into new tensors (x = x / c, torch.where, masked_fill without the underscore); "
+                         "an in-place operation on an argument (x /= c, masked_fill_, mul_) changes the caller's "
+                         "tensor")
 
 
 @dataclass(frozen=True)

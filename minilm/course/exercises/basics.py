@@ -12,6 +12,7 @@ from minilm.course.exercises import (
     differs,
     first,
     init_problem,
+    keeps_inputs,
     keys_problem,
     load_state,
     randn,
@@ -43,6 +44,7 @@ def _linear_rows(m):
 
 
 LINEAR_PROPERTIES = (
+    keeps_inputs("linear", lambda: (randn(91, 3, 6), randn(92, 4, 6)), "on x (3, 6) and W (4, 6)"),
     Property("a non-contiguous x (a transposed view) gives what its contiguous copy gives", _linear_noncontiguous,
              example="x = torch.randn(2, 3, 6).transpose(0, 1)  # (3, 2, 6), a view: not contiguous\n"
                      "w = torch.randn(4, 6)\n"
@@ -190,6 +192,7 @@ def _rms_norm_scale_free(m):
 
 
 RMS_PROPERTIES = (
+    keeps_inputs("rms_norm", lambda: (randn(93, 3, 16), randn(94, 16)), "on x (3, 16)"),
     Property("a float16 x gives its float32 result rounded to float16, also for values near 300",
              _rms_norm_float16,
              example="x = torch.full((16,), 300.0, dtype=torch.float16)\nw = torch.ones(16, dtype=torch.float16)\n"
@@ -240,7 +243,8 @@ spec("3.2", collect=_RMSNorm_collect, invariant=_RMSNorm_invariant,
 
 # ---------------------------------------------------------------- 4: SwiGLU
 
-spec("4.1", collect=lambda m, c: {"y": m.silu(c["x"])},
+spec("4.1", properties=(keeps_inputs("silu", lambda: (randn(95, 2, 7),), "on x (2, 7)"),),
+     collect=lambda m, c: {"y": m.silu(c["x"])},
      cases=lambda: [dict(x=torch.linspace(-8, 8, 101), what="x on [-8, 8]"),
                     dict(x=randn(15, 2, 3, 4), what="x (2, 3, 4)")],
      outputs={"y": "silu"},
@@ -252,7 +256,9 @@ SWIGLU_MISTAKES = {
     "no_gate": "multiply SiLU(W1 x) by W3 x before W2",
 }
 
-spec("4.2", collect=lambda m, c: {"y": m.swiglu(c["x"], c["w1"], c["w2"], c["w3"])},
+spec("4.2", properties=(keeps_inputs("swiglu", lambda: (randn(96, 2, 8), randn(97, 12, 8), randn(98, 8, 12),
+                                                       randn(99, 12, 8)), "on x (2, 8), d_ff 12"),),
+     collect=lambda m, c: {"y": m.swiglu(c["x"], c["w1"], c["w2"], c["w3"])},
      cases=lambda: [dict(x=randn(19, 3, 5, 16), w1=randn(16, 40, 16, scale=0.2), w2=randn(17, 16, 40, scale=0.2),
                          w3=randn(18, 40, 16, scale=0.2), what="x (3, 5, 16), d_ff 40")],
      outputs={"y": "swiglu"}, mistakes=SWIGLU_MISTAKES,

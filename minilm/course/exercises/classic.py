@@ -10,10 +10,13 @@ import torch
 
 from minilm.course.exercises import (
     Problem,
+    Property,
     attention_shapes,
     count,
+    differs,
     first,
     gen,
+    keeps_inputs,
     keys_problem,
     randn,
     shown,
@@ -165,7 +168,32 @@ def _layer_norm_cases():
     return cases
 
 
-spec("13.1", collect=_layer_norm_collect, cases=_layer_norm_cases, invariant=_layer_norm_invariant,
+def _layer_norm_standardizes(m):
+    x = randn(87, 3, 16) * 5 + 40
+    y = m.layer_norm(x, torch.ones(16), torch.zeros(16))
+    d = differs(y.mean(-1), torch.zeros(3), atol=1e-4) or differs(y.pow(2).mean(-1), torch.ones(3), atol=1e-3)
+    return d and f"with weight 1 and bias 0, each row's mean and 0, mean square and 1 (x around 40): {d}"
+
+
+def _layer_norm_float16(m):
+    x, w, b = (randn(88, 2, 16, scale=30) + 300).half(), torch.ones(16).half(), torch.zeros(16).half()
+    d = differs(m.layer_norm(x, w, b), m.layer_norm(x.float(), w.float(), b.float()).half(), atol=2e-2, rtol=2e-2)
+    return d and f"on a float16 x (2, 16) near 300 and its float32 copy: {d}"
+
+
+LAYER_NORM_PROPERTIES = (
+    keeps_inputs("layer_norm", lambda: (randn(106, 3, 16), randn(107, 16), randn(108, 16)), "on x (3, 16)"),
+    Property("with weight 1 and bias 0, each row comes out with mean 0 and mean square 1", _layer_norm_standardizes,
+             example="x = 5 * torch.randn(3, 16) + 40\ny = minilm.layer_norm(x, torch.ones(16), torch.zeros(16))\n"
+                     "print(y.mean(-1), y.pow(2).mean(-1))  # 0 and 1",
+             idea="subtract each row's mean, divide by the square root of the mean of the squared deviations "
+                  "(the biased variance) + eps, over the last dim"),
+    Property("a float16 x gives its float32 result rounded to float16, also near 300", _layer_norm_float16,
+             idea="compute in float32 (x.float()) and return the input's dtype"),
+)
+
+spec("13.1", properties=LAYER_NORM_PROPERTIES,
+     collect=_layer_norm_collect, cases=_layer_norm_cases, invariant=_layer_norm_invariant,
      outputs={"y": "layer_norm"}, mistakes=LN_MISTAKES,
      passed="matches F.layer_norm (biased variance, eps inside the root), weight at ones and bias at zeros")
 
@@ -177,7 +205,26 @@ def _sinusoid_collect(m, c):
     return {"shape": list(pe.shape), "dtype": str(pe.dtype), "pe": pe[c["rows"]]}
 
 
-spec("13.2", collect=_sinusoid_collect, atol=1e-4,
+def _sinusoid_turns(m):
+    pe = m.sinusoidal_positions(20001, 8).double()
+    sin1, cos1 = pe[1, 0::2], pe[1, 1::2]  # row 1: the sine and cosine of each pair's angle per position
+    prev, row = pe[19999], pe[20000]
+    turned = torch.stack((prev[0::2] * cos1 + prev[1::2] * sin1, prev[1::2] * cos1 - prev[0::2] * sin1), -1).flatten()
+    d = differs(row, turned, atol=2e-6, rtol=0)
+    return d and f"row 20,000 and row 19,999 turned by row 1's angles: {d}"
+
+
+SINUSOID_PROPERTIES = (
+    Property("each row is the previous one turned by row 1's angles, also at position 20,000 (the angles p · ω "
+             "computed in float64)", _sinusoid_turns,
+             example="pe = minilm.sinusoidal_positions(20001, 8).double()\n"
+                     "print(pe[20000, 0], torch.sin(torch.tensor(20000.0, dtype=torch.float64)))",
+             idea="build the positions and frequencies in float64 (p · 10000^(−2i/d) loses digits in float32 at "
+                  "large p), take sin and cos, and convert to float32 only at the end"),
+)
+
+spec("13.2", properties=SINUSOID_PROPERTIES,
+     collect=_sinusoid_collect, atol=1e-4,
      cases=lambda: [dict(seq=12, d=8, rows=torch.arange(12), what="sinusoidal_positions(12, 8)"),
                     dict(seq=64, d=32, rows=torch.arange(64), what="sinusoidal_positions(64, 32)"),
                     dict(seq=5000, d=6, rows=torch.arange(4997, 5000),
@@ -199,7 +246,21 @@ spec("13.2", collect=_sinusoid_collect, atol=1e-4,
 
 # ---------------------------------------------------------------- 13.3: GELU
 
-spec("13.3", collect=lambda m, c: {"y": m.gelu(c["x"])},
+def _gelu_odd_part(m):
+    x = torch.linspace(-5, 5, 41)
+    d = differs(m.gelu(x) - m.gelu(-x), x)
+    return d and f"on x from −5 to 5, gelu(x) − gelu(−x) and x: {d}"
+
+
+GELU_PROPERTIES = (
+    keeps_inputs("gelu", lambda: (randn(109, 2, 7),), "on x (2, 7)"),
+    Property("gelu(x) − gelu(−x) = x (since Φ(x) + Φ(−x) = 1)", _gelu_odd_part,
+             example="x = torch.linspace(-5, 5, 41)\nprint(minilm.gelu(x) - minilm.gelu(-x) - x)",
+             idea="GELU is x · Φ(x), Φ(x) = ½ (1 + erf(x / √2)): the factor x and the one half are easy to drop"),
+)
+
+spec("13.3", properties=GELU_PROPERTIES,
+     collect=lambda m, c: {"y": m.gelu(c["x"])},
      cases=lambda: [dict(x=torch.linspace(-6, 6, 121), what="x on [-6, 6]"),
                     dict(x=randn(68, 2, 3, 4, scale=2), what="x (2, 3, 4)"),
                     dict(x=torch.tensor([-40.0, -10.0, 10.0, 40.0], dtype=torch.float64),

@@ -10,7 +10,9 @@ from torch import nn
 
 from minilm.course.exercises import (
     Problem,
+    Property,
     attention_shapes,
+    differs,
     first,
     gen,
     lm_shapes,
@@ -62,7 +64,48 @@ def _probs_cases():
     return cases
 
 
-spec("11.1", collect=_probs_collect, cases=_probs_cases, invariant=_probs_invariant,
+def _probs_rows(m):
+    logits = randn(85, 3, 9) * 3
+    kept = logits.clone()
+    for kw in (dict(), dict(temperature=0.5), dict(top_k=3), dict(top_p=0.6), dict(top_k=4, top_p=0.9)):
+        probs = m.next_token_probs(logits, **kw)
+        d = differs(probs.sum(-1), torch.ones(3))
+        if d:
+            return f"with {kw or 'the defaults'}, each row's sum and 1: {d}"
+    return None if torch.equal(logits, kept) else "next_token_probs changed the logits it was given"
+
+
+def _probs_top_k(m):
+    logits = torch.tensor([[0.1, 2.0, -1.0, 3.0, 0.5, 1.5]])
+    probs = m.next_token_probs(logits, top_k=2)
+    kept = [int(i) for i in (probs[0] > 0).nonzero().flatten()] if isinstance(probs, torch.Tensor) else None
+    return None if kept == [1, 3] else f"on logits {logits[0].tolist()} it keeps tokens {shown(kept)}, expected [1, 3]"
+
+
+def _probs_greedy(m):
+    probs = m.next_token_probs(torch.tensor([[0.5, 2.0, 2.0, -1.0]]), temperature=0)
+    want = torch.tensor([[0.0, 1.0, 0.0, 0.0]])
+    d = differs(probs, want)
+    return d and f"temperature 0 on logits [0.5, 2, 2, -1], the probabilities and [0, 1, 0, 0]: {d}"
+
+
+PROBS_PROPERTIES = (
+    Property("each row is a distribution summing to 1, whatever the temperature, top_k and top_p, and the logits "
+             "stay as they were", _probs_rows,
+             example="logits = 3 * torch.randn(3, 9)\n"
+                     "print(minilm.next_token_probs(logits, top_k=3, top_p=0.6).sum(-1))",
+             idea="divide a copy of the logits by the temperature, set the dropped tokens to -inf, then one softmax "
+                  "over the last dim"),
+    Property("top_k keeps exactly the k largest logits", _probs_top_k,
+             example="print(minilm.next_token_probs(torch.tensor([[0.1, 2.0, -1.0, 3.0, 0.5, 1.5]]), top_k=2))",
+             idea="find the k-th largest logit (torch.topk(...).values[..., -1:]) and drop every logit below it"),
+    Property("temperature 0 puts probability 1 on the first largest logit", _probs_greedy,
+             example="print(minilm.next_token_probs(torch.tensor([[0.5, 2.0, 2.0, -1.0]]), temperature=0))",
+             idea="greedy is argmax (the first on ties): a one-hot row, with no division by the temperature"),
+)
+
+spec("11.1", properties=PROBS_PROPERTIES,
+     collect=_probs_collect, cases=_probs_cases, invariant=_probs_invariant,
      outputs={"probs": "next_token_probs"},
      mistakes={"top_p_drops_crossing": "you dropped the token whose cumulative probability crosses top_p. Keep the "
                                        "smallest set whose probabilities sum to at least top_p: drop a token only when "

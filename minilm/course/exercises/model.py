@@ -20,14 +20,34 @@ from minilm.course.exercises import (
     state_keys,
     weights,
 )
-from minilm.course.exercises.rope_attention import layer_collect
+from minilm.course.exercises.rope_attention import batch_rows_property, causal_property, layer_collect
 
 PARALLEL_BLOCK = ("your block runs attention and the FFN side by side on the same x (x + attn(ln1(x)) + ffn(ln2(x))); "
                   "the block is sequential: h = x + attn(ln1(x)), then h + ffn(ln2(h)), so the FFN sees the "
                   "attention's "
                   "output")
 
-spec("7.1", collect=lambda m,
+def _block_inputs(m):
+    block = m.TransformerBlock(32, 4, 48, 32, 10000.0)
+    load_state(block, weights(75, block_shapes(32, 48)))
+    x = randn(76, 2, 8, 32)
+    changed = x.clone()
+    changed[:, 5:] = randn(77, 2, 3, 32)
+    return block, x, changed
+
+
+def _lm_inputs(m):
+    with torch.random.fork_rng(devices=[]):
+        lm = m.TransformerLM(97, 32, 32, 2, 4, 48, 10000.0)
+    load_state(lm, weights(78, lm_shapes(97, 32, 2, 48)))
+    ids = torch.randint(0, 97, (2, 8), generator=gen(79))
+    changed = ids.clone()
+    changed[:, 5:] = (ids[:, 5:] + 1) % 97
+    return lm, ids, changed
+
+
+spec("7.1", properties=(causal_property(_block_inputs, "the block"), batch_rows_property(_block_inputs, "the block")),
+     collect=lambda m,
      c: layer_collect(m.TransformerBlock(c["d"], c["heads"], c["d_ff"], c["max_len"], c["theta"]), c),
      # non-trivial norm gains, so a swapped ln1/ln2 shows
      cases=lambda: [dict(d=32, heads=4, d_ff=48, max_len=32, theta=10000.0, state=weights(30, block_shapes(32, 48)),
@@ -75,7 +95,8 @@ def _lm_cases():
                  what="TransformerLM(97, 32, 32, 2, 4, 48) and ids (2, 12)")]
 
 
-spec("8.1", collect=_lm_collect, cases=_lm_cases, invariant=_lm_invariant, outputs={"logits": "the logits"}, atol=1e-4,
+spec("8.1", properties=(causal_property(_lm_inputs, "the model"), batch_rows_property(_lm_inputs, "the model")),
+     collect=_lm_collect, cases=_lm_cases, invariant=_lm_invariant, outputs={"logits": "the logits"}, atol=1e-4,
      mistakes={
          "missing_final_norm": "apply ln_final before lm_head",
          "logits_are_probabilities": "your logits are probabilities: every row sums to 1 (a softmax at the end). "

@@ -5,7 +5,21 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from minilm.course.exercises import Problem, count, first, keys_problem, randn, shown, spec, state_keys, weights
+from minilm.course.exercises import (
+    Problem,
+    Property,
+    count,
+    differs,
+    dtype_shown,
+    first,
+    keeps_inputs,
+    keys_problem,
+    randn,
+    shown,
+    spec,
+    state_keys,
+    weights,
+)
 
 # ---------------------------------------------------------------- 14.1: Newton–Schulz
 
@@ -19,8 +33,10 @@ def _ns_collect(m, c):
 def _ns_invariant(got, c) -> Problem | None:
     G = c["G"]
     if got["shape"] != list(G.shape) or got["dtype"] != str(G.dtype):
+        mistake = "wrong_shape" if got["shape"] != list(G.shape) else "wrong_dtype"
         return Problem(f"newton_schulz must return a tensor of G's shape {list(G.shape)} and dtype "
-                       f"{str(G.dtype).replace('torch.', '')}, got shape {shown(got['shape'])}", "wrong_shape")
+                       f"{str(G.dtype).replace('torch.', '')}, got shape {shown(got['shape'])} and dtype "
+                       f"{dtype_shown(got['dtype'])}", mistake)
     return None
 
 
@@ -32,7 +48,32 @@ def _ns_cases():
             dict(G=randn(144, 3, 5, dtype=torch.float64), steps=0, what="float64 G (3, 5), steps=0")]
 
 
-spec("14.1", collect=_ns_collect, cases=_ns_cases, invariant=_ns_invariant, free=("shape", "dtype"), atol=1e-4,
+def _ns_transpose(m):
+    g = randn(89, 4, 9)
+    d = differs(m.newton_schulz(g.T), m.newton_schulz(g).T, atol=1e-4)
+    return d and f"for G (4, 9), newton_schulz(Gᵀ) and newton_schulz(G)ᵀ: {d}"
+
+
+def _ns_orthogonal(m):
+    s = torch.linalg.svdvals(m.newton_schulz(randn(90, 6, 10)).double())
+    return None if 0.5 < s.min() and s.max() < 1.3 else (
+        f"for G (6, 10) the result's singular values run from {s.min().item():.3g} to {s.max().item():.3g}, expected "
+        "all near 1 (0.7 … 1.2 for the quintic)")
+
+
+NS_PROPERTIES = (
+    keeps_inputs("newton_schulz", lambda: (randn(110, 4, 6),), "on G (4, 6)"),
+    Property("newton_schulz(Gᵀ) is newton_schulz(G)ᵀ (a tall G is orthogonalized in its wide orientation)",
+             _ns_transpose,
+             example="G = torch.randn(4, 9)\nprint(minilm.newton_schulz(G.T) - minilm.newton_schulz(G).T)",
+             idea="transpose a tall G (rows > cols) before the iteration and the result back after it"),
+    Property("the result's singular values are all near 1", _ns_orthogonal,
+             example="print(torch.linalg.svdvals(minilm.newton_schulz(torch.randn(6, 10))))",
+             idea="normalize by the Frobenius norm first, then X ← aX + (bA + cA²)X with A = X Xᵀ, `steps` times"),
+)
+
+spec("14.1", properties=NS_PROPERTIES,
+     collect=_ns_collect, cases=_ns_cases, invariant=_ns_invariant, free=("shape", "dtype"), atol=1e-4,
      outputs={"X": "the result"},
      mistakes={
          "ns_cubic": "that is the cubic Newton–Schulz step X ← 1.5·X − 0.5·X Xᵀ X; use the quintic, "
@@ -206,7 +247,25 @@ def _wsd_collect(m, c):
                                dtype=torch.float64)}
 
 
-spec("14.4", collect=_wsd_collect, atol=1e-9, rtol=1e-9, outputs={"lr": "the learning rates"},
+def _wsd_boundaries(m):
+    args = dict(max_lr=2.0, min_lr=0.5, warmup=0.1, decay=0.4)
+    want = {0.0: 0.0, 0.05: 1.0, 0.1: 2.0, 0.4: 2.0, 0.6: 2.0, 0.8: 1.25, 1.0: 0.5, 1.5: 0.5}
+    got = {p: float(m.lr_wsd_schedule(p, **args)) for p in want}
+    wrong = [f"progress {p:g}: {got[p]:.6g}, expected {lr:g}" for p, lr in want.items() if abs(got[p] - lr) > 1e-9]
+    return wrong and ("with max_lr 2, min_lr 0.5, warmup 0.1 and decay 0.4, " + "; ".join(wrong[:3])) or None
+
+
+WSD_PROPERTIES = (
+    Property("the rate rises from 0 to max_lr over the warmup, stays at max_lr until the last `decay` of the run, "
+             "falls linearly to min_lr at progress 1 and stays there", _wsd_boundaries,
+             example="lr = lambda p: minilm.lr_wsd_schedule(p, 2.0, 0.5, 0.1, 0.4)\n"
+                     "print([lr(p) for p in (0, 0.05, 0.1, 0.6, 0.8, 1.0, 1.5)])  # 0, 1, 2, 2, 1.25, 0.5, 0.5",
+             idea="four cases by progress: warmup, stable, the decay over the last `decay` (starting at 1 − decay), "
+                  "and min_lr from 1 on"),
+)
+
+spec("14.4", properties=WSD_PROPERTIES,
+     collect=_wsd_collect, atol=1e-9, rtol=1e-9, outputs={"lr": "the learning rates"},
      cases=lambda: [dict(args=dict(max_lr=1.0, min_lr=0.1, warmup=0.1, decay=0.3),
                          progress=[i / 40 for i in range(45)],
                          what="progress 0, 0.025, … 1.1 (max_lr 1, min_lr 0.1, warmup 0.1, decay 0.3)"),
@@ -222,7 +281,21 @@ spec("14.4", collect=_wsd_collect, atol=1e-9, rtol=1e-9, outputs={"lr": "the lea
 
 # ---------------------------------------------------------------- 14.5: soft-cap
 
-spec("14.5", collect=lambda m, c: {"y": m.softcap(c["x"], c["cap"])},
+def _softcap_bounded(m):
+    x = torch.tensor([-1e4, -60.0, -1.0, 0.0, 0.5, 30.0, 1e4])
+    y = m.softcap(x, 30.0)
+    if not isinstance(y, torch.Tensor) or y.abs().max() > 30.0 + 1e-4:
+        return f"softcap(x, 30) on x from −10,000 to 10,000 reaches {shown(y.abs().max().item())}, beyond ±30"
+    d = differs(y[2:5], x[2:5], atol=2e-3)
+    return d and f"for |x| ≤ 1 and cap 30, softcap(x) and x: {d}"
+
+
+spec("14.5", properties=(
+         keeps_inputs("softcap", lambda: (randn(112, 3, 5) * 50, 30.0), "on logits (3, 5) and cap 30"),
+         Property("the output stays within ±cap and is about x where |x| ≪ cap", _softcap_bounded,
+                  example="print(minilm.softcap(torch.tensor([-1e4, -1.0, 0.5, 1e4]), 30.0))  # ≈ [-30, -1, 0.5, 30]",
+                  idea="cap · tanh(x / cap): tanh keeps it within ±1, and dividing by cap first keeps small x as x")),
+     collect=lambda m, c: {"y": m.softcap(c["x"], c["cap"])},
      cases=lambda: [dict(x=torch.linspace(-100, 100, 21), cap=30.0, what="logits on [-100, 100], cap 30"),
                     dict(x=randn(145, 2, 5, scale=5), cap=15.0, what="logits (2, 5), cap 15"),
                     dict(x=randn(146, 4, scale=50, dtype=torch.float64), cap=1.0, what="float64 logits, cap 1")],

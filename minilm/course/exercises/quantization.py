@@ -9,7 +9,19 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from minilm.course.exercises import Problem, first, gen, lm_shapes, load_state, randn, shown, spec, weights
+from minilm.course.exercises import (
+    Problem,
+    Property,
+    first,
+    gen,
+    keeps_inputs,
+    lm_shapes,
+    load_state,
+    randn,
+    shown,
+    spec,
+    weights,
+)
 
 # ---------------------------------------------------------------- 12.1: quantize_int8 and dequantize_int8
 
@@ -79,7 +91,31 @@ def _quantize_cases():
     return cases
 
 
-spec("12.1", collect=_quantize_collect, cases=_quantize_cases, invariant=_quantize_invariant,
+def _quantize_error(m):
+    w = randn(86, 6, 10) * torch.tensor([[1e-3], [0.1], [1.0], [10.0], [0.0], [3.0]])
+    for per_channel in (True, False):
+        q, scale = m.quantize_int8(w, per_channel=per_channel)
+        back = m.dequantize_int8(q, scale)
+        if q.dtype != torch.int8 or q.abs().max() > 127:
+            return f"per_channel={per_channel}: q must be int8 within ±127, got {str(q.dtype).replace('torch.', '')}"
+        over = ((back - w).abs() - scale.float() / 2).max().item()
+        if over > 1e-6:
+            return (f"per_channel={per_channel}, rows of size 1e-3 … 10 and a zero row: dequantize(quantize(w)) is "
+                    f"off by {over:.3g} more than scale / 2 somewhere")
+    return None
+
+
+QUANTIZE_PROPERTIES = (
+    keeps_inputs("quantize_int8", lambda: (randn(111, 4, 6),), "on w (4, 6)"),
+    Property("dequantize(quantize(w)) lies within scale / 2 of w everywhere, zero rows included", _quantize_error,
+             example="w = torch.randn(6, 10) * torch.tensor([[1e-3], [0.1], [1.0], [10.0], [0.0], [3.0]])\n"
+                     "q, scale = minilm.quantize_int8(w)\nprint(((minilm.dequantize_int8(q, scale) - w).abs() - "
+                     "scale / 2).max())  # ≤ 0",
+             idea="scale = max|w| / 127 per row (1 where that is 0), then round(w / scale) clamped to ±127"),
+)
+
+spec("12.1", properties=QUANTIZE_PROPERTIES,
+     collect=_quantize_collect, cases=_quantize_cases, invariant=_quantize_invariant,
      outputs={"q": "the int8 values q", "scale": "the scales", "back": "dequantize_int8(q, scale)"},
      mistakes={
          "truncates": "your int8 values are w / scale truncated towards zero (.to(torch.int8) cuts the fraction off): "

@@ -10,6 +10,7 @@ from minilm.course.exercises import (
     attention_shapes,
     differs,
     gen,
+    keeps_inputs,
     keys_problem,
     load_state,
     randn,
@@ -98,6 +99,7 @@ ROPE_RELATIVE_EXAMPLE = ("q, k = torch.randn(1, 8), torch.randn(1, 8)\n"
                          "at = lambda x, p: minilm.rope(x, torch.tensor([p]))\n"
                          "print((at(q, 3) * at(k, 1)).sum(), (at(q, 13) * at(k, 11)).sum())  # equal")
 ROPE_PROPERTIES = (
+    keeps_inputs("rope", lambda: (randn(100, 2, 5, 8), torch.arange(5)), "on x (2, 5, 8)"),
     Property("position 0 leaves x unchanged (it turns by angle 0)", _rope_at_zero,
              example="x = torch.randn(3, 8)\nprint(minilm.rope(x, torch.zeros(3, dtype=torch.long)) - x)",
              idea="the angle is the position times the frequency, so the first token (position 0, not 1) turns by 0"),
@@ -209,6 +211,7 @@ def _softmax_shift(m):
 
 
 SOFTMAX_PROPERTIES = (
+    keeps_inputs("softmax", lambda: (randn(101, 3, 5), -1), "on x (3, 5)"),
     Property("each slice along dim sums to 1", _softmax_sums,
              example="x = torch.randn(3, 4, 5)\nprint(minilm.softmax(x, dim=1).sum(dim=1))  # all ones",
              idea="exponentiate, then divide by the sum along the same dim, kept with keepdim=True"),
@@ -260,6 +263,9 @@ def _sdpa_hidden_keys(m):
 
 
 SDPA_PROPERTIES = (
+    keeps_inputs("scaled_dot_product_attention", lambda: (randn(102, 2, 4, 8), randn(103, 2, 6, 8), randn(104, 2, 6, 3),
+                                                          torch.ones(4, 6, dtype=torch.bool).tril(1)),
+                 "on q (2, 4, 8), k (2, 6, 8), v (2, 6, 3) and a mask"),
     Property("each query's weights sum to 1: with v all ones, every output is 1", _sdpa_rows_sum_to_one,
              example="q, k = torch.randn(4, 8), torch.randn(6, 8)\n"
                      "print(minilm.scaled_dot_product_attention(q, k, torch.ones(6, 3)))  # all ones",

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from minilm.course.exercises import Problem, gen, randn, shown, spec
+from minilm.course.exercises import Problem, Property, differs, gen, keeps_inputs, randn, shown, spec
 
 # ---------------------------------------------------------------- 9.1: get_batch
 
@@ -237,7 +237,28 @@ def _explain_ids(key: str, got: torch.Tensor, want: torch.Tensor) -> str | None:
             "inside each chunk, merge the adjacent pair with the lowest rank until no pair is a merge")
 
 
-spec("9.3", collect=_tokenizer_collect, invariant=_tokenizer_invariant, explain=_explain_ids,
+def _new_specials_distinct(m):
+    merges = [(bytes(a), bytes(b)) for a, b in CORPUS_MERGES]
+    vocab = tokenizer_vocab(merges)
+    tok = m.Tokenizer(vocab, merges, ["<|a|>", "<|b|>"])
+    a, b = tok.encode("<|a|>"), tok.encode("<|b|>")
+    if len(a) != 1 or len(b) != 1 or a == b or min(a[0], b[0]) <= max(vocab):
+        return (f"with vocab ids 0 … {max(vocab)} and special tokens <|a|>, <|b|>, encode gives {shown(a)} and "
+                f"{shown(b)}, expected [{max(vocab) + 1}] and [{max(vocab) + 2}]")
+    return None
+
+
+TOKENIZER_PROPERTIES = (
+    Property("two new special tokens get two ids of their own, after the largest id of vocab", _new_specials_distinct,
+             example="vocab = {b: bytes([b]) for b in range(256)}  # the single bytes\n"
+                     "tok = minilm.Tokenizer(vocab, [], ['<|a|>', '<|b|>'])\n"
+                     "print(tok.encode('<|a|>'), tok.encode('<|b|>'))  # [256] [257]",
+             idea="give each new special token the next id, max(vocab) + 1, + 2, …, taking the maximum again after "
+                  "each one is added"),
+)
+
+spec("9.3", properties=TOKENIZER_PROPERTIES,
+     collect=_tokenizer_collect, invariant=_tokenizer_invariant, explain=_explain_ids,
      cases=lambda: [
          dict(merges=CORPUS_MERGES, special_tokens=[EOT], what="the check's corpus merges and <|endoftext|>",
               texts=["low lower newest widest<|endoftext|>It's a café; we'll see cafés, 2025!",
@@ -294,7 +315,47 @@ def _cross_entropy_cases():
               for scale in (1e4, -1e4))]
 
 
-spec("10.1", collect=lambda m, c: {"loss": m.cross_entropy(c["logits"], c["targets"])}, cases=_cross_entropy_cases,
+def _ce_shift(m):
+    logits, targets = randn(80, 3, 7), torch.tensor([0, 6, 2])
+    d = differs(m.cross_entropy(logits + 1e4, targets), m.cross_entropy(logits, targets), atol=1e-3)
+    return d and f"for logits (3, 7), the loss of logits + 10,000 and of logits: {d}"
+
+
+def _ce_uniform(m):
+    loss = m.cross_entropy(torch.zeros(4, 10), torch.tensor([0, 3, 9, 5]))
+    d = differs(torch.as_tensor(loss).double().reshape(()), torch.tensor(2.302585092994046, dtype=torch.float64))
+    return d and f"for all-zero logits over 10 tokens, the loss and log 10 = 2.302585: {d}"
+
+
+def _ce_mean(m):
+    logits, targets = randn(81, 2, 3, 5), torch.tensor([[0, 4, 1], [2, 2, 3]])
+    each = torch.stack([torch.as_tensor(m.cross_entropy(logits[i, j:j + 1], targets[i, j:j + 1])).reshape(())
+                        for i in range(2) for j in range(3)])
+    d = differs(torch.as_tensor(m.cross_entropy(logits, targets)).reshape(()), each.mean())
+    return d and f"for logits (2, 3, 5), the loss and the mean of its 6 positions' losses: {d}"
+
+
+CE_PROPERTIES = (
+    keeps_inputs("cross_entropy", lambda: (randn(105, 3, 7), torch.tensor([0, 6, 2])), "on logits (3, 7)"),
+    Property("all-zero logits over 10 tokens give log 10 (a uniform guess)", _ce_uniform,
+             example="print(minilm.cross_entropy(torch.zeros(4, 10), torch.tensor([0, 3, 9, 5])))  # 2.3026",
+             idea="−log softmax(logits)[target] = logsumexp(logits) − logits[target]: with equal logits each "
+                  "token has probability 1/10"),
+    Property("adding one number to every logit changes nothing, even 10,000", _ce_shift,
+             example="logits, t = torch.randn(3, 7), torch.tensor([0, 6, 2])\n"
+                     "print(minilm.cross_entropy(logits + 1e4, t), minilm.cross_entropy(logits, t))",
+             idea="subtract each row's max logit m before exp and add it back outside the log: "
+                  "m + log Σ exp(logits − m)"),
+    Property("the loss of a batch is the mean of its positions' losses", _ce_mean,
+             example="logits, t = torch.randn(2, 3, 5), torch.tensor([[0, 4, 1], [2, 2, 3]])\n"
+                     "each = [minilm.cross_entropy(logits[i, j:j+1], t[i, j:j+1])\n"
+                     "        for i in range(2) for j in range(3)]\n"
+                     "print(minilm.cross_entropy(logits, t), torch.stack(each).mean())",
+             idea="one loss per position over every leading dim, then one mean over all of them"),
+)
+
+spec("10.1", properties=CE_PROPERTIES, collect=lambda m, c: {"loss": m.cross_entropy(c["logits"], c["targets"])},
+     cases=_cross_entropy_cases,
      invariant=_cross_entropy_invariant, outputs={"loss": "cross_entropy"}, atol=1e-4,
      mistakes={"sum_not_mean": "you summed the losses; the contract is the mean over every position"},
      passed="matches F.cross_entropy on 4 cases, stable at ±1e4")
@@ -320,7 +381,49 @@ def _clip_cases():
     return cases
 
 
-spec("10.2", collect=_clip_collect, cases=_clip_cases,
+def _clipped(m, scale: float, max_norm: float):
+    params = [nn.Parameter(torch.zeros(3, 4)), nn.Parameter(torch.zeros(5))]
+    grads = [randn(82, 3, 4, scale=scale), randn(83, 5, scale=scale)]
+    for p, g in zip(params, grads):
+        p.grad = g.clone()
+    returned = m.clip_grad_norm(params, max_norm)
+    return grads, [p.grad for p in params], returned
+
+
+def _global_norm(grads) -> torch.Tensor:
+    return torch.sqrt(sum((g.double() ** 2).sum() for g in grads))
+
+
+def _clip_to_max_norm(m):
+    grads, clipped, _ = _clipped(m, 5.0, 1.0)
+    d = differs(_global_norm(clipped), torch.tensor(1.0, dtype=torch.float64), atol=1e-4)
+    if d:
+        return f"for two gradients of global norm {_global_norm(grads).item():.3g} and max_norm 1, the norm after: {d}"
+    ratios = torch.cat([(c / g).flatten() for c, g in zip(clipped, grads)])
+    d = differs(ratios, torch.full_like(ratios, ratios[0].item()))
+    return d and f"every gradient entry must be scaled by the same factor, but the factors: {d}"
+
+
+def _clip_returns_norm(m):
+    grads, _, returned = _clipped(m, 5.0, 1.0)
+    d = differs(torch.as_tensor(returned).double().reshape(()), _global_norm(grads), atol=1e-4)
+    return d and f"the returned value and the global norm before clipping: {d}"
+
+
+CLIP_PROPERTIES = (
+    Property("above max_norm, every gradient is scaled by one factor so that the global norm becomes max_norm",
+             _clip_to_max_norm,
+             example="a, b = torch.nn.Parameter(torch.zeros(3, 4)), torch.nn.Parameter(torch.zeros(5))\n"
+                     "a.grad, b.grad = 5 * torch.randn(3, 4), 5 * torch.randn(5)\n"
+                     "minilm.clip_grad_norm([a, b], 1.0)\n"
+                     "print(torch.sqrt((a.grad ** 2).sum() + (b.grad ** 2).sum()))  # 1.0",
+             idea="one norm over all gradients together, sqrt(Σ g²), then every gradient times "
+                  "max_norm / (norm + 1e-6)"),
+    Property("it returns the global norm before clipping", _clip_returns_norm,
+             idea="compute the norm first, keep it, clip, then return the norm you kept"),
+)
+
+spec("10.2", properties=CLIP_PROPERTIES, collect=_clip_collect, cases=_clip_cases,
      invariant=lambda got, c: None if got["no_grad_untouched"] is True else Problem(
          "a parameter without a gradient must be left alone (its .grad stays None)"),
      outputs={"norm": "the returned norm (before clipping)", "grads": "the gradients after clipping"},
@@ -335,7 +438,25 @@ def _lr_collect(m, c):
     return {"lr": torch.tensor([float(m.lr_cosine_schedule(it, **c["args"])) for it in c["its"]], dtype=torch.float64)}
 
 
-spec("10.3", collect=_lr_collect, atol=1e-9, rtol=1e-9, outputs={"lr": "the learning rates"},
+def _schedule_boundaries(m):
+    args = dict(max_lr=2.0, min_lr=0.5, warmup_iters=10, cosine_cycle_iters=50)
+    want = {0: 0.0, 5: 1.0, 10: 2.0, 30: 1.25, 50: 0.5, 80: 0.5}
+    got = {it: float(m.lr_cosine_schedule(it, **args)) for it in want}
+    wrong = [f"it = {it}: {got[it]:.6g}, expected {lr:g}" for it, lr in want.items() if abs(got[it] - lr) > 1e-9]
+    return wrong and ("with max_lr 2, min_lr 0.5, warmup 10 and cycle 50, " + "; ".join(wrong[:3])) or None
+
+
+SCHEDULE_PROPERTIES = (
+    Property("the rate is 0 at it = 0, max_lr at the end of the warmup, halfway between at mid-cycle, and min_lr "
+             "from the end of the cycle on", _schedule_boundaries,
+             example="lr = lambda it: minilm.lr_cosine_schedule(it, 2.0, 0.5, 10, 50)\n"
+                     "print([lr(it) for it in (0, 5, 10, 30, 50, 80)])  # [0, 1, 2, 1.25, 0.5, 0.5]",
+             idea="three cases by it: it < warmup_iters rises linearly from 0; up to cosine_cycle_iters the cosine "
+                  "falls from max_lr to min_lr over (it − warmup) / (cycle − warmup); after it, min_lr"),
+)
+
+spec("10.3", properties=SCHEDULE_PROPERTIES,
+     collect=_lr_collect, atol=1e-9, rtol=1e-9, outputs={"lr": "the learning rates"},
      cases=lambda: [dict(args=dict(max_lr=1.0, min_lr=0.1, warmup_iters=7, cosine_cycle_iters=21), its=list(range(25)),
                          what="it = 0 … 24 (max_lr 1, min_lr 0.1, warmup 7, cycle 21)")],
      mistakes={
@@ -380,7 +501,50 @@ def _adamw_cases():
                  grads=tiny, what="4 steps with gradients of size ~1e-5, eps 1e-8")]
 
 
-spec("10.4", collect=_adamw_collect, cases=_adamw_cases, atol=1e-6,
+def _adamw_first_step(m):
+    p = nn.Parameter(torch.zeros(6))
+    opt = m.AdamW([p], lr=0.1, weight_decay=0.0)
+    p.grad = randn(84, 6, scale=3.0)
+    opt.step()
+    d = differs(p.detach().abs(), torch.full((6,), 0.1), atol=1e-5)
+    return d and f"after one step from 0 with lr 0.1 and gradients ~3, |p| and 0.1: {d}"
+
+
+def _adamw_decay_alone(m):
+    p = nn.Parameter(torch.ones(4))
+    opt = m.AdamW([p], lr=0.1, weight_decay=0.5)
+    p.grad = torch.zeros(4)
+    opt.step()
+    d = differs(p.detach(), torch.full((4,), 0.95))
+    return d and f"with a zero gradient, lr 0.1 and weight_decay 0.5, p after one step and 1 − 0.1 · 0.5 = 0.95: {d}"
+
+
+def _adamw_state(m):
+    p = nn.Parameter(torch.zeros(3))
+    opt = m.AdamW([p], lr=0.1)
+    p.grad = torch.ones(3)
+    opt.step()
+    keys = sorted(map(str, opt.state[p])) if isinstance(opt.state.get(p), dict) else []
+    return None if keys == ["exp_avg", "exp_avg_sq", "step"] else (
+        f"after one step self.state[p] holds {shown(keys) if keys else 'nothing'}, expected exp_avg, exp_avg_sq and "
+        "step (notebook 10 reads them, as PyTorch's AdamW names them)")
+
+
+ADAMW_PROPERTIES = (
+    Property("the first step moves every weight by lr (bias correction makes m̂ / √v̂ = ±1)", _adamw_first_step,
+             example="p = torch.nn.Parameter(torch.zeros(6))\nopt = minilm.AdamW([p], lr=0.1, weight_decay=0.0)\n"
+                     "p.grad = 3 * torch.randn(6)\nopt.step()\nprint(p)  # every entry ±0.1",
+             idea="at step t = 1, m = (1 − β1) g and v = (1 − β2) g²: dividing them by 1 − β1ᵗ and 1 − β2ᵗ gives g "
+                  "and g², so the step is lr · g / |g|"),
+    Property("with a zero gradient, a step multiplies each weight by 1 − lr · weight_decay", _adamw_decay_alone,
+             example="p = torch.nn.Parameter(torch.ones(4))\nopt = minilm.AdamW([p], lr=0.1, weight_decay=0.5)\n"
+                     "p.grad = torch.zeros(4)\nopt.step()\nprint(p)  # 0.95",
+             idea="the decay is decoupled: p ← p − lr · weight_decay · p, apart from the moments"),
+    Property("the state of each parameter holds step, exp_avg and exp_avg_sq", _adamw_state,
+             idea="keep the step count and the two moments in self.state[p] under PyTorch's names"),
+)
+
+spec("10.4", properties=ADAMW_PROPERTIES, collect=_adamw_collect, cases=_adamw_cases, atol=1e-6,
      invariant=lambda got, c: None if type(got["lr_zero_step"]) is torch.Tensor and torch.equal(
          got["lr_zero_step"], torch.ones(3)) else Problem(
          "after setting param_groups[0]['lr'] = 0 a step must not move the parameters: read lr from the param group "
