@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 from minilm.course import rules, tasks
-from minilm.course.difference import how_it_differs
+from minilm.course.difference import how_it_differs, names_a_cause
 
 PASS, FAIL, TODO, ERROR = "pass", "fail", "todo", "error"
 SYMBOL = {PASS: "✓", FAIL: "✗", TODO: "…", ERROR: "✗"}
@@ -309,8 +309,17 @@ def raised_at(exc: BaseException) -> str | None:
     return where
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
 def _one_line(exc: BaseException, limit: int = 200) -> str:
-    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    """An error in one line, without terminal colour codes, and without torch.load's advice to pass
+    weights_only=False (the bug is in what was saved: only its reason is kept)."""
+    text = " ".join(_ANSI.sub("", f"{type(exc).__name__}: {exc}").split())
+    refused = re.search(r"WeightsUnpickler error: (.*?)(?: Please use| Check the documentation|$)", text)
+    if "Weights only load failed" in text and refused:
+        text = (f"{type(exc).__name__}: torch.load(weights_only=True) refused the file: {refused.group(1)} (save "
+                f"only tensors, numbers and dicts of them)")
     return text if len(text) <= limit else text[:limit - 2].rstrip() + " …"
 
 
@@ -452,7 +461,7 @@ def _judge(got, want, what: str, key: str | None, mistakes: dict[str, str] | Non
     if got.shape != want.shape:
         raise CheckFailed(f"{what}: expected {describe(want)}, got {describe(got)}")
     failed = CheckFailed(f"{what}: {how_it_differs(got, want, atol, rtol)}")
-    failed.generic = True
+    failed.generic = not names_a_cause(got, want, atol, rtol)  # a property then says more than where
     raise failed
 
 

@@ -16,8 +16,9 @@ _SHOWN = 4  # indices listed before "…"
 def how_it_differs(got: torch.Tensor, want: torch.Tensor, atol: float = 1e-5, rtol: float = 1e-4) -> str:
     """One sentence: how `got` differs from `want`, and where the largest difference is."""
     g, w = got.detach().double(), want.detach().double()
-    if g.numel() == 1:  # a number: say both (one number fits every pattern, an offset, a factor, a square)
-        return f"you give {g.item():.6g}, expected {w.item():.6g}"
+    if g.numel() == 1:  # a number: one number fits any offset or factor, so only a square (root) is named
+        square = _square(g, w, lambda a, b: torch.allclose(a, b, atol=atol, rtol=rtol))
+        return f"{square + ': ' if square else ''}you give {g.item():.6g}, expected {w.item():.6g}"
 
     def close(a, b) -> bool:
         return torch.allclose(a, b, atol=atol, rtol=rtol)
@@ -33,7 +34,23 @@ def how_it_differs(got: torch.Tensor, want: torch.Tensor, atol: float = 1e-5, rt
     return f"{_pattern(g, w, close) or 'values differ from the expected ones'}; {largest}"
 
 
+def names_a_cause(got: torch.Tensor, want: torch.Tensor, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
+    """Whether how_it_differs names a cause (a factor, an offset, squares, a softmax, NaN, the wrong places)
+    rather than only where the values differ."""
+    g, w = got.detach().double(), want.detach().double()
+    close = lambda a, b: torch.allclose(a, b, atol=atol, rtol=rtol)  # noqa: E731
+    if g.numel() == 1:
+        return _square(g, w, close) is not None
+    if (~torch.isfinite(g)).any() and torch.isfinite(w).all():
+        return True
+    return _cause(g, w, close) is not None
+
+
 def _pattern(g: torch.Tensor, w: torch.Tensor, close) -> str | None:
+    return _cause(g, w, close) or _axis(g, w, close)
+
+
+def _cause(g: torch.Tensor, w: torch.Tensor, close) -> str | None:
     if g.numel() > 0:
         nonzero = w.abs() > 1e-8 * max(w.abs().max().item(), 1e-30)
         if nonzero.any():
@@ -43,10 +60,8 @@ def _pattern(g: torch.Tensor, w: torch.Tensor, close) -> str | None:
                     return "every value has the wrong sign (a minus sign, or a subtraction the wrong way round)"
                 return (f"every value is {factor:.4g} times the expected one, a constant factor (a scale, a divisor, "
                         f"a square root or a rate?)")
-        if close(g, w * w) and not close(w, w * w):
-            return "your values are the squares of the expected ones (a square root left out?)"
-        if close(g * g, w) and not close(g, g * g):
-            return "your values are the square roots of the expected ones (a square root too many?)"
+        if square := _square(g, w, close):
+            return square
         offset = (g - w).median().item()
         if close(g, w + offset):
             return f"every value is off by the same {offset:+.4g} (a constant added or left out?)"
@@ -55,7 +70,15 @@ def _pattern(g: torch.Tensor, w: torch.Tensor, close) -> str | None:
         return "every row of yours sums to 1 (a softmax applied?) where the expected rows do not"
     if g.numel() > 1 and close(g.flatten().sort().values, w.flatten().sort().values):
         return "the right values, in the wrong places (an axis transposed or permuted, or the wrong order?)"
-    return _axis(g, w, close)
+    return None
+
+
+def _square(g: torch.Tensor, w: torch.Tensor, close) -> str | None:
+    if close(g, w * w) and not close(w, w * w):
+        return "your values are the squares of the expected ones (a square root left out?)"
+    if close(g * g, w) and not close(g, g * g):
+        return "your values are the square roots of the expected ones (a square root too many?)"
+    return None
 
 
 def _axis(g: torch.Tensor, w: torch.Tensor, close) -> str | None:

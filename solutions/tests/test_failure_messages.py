@@ -224,5 +224,36 @@ def test_how_it_differs_names_each_pattern():
         assert "largest difference" in message or "NaN" in message, message
     assert how_it_differs(want.abs() ** 2, want.abs()).startswith("your values are the squares")
     # One number fits every pattern (2.5 is 2 + 0.5, 1.25 × 2): a scalar is only given with its expected value.
-    for got in (torch.tensor(2.5), torch.tensor([4.0]), torch.tensor(-2.0)):
+    for got in (torch.tensor(2.5), torch.tensor([4.5]), torch.tensor(-2.0)):
         assert how_it_differs(got, torch.tensor(2.0).reshape(got.shape)) == f"you give {got.item():g}, expected 2"
+    # A square is no coincidence of one number (a norm without its square root, 10.2): that one is named.
+    assert how_it_differs(torch.tensor(4.0), torch.tensor(2.0)).startswith("your values are the squares")
+
+
+class Saved:  # what a checkpoint may not hold: torch.load(weights_only=True) refuses it
+    pass
+
+
+def test_an_error_is_one_line_without_colour_codes_or_advice_that_does_not_apply():
+    import io
+
+    buffer = io.BytesIO()
+    torch.save({"state": Saved()}, buffer)
+    buffer.seek(0)
+    with pytest.raises(Exception) as refused:
+        torch.load(buffer, weights_only=True)
+    assert "\x1b[" in str(refused.value) and "weights_only` set to `False`" in str(refused.value)  # torch's words
+    line = checks._one_line(refused.value)
+    assert "\x1b" not in line and "False" not in line and "\n" not in line, line
+    assert "refused the file: Unsupported global" in line and "Saved" in line, line
+
+
+def test_a_wrong_dtype_is_named_with_the_dtype_given():
+    from minilm.course import exercises
+
+    s = exercises.get("14.1")
+    case = s.cases()[-1]  # the float64 G
+    problem = s.invariant({"shape": list(case["G"].shape), "dtype": "torch.float32"}, case)
+    assert problem.mistake == "wrong_dtype" and "got shape [3, 5] and dtype float32" in problem, problem
+    made_up = s.invariant({"shape": list(case["G"].shape), "dtype": "anything a submission says"}, case)
+    assert "anything" not in made_up  # a submission's own words never reach a message
