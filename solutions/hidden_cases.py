@@ -41,7 +41,8 @@ def _linear(g):
             dict(x=_randn(g, 2, 1, 3, d_in), w=_randn(g, d_out, d_in),
                  what=f"x (2, 1, 3, {d_in}), W ({d_out}, {d_in})"),
             dict(x=_randn(g, 5, 4, dtype=torch.float64), w=_randn(g, 3, 4, dtype=torch.float64), what="float64 inputs"),
-            dict(x=_randn(g, 4, 5).T, w=_randn(g, 2, 4), what="a non-contiguous x (a transpose)")]
+            dict(x=_randn(g, 4, 5).T, w=_randn(g, 2, 4), what="a non-contiguous x (a transpose)"),
+            dict(x=_randn(g, 2, 3, 6).transpose(0, 1), w=_randn(g, 4, 6), what="a non-contiguous x (3, 2, 6)")]
 
 
 @hidden("1.2")
@@ -76,7 +77,8 @@ def _rms_norm(g):
     return cases + [
         dict(x=_randn(g, 4, 16, scale=3).to(torch.bfloat16), w=torch.ones(16, dtype=torch.bfloat16), what="bfloat16 x"),
         dict(x=_randn(g, 3, d, scale=1e-3), w=_randn(g, d), eps=1e-2, what=f"x (3, {d}) and eps=1e-2"),
-        dict(x=_randn(g, 2, 6, scale=4).half(), w=_randn(g, 6).half(), what="float16 x")]
+        dict(x=_randn(g, 2, 6, scale=4).half(), w=_randn(g, 6).half(), what="float16 x"),
+        dict(x=(_randn(g, 2, 16, scale=30) + 300).half(), w=_randn(g, 16).half(), what="float16 x near 300")]
 
 
 @hidden("3.2")
@@ -469,7 +471,8 @@ def _sinusoid(g):
     return [dict(seq=64, d=32, rows=torch.arange(64), what="sinusoidal_positions(64, 32)"),
             dict(seq=seq, d=d, rows=torch.randint(0, seq, (20,), generator=g),
                  what=f"sinusoidal_positions({seq}, {d})"),
-            dict(seq=1, d=2, rows=torch.arange(1), what="sinusoidal_positions(1, 2)")]
+            dict(seq=1, d=2, rows=torch.arange(1), what="sinusoidal_positions(1, 2)"),
+            dict(seq=200_001, d=8, rows=torch.tensor([0, 99_999, 200_000]), what="sinusoidal_positions(200001, 8)")]
 
 
 @hidden("13.3")

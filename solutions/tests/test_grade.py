@@ -843,6 +843,8 @@ def test_every_task_has_a_probe_that_the_reference_passes_and_each_mistake_fails
         assert not verdict.ok, mutant["name"]
         if mutant.get("raises"):  # the grader reports the error and the input, and names no mistake
             assert " raised " in verdict.message, (mutant["name"], verdict.message)
+        elif mutant["broken"]:  # a property's mistake: failed on the hidden inputs that show it, named by none
+            assert verdict.mistake is None, (mutant["name"], verdict.message)
         elif mutant["task"] != "9.1":  # random windows: judged by invariants, named by the message
             assert verdict.mistake == mutant["name"], verdict.message
 

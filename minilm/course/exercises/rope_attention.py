@@ -198,7 +198,7 @@ def _softmax_cases():
 def _softmax_sums(m):
     x = randn(65, 3, 4, 5)
     for dim in (0, 1, -1):
-        d = differs(m.softmax(x, dim=dim).sum(dim), torch.ones(x.sum(dim).shape))
+        d = differs(m.softmax(x, dim=dim).sum(dim), torch.ones(x.sum(dim).shape))  # release: not a task (under test)
         if d:
             return f"for x (3, 4, 5) and dim={dim}, the sums along dim and 1: {d}"
     return None
@@ -206,7 +206,7 @@ def _softmax_sums(m):
 
 def _softmax_shift(m):
     x = randn(66, 4, 6)
-    d = differs(m.softmax(x + 1000.0, dim=-1), m.softmax(x, dim=-1))
+    d = differs(m.softmax(x + 1000.0, dim=-1), m.softmax(x, dim=-1))  # release: not a task (the code under test)
     return d and f"for x (4, 6), softmax(x + 1000) and softmax(x): {d}"
 
 
@@ -253,7 +253,7 @@ def _sdpa_rows_sum_to_one(m):
     return None
 
 
-def _sdpa_hidden_keys(m):
+def _sdpa_masked_keys(m):
     q, k, v = randn(69, 3, 8), randn(70, 5, 8), randn(71, 5, 4)
     mask = torch.tensor([[True, False, True, True, False]] * 3)
     k2, v2 = k.clone(), v.clone()
@@ -271,7 +271,7 @@ SDPA_PROPERTIES = (
                      "print(minilm.scaled_dot_product_attention(q, k, torch.ones(6, 3)))  # all ones",
              idea="softmax each query's scores over the keys (the last dim), after masking, and only then "
                   "multiply by v"),
-    Property("a key the mask hides has no effect: changing its k and v changes nothing", _sdpa_hidden_keys,
+    Property("a key the mask rules out has no effect: changing its k and v changes nothing", _sdpa_masked_keys,
              example="q, k, v = torch.randn(3, 8), torch.randn(5, 8), torch.randn(5, 4)\n"
                      "mask = torch.tensor([[True, False, True, True, False]] * 3)\n"
                      "k2, v2 = k.clone(), v.clone(); k2[1], v2[1] = 100.0, -100.0\n"
