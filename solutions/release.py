@@ -5,7 +5,7 @@
 
 The release holds minilm/ (the stubs and the provided modules, the grader included),
 notebooks/ with the reference's stored outputs, the visible tests/, the root conftest.py,
-a README.md of its own (what the course is, the student's two commands and loop) with docs/students.md
+a README.md of its own (what the course is, the setup, the task loop, the whole suite for the end) with docs/students.md
 (the loop in full, the rules and the tasks), the tutor policy for AI assistants (AGENTS.md, and the same
 text as CLAUDE.md, GEMINI.md and .github/copilot-instructions.md), environment.yml, a pyproject.toml that
 no longer mentions `solutions`, a .gitignore, and a GitHub Actions workflow (.github/workflows/grade.yml)
@@ -341,9 +341,12 @@ def grade_workflow() -> str:
     return header + json.dumps(workflow, indent=2, ensure_ascii=False) + "\n"
 
 
-# The student's two commands: set up and open the course; test their own code.
+# The student's two commands: set up and open the course; test their own code (the whole suite, for a finished course).
 STUDENT_SETUP = 'python -m pip install -e ".[dev]" && python -m jupyter lab notebooks/00_welcome.ipynb'
 STUDENT_TEST = "minilm test all"
+# How long STUDENT_TEST takes on a finished course (the reference in minilm/), measured on a 2-core
+# machine: docs/contributing.md, "Measured".
+SUITE_TIME = "about a minute on 2 cores"
 
 
 def _section(readme: str, heading: str) -> str:
@@ -366,7 +369,7 @@ def student_readme() -> str:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     intro = readme[:readme.index("\n## ")].rstrip() + "\n"
     loop = _section(readme, "How you work (students)").replace("## How you work (students)", "## How you work")
-    commands = f"""## Two commands
+    setup = f"""## Set up
 
 Set up and open the course (Python ≥ 3.10, in a fresh virtual environment or conda env; on Linux,
 run `python -m pip install torch --index-url https://download.pytorch.org/whl/cpu` first for a
@@ -375,17 +378,18 @@ small CPU-only PyTorch):
 ```bash
 {STUDENT_SETUP}
 ```
+"""
+    finished = f"""## When every task is written
 
-Test your code: every task's tests and every notebook, run against your modules in `minilm/`.
-Until you have written every task it fails, and each failure names its task
-(`Task 3.1 is not implemented yet: write rms_norm in minilm/rmsnorm.py`):
+The whole suite, every task's tests and every notebook run against your modules in `minilm/`
+({SUITE_TIME}). On a course still being written it fails wherever a task is a stub, each failure
+naming its task, so use `minilm status`, `minilm check ID` and `minilm test ID` until then:
 
 ```bash
 {STUDENT_TEST}
 ```
 
-`minilm --help` lists the other commands; the loop below uses `minilm status`, `minilm check` and
-`minilm test ID`.
+`minilm help` lists the other commands.
 """
     docs = """## Docs
 
@@ -398,7 +402,7 @@ This is the student edition of the course, written from the instructor's reposit
 the reference, the grader, the hidden inputs and the instructor's documentation. Grades are
 decided there, never in this repository.
 """
-    return "\n".join([intro, commands, loop, docs, footer])
+    return "\n".join([intro, setup, loop, finished, docs, footer])
 
 
 def student_docs() -> dict[str, str]:
