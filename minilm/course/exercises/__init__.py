@@ -202,7 +202,29 @@ def state_keys(module: nn.Module) -> list[str]:
 
 
 def load_state(module: nn.Module, state: dict) -> None:
+    """The case's weights into `module`; where its parameters' names or shapes differ from the contract's, a
+    ValueError that says which, in the contract's words (not load_state_dict's)."""
+    own = module.state_dict()
+    missing, extra = sorted(set(state) - set(own)), sorted(set(own) - set(state), key=str)
+    wrong = [k for k in state if k in own and tuple(own[k].shape) != tuple(state[k].shape)]
+    if missing or extra or wrong:
+        parts = [f"missing {', '.join(missing[:3])}"] if missing else []
+        parts += [f"{len(extra)} unexpected" for _ in extra[:1]]
+        parts += [f"{k} is {shown(list(own[k].shape))}, the contract's {list(state[k].shape)}" for k in wrong[:2]]
+        raise ValueError("your module's parameters differ from the contract's state_dict: " + "; ".join(parts))
     module.load_state_dict({k: v.clone() for k, v in state.items()})
+
+
+def learns(make: Callable[[object], tuple], what: str) -> Property:
+    """The property that every parameter of a module gets a gradient: make(m) → (module, inputs)."""
+    def probe(m):
+        module, inputs = make(m)
+        module(*inputs).float().pow(2).sum().backward()
+        dead = [name for name, p in module.named_parameters() if p.grad is None or not p.grad.abs().sum()]
+        return dead and f"after a backward pass through {what}, {len(dead)} parameter(s) have no gradient" or None
+    return Property(f"a backward pass through {what} reaches every parameter", probe,
+                    idea="use the nn.Parameter itself in forward, not .data or .detach() of it, and not a copy "
+                         "made in __init__: the gradient flows only through what forward computes from it")
 
 
 def weights(g: torch.Generator | int, shapes: dict[str, tuple[int, ...]],

@@ -14,6 +14,7 @@ from minilm.course.exercises import (
     init_problem,
     keeps_inputs,
     keys_problem,
+    learns,
     load_state,
     randn,
     shown,
@@ -37,6 +38,16 @@ def _linear_noncontiguous(m):
     return d and f"on x (3, 2, 6) {d}"
 
 
+def _linear_leading_ones(m):
+    for shape in ((1, 3, 6), (1, 6), (2, 1, 6)):
+        y = m.linear(randn(113, *shape), randn(114, 4, 6))
+        got = tuple(y.shape) if isinstance(y, torch.Tensor) else None
+        if got != (*shape[:-1], 4):
+            got = shown(list(got) if got else got)
+            return f"x {shape} and W (4, 6) give y of shape {got}, expected {(*shape[:-1], 4)}"
+    return None
+
+
 def _linear_rows(m):
     x, w = randn(52, 3, 2, 5), randn(53, 4, 5)
     d = differs(m.linear(x, w)[1, 0], m.linear(x[1, 0], w))
@@ -51,6 +62,10 @@ LINEAR_PROPERTIES = (
                      "print(minilm.linear(x, w) - minilm.linear(x.contiguous(), w))",
              idea="x.view needs x's memory in order, which a transposed view is not: reshape copies when it must, "
                   "and x @ W.T needs no reshaping at all (matmul broadcasts over the leading dims)"),
+    Property("y keeps x's leading dims, sizes of 1 included: x (1, 3, 6) gives y (1, 3, d_out)", _linear_leading_ones,
+             example="print(minilm.linear(torch.randn(1, 3, 6), torch.randn(4, 6)).shape)  # (1, 3, 4)",
+             idea="x @ W.T keeps every leading dim; squeeze() or view with sizes worked out by hand drops those of "
+                  "size 1"),
     Property("each vector of x is mapped on its own, whatever the leading dims", _linear_rows,
              example="x, w = torch.randn(3, 2, 5), torch.randn(4, 5)\n"
                      "print(minilm.linear(x, w)[1, 0] - minilm.linear(x[1, 0], w))",
@@ -89,7 +104,8 @@ def _Linear_invariant(got, c) -> Problem | None:
             "Linear(..., dtype=torch.float64) must create a float64 weight", "ignores_dtype"))
 
 
-spec("1.2", collect=_Linear_collect, invariant=_Linear_invariant, free=("init",),
+spec("1.2", properties=(learns(lambda m: (m.Linear(6, 4), (randn(115, 3, 6),)), "Linear(6, 4)"),),
+     collect=_Linear_collect, invariant=_Linear_invariant, free=("init",),
      cases=lambda: [dict(seed=0, init_in=512, init_out=256, d_in=64, d_out=32,
                          w=weights(35, {"weight": (32, 64)})["weight"],
                          x=randn(7, 3, 5, 64), what="Linear(64, 32) and x (3, 5, 64)")],
@@ -133,7 +149,8 @@ def _Embedding_invariant(got, c) -> Problem | None:
         init_problem(got["init"], 1.0, f"{what} init"))
 
 
-spec("2.2", collect=_Embedding_collect, invariant=_Embedding_invariant, free=("init",),
+spec("2.2", properties=(learns(lambda m: (m.Embedding(10, 4), (torch.arange(10),)), "Embedding(10, 4)"),),
+     collect=_Embedding_collect, invariant=_Embedding_invariant, free=("init",),
      cases=lambda: [dict(seed=0, vocab=1000, d=64, w=randn(36, 1000, 64), ids=torch.tensor([[1, 999, 0]]),
                          what="Embedding(1000, 64) and ids (1, 3)")],
      outputs={"y": "the lookup", "grad_rows": "the looked-up rows' gradient",
@@ -233,7 +250,8 @@ def _RMSNorm_invariant(got, c) -> Problem | None:
                      "RMSNorm.weight must start at ones", "weight_not_ones"))
 
 
-spec("3.2", collect=_RMSNorm_collect, invariant=_RMSNorm_invariant,
+spec("3.2", properties=(learns(lambda m: (m.RMSNorm(8), (randn(116, 3, 8),)), "RMSNorm(8)"),),
+     collect=_RMSNorm_collect, invariant=_RMSNorm_invariant,
      cases=lambda: [dict(d=24, w=randn(12, 24), x=randn(13, 2, 3, 24), what="RMSNorm(24) and x (2, 3, 24)"),
                     dict(d=24, eps=1e-2, w=torch.ones(24), x=randn(14, 2, 24, scale=1e-3),
                          what="RMSNorm(24, eps=1e-2) and x (2, 24) around 1e-3")],
@@ -282,7 +300,8 @@ def _SwiGLU_invariant(got, c) -> Problem | None:
                      f"{shown(got['shapes'])}", "weight_shapes"))
 
 
-spec("4.3", collect=_SwiGLU_collect, invariant=_SwiGLU_invariant,
+spec("4.3", properties=(learns(lambda m: (m.SwiGLU(8, 12), (randn(117, 3, 8),)), "SwiGLU(8, 12)"),),
+     collect=_SwiGLU_collect, invariant=_SwiGLU_invariant,
      cases=lambda: [dict(d=16, f=40,
                          state=weights(37, {"w1.weight": (40, 16), "w2.weight": (16, 40), "w3.weight": (40, 16)}),
                          x=randn(20, 2, 7, 16), what="SwiGLU(16, 40) and x (2, 7, 16)")],

@@ -297,7 +297,18 @@ def _gelu_ffn_invariant(got, c) -> Problem | None:
                      "parameter_count"))
 
 
-spec("13.4", collect=_gelu_ffn_collect, invariant=_gelu_ffn_invariant,
+def _gelu_ffn_any_width(m):
+    shapes = sorted((k, list(v.shape)) for k, v in m.GeluFFN(8, 20).state_dict().items())
+    want = [("w1.weight", [20, 8]), ("w2.weight", [8, 20])]
+    return None if shapes == want else (f"GeluFFN(8, 20) has {shown([s for _, s in shapes])}, expected w1 [20, 8], "
+                                        "w2 [8, 20]")
+
+
+spec("13.4", properties=(
+         Property("GeluFFN(d_model, d_ff) uses the d_ff it is given, any d_ff", _gelu_ffn_any_width,
+                  example="print({k: v.shape for k, v in minilm.GeluFFN(8, 20).state_dict().items()})",
+                  idea="size the inner layer by the d_ff argument, not by a fixed 4 · d_model"),),
+     collect=_gelu_ffn_collect, invariant=_gelu_ffn_invariant,
      cases=lambda: [dict(d=16, f=64, state=weights(69, {"w1.weight": (64, 16), "w2.weight": (16, 64)}),
                          x=randn(70, 2, 7, 16), what="GeluFFN(16, 64) and x (2, 7, 16)")],
      outputs={"y": "the output"},

@@ -6,11 +6,14 @@ import torch
 
 from minilm.course.exercises import (
     Problem,
+    Property,
     block_shapes,
     count,
+    differs,
     first,
     gen,
     keys_problem,
+    learns,
     lm_parameter_count,
     lm_shapes,
     lm_state_dict_keys,
@@ -46,7 +49,23 @@ def _lm_inputs(m):
     return lm, ids, changed
 
 
-spec("7.1", properties=(causal_property(_block_inputs, "the block"), batch_rows_property(_block_inputs, "the block")),
+def _block_uses_positions(m):
+    block, x, _ = _block_inputs(m)
+    d = differs(block(x, torch.tensor([0, 5, 1, 9, 2, 2, 7, 30])), block(x))
+    return None if d else "positions [0, 5, 1, 9, 2, 2, 7, 30] and the default 0 … 7 give the same output"
+
+
+BLOCK_PROPERTIES = (
+    causal_property(_block_inputs, "the block"), batch_rows_property(_block_inputs, "the block"),
+    Property("the block hands token_positions to its attention: other positions give other outputs",
+             _block_uses_positions,
+             example="block = minilm.TransformerBlock(32, 4, 48, 32, 10000.0)\nx = torch.randn(1, 8, 32)\n"
+                     "print(block(x, torch.tensor([0, 5, 1, 9, 2, 2, 7, 30])) - block(x))  # not all zero",
+             idea="forward(x, token_positions) calls self.attn(self.ln1(x), token_positions): RoPE needs them"),
+    learns(lambda m: (lambda block, x, _: (block, (x,)))(*_block_inputs(m)), "the block"),
+)
+
+spec("7.1", properties=BLOCK_PROPERTIES,
      collect=lambda m,
      c: layer_collect(m.TransformerBlock(c["d"], c["heads"], c["d_ff"], c["max_len"], c["theta"]), c),
      # non-trivial norm gains, so a swapped ln1/ln2 shows

@@ -12,6 +12,7 @@ from minilm.course.exercises import (
     gen,
     keeps_inputs,
     keys_problem,
+    learns,
     load_state,
     randn,
     shown,
@@ -167,7 +168,20 @@ def _rope_module_at_zero(m):
     return d and f"for x (2, 3, 8) at positions 0, the output and x: {d}"
 
 
+def _rope_module_own_position(m):
+    x, pos = randn(118, 2, 3, 8), torch.tensor([7, 0, 3])
+    rope = _rope_module(m)
+    d = differs(rope(x, pos)[:, 2:], rope(x[:, 2:], pos[2:]))
+    return d and f"token 2 (at position 3) rotated within x (2, 3, 8) and alone: {d}"
+
+
 spec("5.2", properties=(
+         Property("each token is turned by its own position in token_positions, wherever it sits in the sequence",
+                  _rope_module_own_position,
+                  example="rope = minilm.RotaryPositionalEmbedding(10000.0, 8, 64)\nx = torch.randn(3, 8)\n"
+                          "pos = torch.tensor([7, 0, 3])\nprint(rope(x, pos)[2] - rope(x[2:], pos[2:])[0])",
+                  idea="index the tables by token_positions (self.cos[token_positions]), not by the token's place "
+                       "in the sequence (self.cos[:seq])"),
          Property("position 0 leaves x unchanged (row 0 of the tables is cos 1, sin 0)", _rope_module_at_zero,
                   example="rope = minilm.RotaryPositionalEmbedding(10000.0, 8, 64)\nx = torch.randn(3, 8)\n"
                           "print(rope(x, torch.zeros(3, dtype=torch.long)) - x)",
@@ -383,7 +397,8 @@ def _mhsa_inputs(m):
     return layer, x, changed
 
 
-MHSA_PROPERTIES = (causal_property(_mhsa_inputs, "attention"), batch_rows_property(_mhsa_inputs, "attention"))
+MHSA_PROPERTIES = (causal_property(_mhsa_inputs, "attention"), batch_rows_property(_mhsa_inputs, "attention"),
+                   learns(lambda m: (lambda layer, x, _: (layer, (x,)))(*_mhsa_inputs(m)), "the attention"))
 
 spec("6.3", properties=MHSA_PROPERTIES,
      collect=lambda m, c: layer_collect(_mhsa(m, c), c), cases=_mhsa_cases, outputs={"y": "the output"},
