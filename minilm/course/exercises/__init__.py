@@ -112,6 +112,14 @@ def differs(got, want, atol: float = 1e-5, rtol: float = 1e-4) -> str | None:
     return f"they differ by up to {gap.max().item():.3g} (at index {where})"
 
 
+def off_points(f: Callable[[float], float], want: dict, setting: str, at: str) -> str | None:
+    """Where f misses the contract's values (a schedule at its boundaries): "with <setting>, <at> 5: 0.9,
+    expected 1; …", or None when it hits every one."""
+    got = {x: float(f(x)) for x in want}
+    wrong = [f"{at} {x:g}: {got[x]:.6g}, expected {v:g}" for x, v in want.items() if abs(got[x] - v) > 1e-9]
+    return f"with {setting}, " + "; ".join(wrong[:3]) if wrong else None
+
+
 def keeps_inputs(name: str, make_args: Callable[[], tuple], what: str) -> Property:
     """The property that `name` (a function of the task) leaves its tensor arguments as they were: code that
     scales or masks its input in place changes the caller's tensors, and every later use of them."""

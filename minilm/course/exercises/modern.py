@@ -14,6 +14,7 @@ from minilm.course.exercises import (
     first,
     keeps_inputs,
     keys_problem,
+    off_points,
     randn,
     shown,
     spec,
@@ -248,11 +249,9 @@ def _wsd_collect(m, c):
 
 
 def _wsd_boundaries(m):
-    args = dict(max_lr=2.0, min_lr=0.5, warmup=0.1, decay=0.4)
-    want = {0.0: 0.0, 0.05: 1.0, 0.1: 2.0, 0.4: 2.0, 0.6: 2.0, 0.8: 1.25, 1.0: 0.5, 1.5: 0.5}
-    got = {p: float(m.lr_wsd_schedule(p, **args)) for p in want}
-    wrong = [f"progress {p:g}: {got[p]:.6g}, expected {lr:g}" for p, lr in want.items() if abs(got[p] - lr) > 1e-9]
-    return wrong and ("with max_lr 2, min_lr 0.5, warmup 0.1 and decay 0.4, " + "; ".join(wrong[:3])) or None
+    return off_points(lambda p: m.lr_wsd_schedule(p, 2.0, 0.5, 0.1, 0.4),
+                      {0.0: 0.0, 0.05: 1.0, 0.1: 2.0, 0.4: 2.0, 0.6: 2.0, 0.8: 1.25, 1.0: 0.5, 1.5: 0.5},
+                      "max_lr 2, min_lr 0.5, warmup 0.1 and decay 0.4", "progress")
 
 
 WSD_PROPERTIES = (
