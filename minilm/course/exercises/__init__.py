@@ -216,7 +216,8 @@ def load_state(module: nn.Module, state: dict) -> None:
     missing, extra = sorted(set(state) - set(own)), sorted(set(own) - set(state), key=str)
     wrong = [k for k in state if k in own and tuple(own[k].shape) != tuple(state[k].shape)]
     if missing or extra or wrong:
-        parts = [f"missing {', '.join(missing[:3])}"] if missing else []
+        parts = [f"missing {', '.join(missing[:3])} (only an nn.Parameter, or a module holding one, is in "
+                 "the state_dict)"] if missing else []
         parts += [f"{len(extra)} unexpected" for _ in extra[:1]]
         parts += [f"{k} is {shown(list(own[k].shape))}, the contract's {list(state[k].shape)}" for k in wrong[:2]]
         raise ValueError("your module's parameters differ from the contract's state_dict: " + "; ".join(parts))
