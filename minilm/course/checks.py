@@ -298,15 +298,20 @@ def _exercise_files() -> dict[Path, str]:
 
 def raised_at(exc: BaseException) -> str | None:
     """file:line of the deepest frame of `exc`'s traceback in an exercise module: the student's own
-    line that raised or called into torch (or into the course's argument checks), not torch's."""
-    files, where = _exercise_files(), None
+    line that raised or called into torch (or into the course's argument checks), not torch's. While a
+    task's check runs, the deepest frame in that task's own file comes first: an error raised inside an
+    earlier module (rope.py's argument checks) was most likely passed a bad argument by this one (an
+    earlier module with a bug of its own fails its own check, which `run` names first)."""
+    files, frames = _exercise_files(), []
     tb = exc.__traceback__
     while tb is not None:
         shown = files.get(Path(tb.tb_frame.f_code.co_filename).resolve())
         if shown is not None:
-            where = f"{shown}:{tb.tb_lineno}"
+            frames.append(f"{shown}:{tb.tb_lineno}")
         tb = tb.tb_next
-    return where
+    own = f"/{tasks.get(_RUN.task).module}.py:" if _RUN.task in tasks.BY_ID else None
+    mine = [f for f in frames if own and own in f]
+    return (mine or frames or [None])[-1]
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")

@@ -257,3 +257,21 @@ def test_a_wrong_dtype_is_named_with_the_dtype_given():
     assert problem.mistake == "wrong_dtype" and "got shape [3, 5] and dtype float32" in problem, problem
     made_up = s.invariant({"shape": list(case["G"].shape), "dtype": "anything a submission says"}, case)
     assert "anything" not in made_up  # a submission's own words never reach a message
+
+
+def test_an_error_inside_an_earlier_module_points_at_the_line_that_called_it(monkeypatch):
+    # rope.py's argument checks raise, but the bad argument came from model.py, the task being checked.
+    import importlib
+
+    monkeypatch.setenv("MINILM_IMPL", "solutions")
+    for name in ("rope", "model"):
+        importlib.import_module(f"solutions.{name}")
+    ns: dict = {}
+    exec(compile("def check(p):\n    raise ValueError('positions must be 1-D')\n",
+                 str(tasks.ROOT / "solutions" / "rope.py"), "exec"), ns)
+    exec(compile("def forward(p):\n    return check(p)\n", str(tasks.ROOT / "solutions" / "model.py"), "exec"), ns)
+    with pytest.raises(ValueError) as raised:
+        ns["forward"](0)
+    assert checks.raised_at(raised.value) == "solutions/rope.py:2"  # no task running: the deepest line
+    with checks._running("8.1"):
+        assert checks.raised_at(raised.value) == "solutions/model.py:2"  # checking 8.1: its own line
