@@ -276,6 +276,13 @@ def _sdpa_masked_keys(m):
     return d and f"changing keys 1 and 4, which the mask hides: {d}"
 
 
+def _sdpa_v_width(m):
+    q, k, v = randn(119, 4, 8), randn(120, 6, 8), randn(121, 6, 3)
+    d = differs(m.scaled_dot_product_attention(q, k, torch.cat([v, v, v], -1))[:, :3],
+                m.scaled_dot_product_attention(q, k, v))
+    return d and f"q (4, 8), k (6, 8): the output's first 3 columns with v (6, 9) and with v's first 3 columns: {d}"
+
+
 SDPA_PROPERTIES = (
     keeps_inputs("scaled_dot_product_attention", lambda: (randn(102, 2, 4, 8), randn(103, 2, 6, 8), randn(104, 2, 6, 3),
                                                           torch.ones(4, 6, dtype=torch.bool).tril(1)),
@@ -285,6 +292,11 @@ SDPA_PROPERTIES = (
                      "print(minilm.scaled_dot_product_attention(q, k, torch.ones(6, 3)))  # all ones",
              idea="softmax each query's scores over the keys (the last dim), after masking, and only then "
                   "multiply by v"),
+    Property("the weights depend on q and k alone: v's width changes nothing but the output's width", _sdpa_v_width,
+             example="q, k, v = torch.randn(4, 8), torch.randn(6, 8), torch.randn(6, 3)\n"
+                     "sdpa = minilm.scaled_dot_product_attention\n"
+                     "print(sdpa(q, k, torch.cat([v, v, v], -1))[:, :3] - sdpa(q, k, v))",
+             idea="scale the scores by 1 / √d_k, d_k the last dim of q and k (not of v)"),
     Property("a key the mask rules out has no effect: changing its k and v changes nothing", _sdpa_masked_keys,
              example="q, k, v = torch.randn(3, 8), torch.randn(5, 8), torch.randn(5, 4)\n"
                      "mask = torch.tensor([[True, False, True, True, False]] * 3)\n"
