@@ -261,7 +261,17 @@ spec("3.2", properties=(learns(lambda m: (m.RMSNorm(8), (randn(116, 3, 8),)), "R
 
 # ---------------------------------------------------------------- 4: SwiGLU
 
-spec("4.1", properties=(keeps_inputs("silu", lambda: (randn(95, 2, 7),), "on x (2, 7)"),),
+def _silu_odd_part(m):
+    x = torch.linspace(-6, 6, 25)
+    d = differs(m.silu(x) - m.silu(-x), x)
+    return d and f"on x from −6 to 6, silu(x) − silu(−x) and x: {d}"
+
+
+spec("4.1", properties=(
+         keeps_inputs("silu", lambda: (randn(95, 2, 7),), "on x (2, 7)"),
+         Property("silu(x) − silu(−x) = x (since σ(x) + σ(−x) = 1)", _silu_odd_part,
+                  example="x = torch.linspace(-6, 6, 25)\nprint(minilm.silu(x) - minilm.silu(-x) - x)  # zeros",
+                  idea="SiLU is x · σ(x) with σ(x) = 1 / (1 + e^(−x)): mind the sign in the exponent")),
      collect=lambda m, c: {"y": m.silu(c["x"])},
      cases=lambda: [dict(x=torch.linspace(-8, 8, 101), what="x on [-8, 8]"),
                     dict(x=randn(15, 2, 3, 4), what="x (2, 3, 4)")],

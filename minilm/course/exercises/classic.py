@@ -252,7 +252,16 @@ def _gelu_odd_part(m):
     return d and f"on x from −5 to 5, gelu(x) − gelu(−x) and x: {d}"
 
 
+def _gelu_at_one(m):
+    got = m.gelu(torch.tensor([1.0, -1.0], dtype=torch.float64))
+    d = differs(got, torch.tensor([0.8413447460685429, -0.15865525393145707], dtype=torch.float64), atol=1e-6)
+    return d and f"gelu(±1) and ±1 · Φ(±1) = 0.841345, −0.158655: {d}"
+
+
 GELU_PROPERTIES = (
+    Property("gelu(1) = Φ(1) = 0.841345 and gelu(−1) = −Φ(−1) = −0.158655 (Φ the standard normal CDF)", _gelu_at_one,
+             example="print(minilm.gelu(torch.tensor([1.0, -1.0], dtype=torch.float64)))",
+             idea="Φ(x) = ½ (1 + erf(x / √2)): the √2 turns erf's scale into the standard normal's"),
     keeps_inputs("gelu", lambda: (randn(109, 2, 7),), "on x (2, 7)"),
     Property("gelu(x) − gelu(−x) = x (since Φ(x) + Φ(−x) = 1)", _gelu_odd_part,
              example="x = torch.linspace(-5, 5, 41)\nprint(minilm.gelu(x) - minilm.gelu(-x) - x)",

@@ -180,8 +180,9 @@ def _int8_linear_invariant(got, c) -> Problem | None:
     bound = x.double().abs().sum(-1, keepdim=True) * scale.double().T / 2
     if y.shape != float_y.shape or not bool(((y.double() - float_y).abs() <= bound * (1 + 1e-4) + 1e-5).all()):
         if y.shape == float_y.shape and torch.allclose(y.double(), x.double() @ q.double().T, rtol=1e-4, atol=1e-4):
-            return Problem("your output is x times the int8 values: multiply them by their scale (dequantize_int8) "
-                           "first", "forgets_scale")
+            return Problem("your output is x times the int8 values, unscaled: forward must multiply them by the "
+                           "scale (dequantize_int8), and from_linear must keep the scale quantize_int8 gave",
+                           "forgets_scale")
         return Problem("Int8Linear(x) must be within the quantization error of the float layer: Σ |x_i| · scale_j / 2")
     return None
 
@@ -193,9 +194,9 @@ spec("12.2", collect=_int8_linear_collect, invariant=_int8_linear_invariant,
                     dict(w=rowed_weight(2), x=randn(3, 3, 4, 10).double(), per_channel=True, what="a float64 x")],
      outputs={"weight_int8": "weight_int8", "scale": "scale", "y": "Int8Linear(x)",
               "y_loaded": "a new Int8Linear after load_state_dict"},
-     mistakes={"forgets_scale": "your output is x times the int8 values: multiply them by their scale "
-                                "(dequantize_int8) "
-                                "first"},
+     mistakes={"forgets_scale": "your output is x times the int8 values, unscaled: forward must multiply them by "
+                                "the scale (dequantize_int8), and from_linear must keep the scale quantize_int8 "
+                                "gave"},
      passed="int8 weight and float32 scales as buffers, forward within the quantization error, state_dict round trip")
 
 # ---------------------------------------------------------------- 12.3: quantize_model
@@ -244,6 +245,9 @@ def _quantize_model_invariant(got, c) -> Problem | None:
     return first(
         None if got["in_place"] is True
                  else Problem("quantize_model must quantize in place and return the model itself"),
+        None if not all(k in keys for k in c["state"] if _quantized(k)) else Problem(
+            "no Linear was quantized: the model's Linears are your minilm Linear (Task 1.2), which need not be a "
+            "subclass of torch.nn.Linear; find them by your class"),
         None if "lm_head.weight" not in keys else Problem(
             "lm_head is still a float Linear: quantize every Linear, the output head included", "lm_head_left_float"),
         None if not any(_quantized(k) for k in keys) else Problem(
