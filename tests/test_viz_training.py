@@ -364,3 +364,29 @@ def test_an_ablation_run_trains_with_its_recipe(tmp_path, monkeypatch):
     assert len(run["curve"]) == 20 and not run["diverged"]
     assert sum(run["curve"][-5:]) / 5 < sum(run["curve"][:5]) / 5 - 0.5
     assert vm.train_run(setup, change, data) == run
+
+
+def test_ablation_verdicts_table_and_picture_share_one_noise():
+    """Notebook 14's rule: Δ against the same seed's baseline, noise = the baseline's spread between
+    seeds, better/worse only when every seed's Δ lies beyond it; the table names the baseline by seed
+    and the picture shades each table's own spread."""
+    import matplotlib.pyplot as plt
+
+    from minilm.course.viz import modern as vm
+
+    base = {"seeds": [0, 1, 2], "bpb": [2.00, 1.96, 1.98], "delta": [0.0] * 3, "parameters": 10, "spread": 0.04}
+    rows = {"baseline": base,
+            "big": {"seeds": [0], "bpb": [1.90], "delta": [-0.10], "parameters": 10},
+            "all higher": {"seeds": [0, 1, 2], "bpb": [2.05, 1.99, 2.03], "delta": [0.05, 0.03, 0.05],
+                           "parameters": 10},
+            "worse": {"seeds": [0, 1, 2], "bpb": [2.05, 2.01, 2.03], "delta": [0.05, 0.05, 0.05], "parameters": 10},
+            "mixed": {"seeds": [0, 1, 2], "bpb": [2.01, 1.95, 1.98], "delta": [0.01, -0.01, 0.0], "parameters": 10}}
+    assert [vm.verdict(rows[k], 0.04) for k in ("big", "all higher", "worse", "mixed")] == [
+        "better", "within noise", "worse", "within noise"]
+    table = vm.ablation_table(rows)
+    assert "0: 2.000, 1: 1.960, 2: 1.980" in table and "±0.040" in table and "+0.050 +0.030 +0.050" in table
+    limited = {"baseline": dict(base, spread=0.08), "x": rows["worse"]}
+    fig = vm.plot_deltas(rows, limited, title="t")
+    widths = [c.get_paths()[0].get_extents().width for c in fig.axes[0].collections if c.get_paths()]
+    assert widths == [pytest.approx(0.08)] * 4 + [pytest.approx(0.16)]  # ±0.04 on the first table's rows, ±0.08
+    plt.close(fig)

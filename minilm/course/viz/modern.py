@@ -171,7 +171,8 @@ def train_run(setup: TrainConfig, change: Change, data: ShakespeareData, seed: i
 def ablation(setup: TrainConfig, baseline: Change, changes, data: ShakespeareData, seeds: tuple[int, ...] = (0, 1, 2),
              cache: bool = True) -> dict[str, dict]:
     """The baseline with every seed; each change with the first seed, and with every seed when its
-    difference from the baseline (same seed) is within the baseline's spread between seeds.
+    difference from the baseline of that seed is within the baseline's spread between seeds (the noise
+    of `verdict`).
     Per run name: {"seeds": [...], "bpb": [...], "delta": [...] (paired with the baseline's seed),
     "parameters"}."""
     base = [train_run(setup, baseline, data, s, cache) for s in seeds]
@@ -189,49 +190,56 @@ def ablation(setup: TrainConfig, baseline: Change, changes, data: ShakespeareDat
 
 
 def verdict(row: dict, spread: float) -> str:
-    """Whether a change's effect stands out of the seed noise: every paired delta beyond the
-    baseline's spread between seeds, on one side."""
+    """The one rule of notebook 14, its table and its picture: the noise is the baseline's spread
+    between seeds (largest minus smallest bits per byte), and a change is better (worse) when every
+    seed's paired Δ, against the baseline of the same seed, lies below −spread (above +spread).
+    Anything else is within noise."""
     d = row["delta"]
-    if len(d) == 1:
-        return "better" if d[0] < -spread else "worse" if d[0] > spread else "within noise"
-    if all(x < 0 for x in d) and max(d) < -spread / 2:
-        return f"better ({len(d)} seeds)"
-    if all(x > 0 for x in d) and min(d) > spread / 2:
-        return f"worse ({len(d)} seeds)"
-    return f"within noise ({len(d)} seeds)"
+    if all(x < -spread for x in d):
+        return "better"
+    if all(x > spread for x in d):
+        return "worse"
+    return "within noise"
 
 
 def ablation_table(results: dict[str, dict]) -> str:
-    """Run, seeds, parameters, mean bits per byte and the mean paired difference from the baseline (the
-    first row), with the verdict."""
+    """Run, seeds, parameters, mean bits per byte, the mean and every seed's paired difference from the
+    baseline (the first row) of the same seed, and the verdict; then the baseline by seed and the noise."""
     first = next(iter(results.values()))
     spread = first["spread"]
-    lines = [f"{'run':<34}{'seeds':>6}{'parameters':>12}{'bits/byte':>11}{'Δ vs baseline':>15}  verdict",
-             "-" * 100]
+    lines = [f"{'run':<34}{'seeds':>6}{'parameters':>12}{'bits/byte':>11}{'mean Δ':>9}  {'Δ by seed':<22}verdict",
+             "-" * 108]
     for name, r in results.items():
         mean, delta = float(np.mean(r["bpb"])), float(np.mean(r["delta"]))
+        by_seed = "" if r is first else " ".join(f"{x:+.3f}" for x in r["delta"])
         shown = "" if r is first else verdict(r, spread)
-        lines.append(f"{name:<34}{len(r['seeds']):>6}{r['parameters']:>12,}{mean:>11.3f}{delta:>+15.3f}  {shown}")
-    lines.append(f"(the baseline's spread between seeds {', '.join(map(str, first['seeds']))}: {spread:.3f} bits per "
-                 "byte)")
+        lines.append(f"{name:<34}{len(r['seeds']):>6}{r['parameters']:>12,}{mean:>11.3f}"
+                     f"{'' if r is first else f'{delta:+.3f}':>9}  {by_seed:<22}{shown}".rstrip())
+    seeds = ", ".join(f"{s}: {b:.3f}" for s, b in zip(first["seeds"], first["bpb"]))
+    lines.append(f"Δ: bits per byte minus the baseline's of the same seed (the baseline by seed, {seeds}).")
+    lines.append(f"Noise: the baseline's spread between seeds, {spread:.3f}; better or worse: every seed's Δ beyond "
+                 f"±{spread:.3f}.")
     return "\n".join(lines)
 
 
 def plot_deltas(*tables: dict[str, dict], title: str) -> Figure:
     """Bars of each change's mean paired difference from its baseline, in bits per byte, with every
-    seed's difference as a dot and the baselines' spread between seeds shaded."""
-    rows = [(name, r, t) for t in tables for k, (name, r) in enumerate(t.items()) if k > 0]
+    seed's difference as a dot and, on each row, its own baseline's spread between seeds shaded: the
+    noise of `verdict`, so a change is better or worse exactly when all its dots lie outside the band."""
+    rows = [(name, r, next(iter(t.values()))["spread"]) for t in tables for k, (name, r) in enumerate(t.items())
+            if k > 0]
     fig, ax = plt.subplots(figsize=(9, 0.45 * len(rows) + 1.6))
-    spread = max(next(iter(t.values()))["spread"] for t in tables)
-    ax.axvspan(-spread, spread, color="0.85", label=f"baseline's spread between seeds (±{spread:.3f})")
-    for i, (name, r, _) in enumerate(rows):
+    spreads = ", ".join(f"±{next(iter(t.values()))['spread']:.3f}" for t in tables)
+    for i, (name, r, spread) in enumerate(rows):
+        ax.fill_betweenx([i - 0.5, i + 0.5], -spread, spread, color="0.85", lw=0,
+                         label=f"noise: the baseline's spread between seeds ({spreads})" if i == 0 else None)
         mean = float(np.mean(r["delta"]))
         ax.barh(i, mean, color="C2" if mean < 0 else "C3", alpha=0.8)
         ax.plot(r["delta"], [i] * len(r["delta"]), "k.", ms=5)
     ax.axvline(0, color="k", lw=0.8)
     ax.set_yticks(range(len(rows)), [name for name, _, _ in rows])
-    ax.invert_yaxis()
-    ax.set(title=title, xlabel="Δ validation bits per byte vs the baseline (negative: better)")
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set(title=title, xlabel="Δ validation bits per byte vs the baseline of the same seed (negative: better)")
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     return fig
