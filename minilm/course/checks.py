@@ -267,10 +267,10 @@ def _verdict(task_id: str, rule: bool = True) -> Verdict:
         if _refusal(record) is None and todo is not None:
             return Verdict(task_id, TODO, todo)
         if _refusal(record) is None:
-            return Verdict(task_id, ERROR, *_raised(e))
+            return Verdict(task_id, ERROR, *_raised(e, task_id))
     except Exception as e:  # a student's bug: report it in one line, not a traceback
         if _refusal(record) is None:
-            return Verdict(task_id, ERROR, *_raised(e))
+            return Verdict(task_id, ERROR, *_raised(e, task_id))
     return Verdict(task_id, FAIL, str(record.refusal), where=record.refusal.where or None)
 
 
@@ -296,7 +296,7 @@ def _exercise_files() -> dict[Path, str]:
     return found
 
 
-def raised_at(exc: BaseException) -> str | None:
+def raised_at(exc: BaseException, task_id: str | None = None) -> str | None:
     """file:line of the deepest frame of `exc`'s traceback in an exercise module: the student's own
     line that raised or called into torch (or into the course's argument checks), not torch's. While a
     task's check runs, the deepest frame in that task's own file comes first: an error raised inside an
@@ -309,7 +309,8 @@ def raised_at(exc: BaseException) -> str | None:
         if shown is not None:
             frames.append(f"{shown}:{tb.tb_lineno}")
         tb = tb.tb_next
-    own = f"/{tasks.get(_RUN.task).module}.py:" if _RUN.task in tasks.BY_ID else None
+    task_id = task_id or _RUN.task  # the check's verdict is made after its run has ended: it passes the task
+    own = f"/{tasks.get(task_id).module}.py:" if task_id in tasks.BY_ID else None
     mine = [f for f in frames if own and own in f]
     return (mine or frames or [None])[-1]
 
@@ -328,9 +329,9 @@ def _one_line(exc: BaseException, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit - 2].rstrip() + " …"
 
 
-def _raised(exc: BaseException) -> tuple[str, None, str | None]:
+def _raised(exc: BaseException, task_id: str | None = None) -> tuple[str, None, str | None]:
     """(message, mistake, where) for an error your code raised: its one line and your file:line."""
-    where = raised_at(exc)
+    where = raised_at(exc, task_id)
     if where is None:  # raised by the check itself on what your code returned
         return f"raised {_one_line(exc)}", None, None
     return f"your code raised {_one_line(exc)} ({where})", None, where

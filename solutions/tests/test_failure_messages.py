@@ -275,3 +275,4 @@ def test_an_error_inside_an_earlier_module_points_at_the_line_that_called_it(mon
     assert checks.raised_at(raised.value) == "solutions/rope.py:2"  # no task running: the deepest line
     with checks._running("8.1"):
         assert checks.raised_at(raised.value) == "solutions/model.py:2"  # checking 8.1: its own line
+    assert checks._raised(raised.value, "8.1")[2] == "solutions/model.py:2"  # as a check's verdict reports it
