@@ -181,6 +181,14 @@ def _layer_norm_float16(m):
     return d and f"on a float16 x (2, 16) near 300 and its float32 copy: {d}"
 
 
+def _layer_norm_module_bias(m):
+    norm = m.LayerNorm(8)
+    bias = torch.arange(8.0)
+    load_matching(norm, {"weight": torch.zeros(8), "bias": bias})
+    d = differs(norm(randn(122, 3, 8)), bias.expand(3, 8))
+    return d and f"LayerNorm(8) with weight 0 and bias 0, 1, …, 7: the output and the bias: {d}"
+
+
 LAYER_NORM_PROPERTIES = (
     keeps_inputs("layer_norm", lambda: (randn(106, 3, 16), randn(107, 16), randn(108, 16)), "on x (3, 16)"),
     Property("with weight 1 and bias 0, each row comes out with mean 0 and mean square 1", _layer_norm_standardizes,
@@ -188,6 +196,12 @@ LAYER_NORM_PROPERTIES = (
                      "print(y.mean(-1), y.pow(2).mean(-1))  # 0 and 1",
              idea="subtract each row's mean, divide by the square root of the mean of the squared deviations "
                   "(the biased variance) + eps, over the last dim"),
+    Property("LayerNorm multiplies by weight, then adds bias: with weight 0 the output is the bias",
+             _layer_norm_module_bias,
+             example="norm = minilm.LayerNorm(8)\n"
+                     "norm.load_state_dict({'weight': torch.zeros(8), 'bias': torch.arange(8.0)})\n"
+                     "print(norm(torch.randn(3, 8)))  # every row 0, 1, …, 7",
+             idea="(x − mean) / sqrt(var + eps) · self.weight + self.bias: the gain multiplies, the bias is added"),
     Property("a float16 x gives its float32 result rounded to float16, also near 300", _layer_norm_float16,
              idea="compute in float32 (x.float()) and return the input's dtype"),
 )

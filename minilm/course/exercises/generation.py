@@ -89,7 +89,19 @@ def _probs_greedy(m):
     return d and f"temperature 0 on logits [0.5, 2, 2, -1], the probabilities and [0, 1, 0, 0]: {d}"
 
 
+def _probs_top_p(m):
+    probs = torch.tensor([[0.15, 0.5, 0.05, 0.3]])  # unsorted: the most likely tokens are 1 and 3
+    got = m.next_token_probs(probs.log(), top_p=0.7)
+    d = differs(got, torch.tensor([[0.0, 0.625, 0.0, 0.375]]), atol=1e-5)
+    return d and f"probabilities [0.15, 0.5, 0.05, 0.3] and top_p 0.7 (keep 0.5 and 0.3, renormalized): {d}"
+
+
 PROBS_PROPERTIES = (
+    Property("top_p keeps the most likely tokens until they reach p, in the logits' own order", _probs_top_p,
+             example="p = torch.tensor([[0.15, 0.5, 0.05, 0.3]])\n"
+                     "print(minilm.next_token_probs(p.log(), top_p=0.7))  # [0, 0.625, 0, 0.375]",
+             idea="sort the probabilities, drop a token when the tokens before it already reach top_p, then put "
+                  "the choice back in vocabulary order (scatter by the sort's indices)"),
     Property("each row is a distribution summing to 1, whatever the temperature, top_k and top_p, and the logits "
              "stay as they were", _probs_rows,
              example="logits = 3 * torch.randn(3, 9)\n"

@@ -55,7 +55,23 @@ def _block_uses_positions(m):
     return None if d else "positions [0, 5, 1, 9, 2, 2, 7, 30] and the default 0 … 7 give the same output"
 
 
+def _block_identity(m):
+    block, x, _ = _block_inputs(m)
+    state = {k: torch.zeros_like(v) if k.endswith(("output_proj.weight", "w2.weight")) else v
+             for k, v in block.state_dict().items()}
+    load_state(block, state)
+    d = differs(block(x), x)
+    return d and f"with attn.output_proj and ffn.w2 at zero, the block's output and its input x: {d}"
+
+
 BLOCK_PROPERTIES = (
+    Property("with both sublayers' output projections at zero, the block returns its input: the residuals add "
+             "x itself", _block_identity,
+             example="block = minilm.TransformerBlock(32, 4, 48, 32, 10000.0)\n"
+                     "block.attn.output_proj.weight.data.zero_(); block.ffn.w2.weight.data.zero_()\n"
+                     "x = torch.randn(1, 8, 32)\nprint(block(x) - x)  # zeros",
+             idea="h = x + attn(ln1(x)), then h + ffn(ln2(h)): the residual carries x, not ln1(x), and no norm "
+                  "comes after the addition"),
     causal_property(_block_inputs, "the block"), batch_rows_property(_block_inputs, "the block"),
     Property("the block hands token_positions to its attention: other positions give other outputs",
              _block_uses_positions,
