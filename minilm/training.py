@@ -1,5 +1,5 @@
 """Task 10: the loss, gradient clipping, the learning-rate schedule, AdamW and checkpoints
-(notebooks/10_training.ipynb)."""
+(notebooks/10_training.ipynb), and the training loop that runs them (notebooks/10b_train.ipynb)."""
 
 # YOUR FILE: write the bodies that raise NotImplementedError (see the task ids below).
 # Generated from the reference by `minilm stubs`: the signatures,
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable
-from typing import IO, BinaryIO
+from collections.abc import Callable, Iterable, Iterator
+from typing import IO, BinaryIO, NamedTuple
 
 import torch
 from jaxtyping import Float, Int
@@ -21,6 +21,7 @@ from minilm.course.validate import (
     check_nonnegative,
     check_nonnegative_int,
     check_positive,
+    check_train_args,
 )
 
 
@@ -120,3 +121,39 @@ def load_checkpoint(src: str | os.PathLike | BinaryIO | IO[bytes], model: nn.Mod
     """Task 10.5: restore `model` and `optimizer` in place from a checkpoint written by
     save_checkpoint, and return the iteration number it stored."""
     raise NotImplementedError("Task 10.5 is not implemented yet: write load_checkpoint in minilm/training.py")
+
+
+class Step(NamedTuple):
+    """What one step of `train` did."""
+
+    step: int  # the steps done, this one included: start + 1 after the first
+    loss: Float[Tensor, ""]  # its training loss, detached (.item() waits for an asynchronous device)
+    lr: float  # lr_at's rate for this step
+    grad_norm: float | None  # the global gradient norm before clipping; None when clip is None
+    val_loss: float | None  # evaluate(step)'s value after this step; None when there was no evaluation
+
+
+def train(loss_of: Callable[[Tensor, Tensor], Float[Tensor, ""]], parameters: Iterable[nn.Parameter],
+          optimizer: torch.optim.Optimizer, batch: Callable[[int], tuple[Tensor, Tensor]],
+          lr_at: Callable[[int], float | None], clip: float | None = 1.0, start: int = 0,
+          evaluate: Callable[[int], float | None] | None = None, eval_every: int = 0) -> Iterator[Step]:
+    """Task 10.6: the training loop, a generator that yields one `Step` per step.
+
+    Steps are numbered s = start, start + 1, …; the run ends at the first s where lr_at(s) is None.
+    Step s, in this order:
+        1. every param group's "lr" ← lr_at(s), times the group's "lr_scale" when it has one
+           (Muon's groups in notebook 14 do)
+        2. (x, y) = batch(s); the loss is loss_of(x, y)
+        3. the gradients: zeroed first (optimizer.zero_grad()), then the loss's backward pass
+        4. unless clip is None: clip the gradients of `parameters` to a global norm of `clip` with
+           your clip_grad_norm (Task 10.2), keeping the norm it returns
+        5. the optimizer's step
+        6. if evaluate is given and s + 1 is a multiple of eval_every: val_loss = evaluate(s + 1),
+           run with gradients off (torch.no_grad())
+        7. yield Step(s + 1, the loss detached, the rate, the norm as a float or None, val_loss or None)
+    Batches depend on s alone, so a run resumed with start = the checkpoint's iteration sees the
+    batches an uninterrupted run would have.
+    """
+    parameters = list(parameters)
+    check_train_args(optimizer, clip, start, evaluate, eval_every)
+    raise NotImplementedError("Task 10.6 is not implemented yet: write train in minilm/training.py")

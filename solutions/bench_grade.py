@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args(argv)
 
-    all_paths = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    all_paths = tasks.course_notebooks()
     paths = [p for p in all_paths if not args.notebooks or any(p.stem.startswith(s) for s in args.notebooks)]
     stems = {p.stem for p in paths}
     graded = [t.id for t in tasks.TASKS if Path(t.notebook).stem in stems]

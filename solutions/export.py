@@ -25,7 +25,6 @@ import argparse
 import hashlib
 import json
 import os
-import re
 import shutil
 import stat
 import sys
@@ -169,7 +168,7 @@ def course_files() -> dict[str, bytes]:
             if p.is_file() and not SKIP_PARTS & set(rel.parts) and p.suffix != ".pyc":
                 found[rel.as_posix()] = p.read_bytes()
     for p in sorted((ROOT / "notebooks").iterdir()):
-        if p.is_file() and (p.suffix != ".ipynb" or re.match(r"\d\d_", p.name)):
+        if p.is_file() and (p.suffix != ".ipynb" or tasks.NOTEBOOK_NAME.match(p.name)):
             found[f"notebooks/{p.name}"] = p.read_bytes()
     for name in ("conftest.py", "pyproject.toml", "README.md"):
         found[name] = (ROOT / name).read_bytes()

@@ -333,6 +333,15 @@ def _checkpoint(g):
                  iteration=_int(g, 1, 10**6), to_path=True, what="a path")]
 
 
+@hidden("10.6")
+def _train(g):
+    start = _int(g, 1, 5)
+    return [dict(seed=_int(g, 0, 1000), start=0, stop=_int(g, 3, 8), lr=0.005 * _int(g, 1, 4),
+                 clip=float(_int(g, 1, 4)), eval_every=_int(g, 1, 3), what="other steps, clip and evaluation"),
+            dict(seed=_int(g, 0, 1000), start=start, stop=start + _int(g, 2, 7), lr=0.01, clip=2.0, eval_every=3,
+                 what="resumed mid-run, evaluating every 3 steps")]
+
+
 # ---------------------------------------------------------------- 11: generation
 
 

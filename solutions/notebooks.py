@@ -25,14 +25,14 @@ from nbclient import NotebookClient
 
 from minilm.course.cli import Parser, summary
 from minilm.course.nbenv import kernel_env
-from minilm.course.tasks import ROOT
+from minilm.course.tasks import ROOT, course_notebooks
 from solutions import launch
 
 NOTEBOOKS = ROOT / "notebooks"
 
 
 def notebook_paths(selectors: list[str] | None = None) -> list[Path]:
-    paths = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    paths = course_notebooks(NOTEBOOKS)
     if selectors:
         chosen = [p for p in paths if any(p.stem == s or p.stem.startswith(s) for s in selectors)]
         unknown = [s for s in selectors if not any(p.stem == s or p.stem.startswith(s) for p in paths)]

@@ -432,7 +432,7 @@ def write_release(out: Path, regenerate: bool = False, probe: bool = True) -> li
     shutil.copytree(ROOT / "tests", out / "tests", ignore=IGNORE)
     (out / "notebooks").mkdir()
     for f in sorted((ROOT / "notebooks").iterdir()):
-        if f.is_file() and (f.suffix != ".ipynb" or re.match(r"\d\d_", f.name)):
+        if f.is_file() and (f.suffix != ".ipynb" or tasks.NOTEBOOK_NAME.match(f.name)):
             shutil.copy2(f, out / "notebooks" / f.name)
     for name in ("conftest.py", "environment.yml"):
         if not (ROOT / name).exists():

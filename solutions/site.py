@@ -90,7 +90,7 @@ def requirements() -> None:
 
 
 def notebook_paths() -> list[Path]:
-    return sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    return tasks.course_notebooks()
 
 
 def unrun(path: Path) -> bool:
@@ -363,7 +363,7 @@ def home_source(readme: str, docs: tuple[str, ...]) -> str:
     that make the sidebar: the notebooks (each with its tasks, from its own hidden table), then the rest."""
     rows = []
     for path in notebook_paths():
-        rows.append(f"{path.stem[:2]}. [{_escape(title_of(path))}](notebooks/{path.name})")
+        rows.append(f"{path.stem.split('_')[0]}. [{_escape(title_of(path))}](notebooks/{path.name})")
         rows += [f"    - [Task {t.id}]({_src(task_page(t))}): {_escape(t.title)}"
                  for t in tasks.for_notebook(path.stem)]
     notebooks = "\n".join(f"notebooks/{p.stem}" for p in notebook_paths())

@@ -1,5 +1,6 @@
 import io
 import math
+import re
 
 import pytest
 import torch
@@ -267,3 +268,106 @@ def test_checkpoint_round_trip_resumes_exactly(tmp_path, to_file):
     _step(model2, opt2, 7)  # the restored moments must give the same next step
     for a, b in zip(model.parameters(), model2.parameters()):
         assert torch.equal(a, b)
+
+
+# ---------------------------------------------------------------- 10.6 train: the training loop
+
+
+def _regression(seed=0):
+    """A least-squares problem, its weights, and the loop's inputs for it: batches drawn by the step."""
+    torch.manual_seed(seed)
+    w = torch.nn.Parameter(torch.randn(3))
+    data = torch.randn(64, 3), torch.randn(64)
+
+    def batch(step):
+        rows = torch.Generator().manual_seed(step)
+        i = torch.randint(0, 64, (8,), generator=rows)
+        return data[0][i], data[1][i]
+
+    def loss_of(x, y):
+        return ((x @ w - y) ** 2).mean()
+
+    return w, batch, loss_of
+
+
+def _until(stop, lr):
+    return lambda step: None if step >= stop else (lr(step) if callable(lr) else lr)
+
+
+@pytest.mark.task("10.6")
+def test_train_is_the_textbook_step_and_resumes_exactly():
+    """Against a hand-written SGD loop (the oracle): the same weights, losses, pre-clip norms and
+    evaluations; two halves with a resume in between give the same weights as one run; lr_at's None stops it."""
+    lrs = [0.1 / (1 + s) for s in range(10)]
+    w, batch, loss_of = _regression()
+    oracle_losses, oracle_norms, oracle_vals = [], [], []
+    for step in range(10):
+        inputs, targets = batch(step)
+        loss = loss_of(inputs, targets)
+        w.grad = None
+        loss.backward()
+        norm = w.grad.norm()
+        oracle_norms.append(float(norm))
+        w.grad *= min(1.0, 0.5 / (float(norm) + 1e-6))
+        with torch.no_grad():
+            w -= lrs[step] * w.grad
+        oracle_losses.append(loss.item())
+        oracle_vals.append(float(w.detach().sum()) if (step + 1) % 4 == 0 else None)
+    oracle = w.detach().clone()
+
+    w, batch, loss_of = _regression()
+    opt = torch.optim.SGD([w], lr=1.0)
+    done = list(minilm.train(loss_of, [w], opt, batch, _until(10, lrs.__getitem__), clip=0.5,
+                             evaluate=lambda step: float(w.sum()), eval_every=4))
+    assert [d.step for d in done] == list(range(1, 11)) and [d.lr for d in done] == lrs
+    torch.testing.assert_close([d.loss.item() for d in done], oracle_losses)
+    torch.testing.assert_close([d.grad_norm for d in done], oracle_norms)
+    assert [d.val_loss is None for d in done] == [v is None for v in oracle_vals]
+    torch.testing.assert_close([d.val_loss for d in done if d.val_loss is not None],
+                               [v for v in oracle_vals if v is not None])
+    torch.testing.assert_close(w.detach(), oracle, rtol=1e-5, atol=1e-6)
+
+    w, batch, loss_of = _regression()
+    opt = torch.optim.SGD([w], lr=1.0)
+    first = list(minilm.train(loss_of, [w], opt, batch, _until(4, lrs.__getitem__), clip=0.5))
+    rest = list(minilm.train(loss_of, [w], opt, batch, _until(10, lrs.__getitem__), clip=0.5, start=4))
+    assert [d.step for d in first + rest] == list(range(1, 11))
+    torch.testing.assert_close(w.detach(), oracle, rtol=1e-5, atol=1e-6)
+    assert list(minilm.train(loss_of, [w], opt, batch, _until(10, 0.1), start=10)) == []
+
+
+@pytest.mark.task("10.6")
+def test_train_scales_muons_groups_and_skips_clipping_when_told():
+    w, batch, loss_of = _regression()
+    v = torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.SGD([{"params": [w]}, {"params": [v], "lr_scale": 4.0}], lr=1.0)
+    done = list(minilm.train(loss_of, [w], opt, batch, _until(1, 0.01), clip=None))
+    assert [g["lr"] for g in opt.param_groups] == [0.01, 0.04] and done[0].grad_norm is None
+
+
+@pytest.mark.task("10.6")
+def test_train_with_your_adamw_lowers_a_models_loss():
+    """The loop with the course's pieces on a tiny language model: the loss on a fixed batch falls."""
+    torch.manual_seed(0)
+    model = minilm.TransformerLM(32, 8, 16, 1, 2, 48, 10000.0)
+    x = torch.randint(0, 32, (4, 8))
+    y = torch.roll(x, -1, dims=1)
+    opt = minilm.AdamW(model.parameters(), lr=1e-2)
+    done = list(minilm.train(lambda a, b: minilm.cross_entropy(model(a), b), model.parameters(), opt,
+                             lambda s: (x, y), _until(30, 1e-2)))
+    assert done[-1].loss.item() < 0.5 * done[0].loss.item(), [d.loss.item() for d in done[::10]]
+
+
+@pytest.mark.task("10.6")
+@pytest.mark.parametrize("kwargs, says", [
+    (dict(clip=-1.0), "clip must be a positive number, got -1.0"),
+    (dict(start=-2), "start must be an integer >= 0, got -2"),
+    (dict(evaluate=lambda step: 0.0, eval_every=0), "eval_every must be an integer >= 1, got 0"),
+    (dict(evaluate=3, eval_every=2), "evaluate must be a function of the step count, got int"),
+])
+def test_train_says_what_it_expected(kwargs, says):
+    w, batch, loss_of = _regression()
+    with pytest.raises((TypeError, ValueError), match=re.escape(says)):
+        next(iter(minilm.train(loss_of, [w], torch.optim.SGD([w], lr=0.1), batch, _until(3, 0.1), **kwargs)))
+    with pytest.raises(TypeError, match="optimizer must be an optimizer .*, got list"):
+        next(iter(minilm.train(loss_of, [w], [w], batch, _until(3, 0.1))))

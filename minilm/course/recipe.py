@@ -30,7 +30,7 @@ FFNS = ("swiglu", "relu2")
 
 @dataclass(frozen=True)
 class Recipe:
-    """Every switch, off by default: the course's model and training of notebook 10."""
+    """Every switch, off by default: the course's model and training of notebook 10b."""
 
     optimizer: str = "adamw"
     muon_lr: float = 0.02  # Muon's peak learning rate (AdamW's for the rest: the run's lr)

@@ -9,12 +9,21 @@ minilm/course/rules/families.py) and what it may call that no task's code may ot
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 COURSE_DIR = Path(__file__).resolve().parent  # minilm/course: the provided code
 PACKAGE_DIR = COURSE_DIR.parent  # minilm: the exercise modules
 ROOT = PACKAGE_DIR.parent
+
+# A course notebook's name: its number, a letter when one chapter spans two (10, 10b, 10c), "_", its topic.
+NOTEBOOK_NAME = re.compile(r"\d\d[a-z]?_\w+\.ipynb$")
+
+
+def course_notebooks(folder: Path | None = None) -> list[Path]:
+    """The course's notebooks in their order (notebooks/ by default), without scratch copies beside them."""
+    return sorted(p for p in Path(folder or ROOT / "notebooks").iterdir() if NOTEBOOK_NAME.match(p.name))
 
 
 @dataclass(frozen=True)
@@ -121,6 +130,8 @@ TASKS: tuple[Task, ...] = (
        ("optim", "update p, m and v yourself (mul_, add_, addcmul_, addcdiv_)")),
     _t("10.5", "checkpoints", "save_checkpoint", "training", "10_training", 2,
        allowed=("torch.serialization", "_io.open", "io.open"), also=("load_checkpoint",)),
+    _t("10.6", "the training loop", "train", "training", "10b_train", 4,
+       ("clip", "clip with your clip_grad_norm (Task 10.2)"), uses=("10.2",)),
     _t("11.1", "sampling: greedy, temperature, top-k, top-p", "next_token_probs", "generation",
        "11_generation", 3, uses=("6.1",)),
     _t("11.2", "the generation loop", "generate", "generation", "11_generation", 3, uses=("11.1",)),
@@ -182,6 +193,8 @@ BY_ID: dict[str, Task] = {t.id: t for t in TASKS}
 EXPORTS: dict[str, str] = {name: t.module for t in TASKS for name in t.names}
 # Notebook 13: ClassicConfig is provided, beside the tasks that build from it.
 EXPORTS["ClassicConfig"] = "classic"
+# Notebook 10b: what the training loop yields.
+EXPORTS["Step"] = "training"
 # Notebook 14: the provided constants and helpers beside its tasks.
 EXPORTS["NS_COEFFICIENTS"] = "modern"
 EXPORTS["matched_relu2_d_ff"] = "modern"

@@ -286,3 +286,18 @@ def check_pairs(d: int, name: str, where: str, why: str) -> None:
     """`d` must be even, because `why` (e.g. "a sine and a cosine share each frequency")."""
     if d % 2:
         raise ValueError(f"{where}: {name} must be even ({why}), got {name}={d}")
+
+
+def check_train_args(optimizer, clip, start, evaluate, eval_every) -> None:
+    """train's arguments (Task 10.6): what each must be, and what was given."""
+    if not all(hasattr(optimizer, name) for name in ("param_groups", "zero_grad", "step")):
+        raise TypeError("train: optimizer must be an optimizer (param_groups, zero_grad() and step(), as a "
+                        f"torch.optim.Optimizer has), got {type(optimizer).__name__}")
+    if clip is not None:
+        check_positive(clip, "clip", "train")
+    check_nonnegative_int(start, "start", "train")
+    if evaluate is not None:
+        if not callable(evaluate):
+            raise TypeError(f"train: evaluate must be a function of the step count, got {type(evaluate).__name__}")
+        if isinstance(eval_every, bool) or not isinstance(eval_every, int) or eval_every < 1:
+            raise ValueError(f"train: with evaluate, eval_every must be an integer >= 1, got {eval_every!r}")

@@ -126,7 +126,7 @@ def default_tokenizer(vocab_size: int | None):
     tokenizer cut to its first vocab_size tokens (corpus.gpt2_prefix_tokenizer), the BPE GPT-2 would
     have been had it stopped merging there: notebook 08's seed model, vocabulary 1,000, untrained.
 
-    A trained model needs the tokenizer it was trained with instead: notebook 10's ShakespeareData,
+    A trained model needs the tokenizer it was trained with instead: notebook 10b's ShakespeareData,
     a `minilm train` run's Vocabulary (minilm.course.train.run.load_trained)."""
     enc = corpus.tokenizer()
     if vocab_size is None or vocab_size >= enc.n_vocab:
@@ -153,7 +153,7 @@ def model_tokens(text: str, tokenizer, vocab_size: int | None = None, max_tokens
     """Text → the model's token ids (the first max_tokens; an empty text is one space), and each id's
     text as a label (token_label). One routine for every model the course builds: `tokenizer` is the
     model's own, anything with encode(text) and decode(ids): tiktoken's Encoding (default_tokenizer),
-    Vocabulary or OwnVocabulary (`minilm train`), notebook 10's ShakespeareData, Task 9.3's Tokenizer.
+    Vocabulary or OwnVocabulary (`minilm train`), notebook 10b's ShakespeareData, Task 9.3's Tokenizer.
     tiktoken's encode_ordinary is used where there is one (special tokens' text is plain text).
 
     ValueError when an id does not fit the model's vocabulary (0 … vocab_size − 1): the tokenizer is

@@ -15,7 +15,6 @@ from minilm.course import tasks
 from minilm.course.cells import KERNEL_DIED, NBVAL_CELL, check_cells
 
 COURSE = tasks.ROOT
-NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"
 MAX_JUNIT_BYTES = 20 * 2**20
 
 
@@ -52,7 +51,7 @@ def pristine_notebook(path: Path) -> bytes:
 
 
 def select(selectors: list[str] | None) -> list[Path]:
-    paths = sorted((COURSE / "notebooks").glob(NOTEBOOK_GLOB))
+    paths = tasks.course_notebooks(COURSE / "notebooks")
     if not selectors:
         return paths
     unknown = [s for s in selectors if not any(p.stem == s or p.stem.startswith(s) for p in paths)]

@@ -1,8 +1,9 @@
-"""Known mistakes in notebooks 9–10 (data, BPE and training: Tasks 9.1–10.5).
+"""Known mistakes in notebooks 9–10b (data, BPE, training and its loop: Tasks 9.1–10.6).
 See solutions/mistakes/__init__.py for the format and how they are used."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections import Counter
 
@@ -13,6 +14,7 @@ import torch
 from minilm.course.validate import check_bpe_args, check_positive_int, check_token_array
 from solutions.bpe import GPT2_PATTERN, Tokenizer
 from solutions.mistakes import mutant, variant
+from solutions.training import Step, clip_grad_norm
 
 # ---------------------------------------------------------------- 9.1: get_batch
 
@@ -222,6 +224,46 @@ def _adam_step(l2: bool, bias_correction: bool, decay_without_lr: bool = False, 
     return step
 
 
+
+# ---------------------------------------------------------------- 10.6: the training loop
+
+
+def _train_loop(zero: str = "before", clip_after_step: bool = False, lr_scale: bool = True, eval_grad: bool = False,
+                eval_before_count: bool = False, yield_before_count: bool = False, detach: bool = True):
+    """The training loop with one of the usual mistakes: `zero` "never" or "after_backward" (the gradients
+    zeroed between backward and step), and so on."""
+    def train(loss_of, parameters, optimizer, batch, lr_at, clip=1.0, start=0, evaluate=None, eval_every=0):
+        parameters = list(parameters)
+        step = start
+        while (lr := lr_at(step)) is not None:
+            for group in optimizer.param_groups:
+                group["lr"] = lr * (group.get("lr_scale", 1.0) if lr_scale else 1.0)
+            x, y = batch(step)
+            loss = loss_of(x, y)
+            if zero == "before":
+                optimizer.zero_grad()
+            loss.backward()
+            if zero == "after_backward":
+                optimizer.zero_grad()
+            grad_norm = None
+            if clip is not None and not clip_after_step:
+                grad_norm = float(clip_grad_norm(parameters, clip))
+            optimizer.step()
+            if clip is not None and clip_after_step:
+                grad_norm = float(clip_grad_norm(parameters, clip))
+            val_loss = None
+            if evaluate is not None and eval_before_count and step % eval_every == 0:
+                with torch.no_grad():
+                    val_loss = evaluate(step)
+            step += 1
+            if evaluate is not None and not eval_before_count and step % eval_every == 0:
+                with contextlib.nullcontext() if eval_grad else torch.no_grad():
+                    val_loss = evaluate(step)
+            yield Step(step - 1 if yield_before_count else step, loss.detach() if detach else loss, lr, grad_norm,
+                       val_loss)
+    return train
+
+
 _D, _BPE, _T = "solutions.data", "solutions.bpe", "solutions.training"
 
 _tokenizer_init = Tokenizer.__init__
@@ -292,4 +334,21 @@ MISTAKES: list[dict] = [
     mutant("adam_eps_inside_sqrt", "10.4",
            [(_T, "AdamW.step", _adam_step(l2=False, bias_correction=True, eps_inside_sqrt=True))],
            "eps belongs outside the square root"),
+    # Task 10.6: train
+    mutant("gradients_pile_up", "10.6", [(_T, "train", _train_loop(zero="never"))], "moved w by 6",
+           broken="each update follows that step's gradient alone"),
+    mutant("zero_grad_after_backward", "10.6", [(_T, "train", _train_loop(zero="after_backward"))], "moved w by 0",
+           broken="each update follows that step's gradient alone"),
+    mutant("clips_after_the_step", "10.6", [(_T, "train", _train_loop(clip_after_step=True))],
+           "the optimizer's step saw gradients", broken="with clip, the optimizer steps on gradients"),
+    mutant("ignores_lr_scale", "10.6", [(_T, "train", _train_loop(lr_scale=False))], "lr_scale is 0.5",
+           broken="before the optimizer's step, every param group's lr"),
+    mutant("evaluates_with_grad", "10.6", [(_T, "train", _train_loop(eval_grad=True))], "gradients on",
+           broken="evaluate(s) runs after each step s"),
+    mutant("evaluates_before_counting", "10.6", [(_T, "train", _train_loop(eval_before_count=True))],
+           "expected [3, 6]", broken="evaluate(s) runs after each step s"),
+    mutant("numbers_steps_from_start", "10.6", [(_T, "train", _train_loop(yield_before_count=True))],
+           "expected [3, 4, 5]", broken="it asks for batch(s)"),
+    mutant("loss_keeps_its_graph", "10.6", [(_T, "train", _train_loop(detach=False))], "still requires grad",
+           broken="the loss it yields is detached"),
 ]

@@ -879,7 +879,7 @@ def test_submissions_are_read_without_following_links_or_unpacking(tmp_path):
 
 
 def test_check_cells_are_read_from_the_notebooks():
-    for path in sorted((ROOT / "notebooks").glob(notebooks.NOTEBOOK_GLOB)):
+    for path in tasks.course_notebooks():
         cells = check_cells(json.loads(path.read_text(encoding="utf-8")))
         checked = sorted({t for ids in cells.values() for t in ids})
         assert checked == sorted(t.id for t in tasks.for_notebook(path.name)), path.name

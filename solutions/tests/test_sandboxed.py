@@ -105,9 +105,10 @@ def test_cells_tied_only_to_a_task_that_ran_over_fail_without_running(tmp_path):
 def test_every_check_cell_is_a_lone_check_call():
     """The grader's sandbox runs a notebook's check cells and untied cells only, not its demos
     (nbval_plugin): a check cell must need nothing a demo makes, so it is one check() call."""
+    from minilm.course import tasks
     from minilm.course.cells import check_cells, code_cells
 
-    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+    for path in tasks.course_notebooks():
         nb = json.loads(path.read_text(encoding="utf-8"))
         for i, ids in check_cells(nb).items():
             source = code_cells(nb)[i].strip()

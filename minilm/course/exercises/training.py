@@ -1,8 +1,10 @@
-"""Specs of notebooks 9–10: data, BPE and training (provided). See minilm/course/exercises/__init__.py."""
+"""Specs of notebooks 9–10b: data, BPE, training and its loop (provided). See minilm/course/exercises/__init__.py."""
 
 from __future__ import annotations
 
 import io
+import itertools
+import math
 import os
 import tempfile
 
@@ -525,7 +527,7 @@ def _adamw_state(m):
     keys = sorted(map(str, opt.state[p])) if isinstance(opt.state.get(p), dict) else []
     return None if keys == ["exp_avg", "exp_avg_sq", "step"] else (
         f"after one step self.state[p] holds {shown(keys) if keys else 'nothing'}, expected exp_avg, exp_avg_sq and "
-        "step (notebook 10 reads them, as PyTorch's AdamW names them)")
+        "step (notebook 10b reads them, as PyTorch's AdamW names them)")
 
 
 ADAMW_PROPERTIES = (
@@ -621,3 +623,214 @@ spec("10.5", collect=_checkpoint_collect,
               "resumed": "the weights after one more step from the restored checkpoint (save and restore the "
                          "optimizer's state_dict too)"},
      passed="model, optimizer state and iteration round-trip through a file object")
+
+
+# ---------------------------------------------------------------- 10.6: the training loop
+
+
+class Recorder(torch.optim.Optimizer):
+    """Plain SGD that records what each of its steps saw: every group's lr and the gradients' global norm."""
+
+    def __init__(self, params):
+        super().__init__(params, dict(lr=0.0))
+        self.seen_lrs: list[list[float]] = []
+        self.seen_norms: list[float] = []
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        self.seen_lrs.append([float(group["lr"]) for group in self.param_groups])
+        grads = [p.grad for group in self.param_groups for p in group["params"] if p.grad is not None]
+        self.seen_norms.append(math.sqrt(sum(float((g.double() ** 2).sum()) for g in grads)))
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.add_(p.grad, alpha=-group["lr"])
+
+
+class Regression:
+    """A least-squares problem for the loop to train, counting what the loop asks of it: the weights w and a
+    bias b in two param groups (b's with an lr_scale), batches drawn by the step, an evaluation that
+    remembers when it ran and whether gradients were on."""
+
+    def __init__(self, seed: int = 0, lr_scale: float = 0.5, scale: float = 3.0):
+        g = gen(seed)
+        self.w = nn.Parameter(torch.randn(3, generator=g))
+        self.b = nn.Parameter(torch.zeros(1))
+        self.x, self.y = torch.randn(32, 3, generator=g) * scale, torch.randn(32, generator=g) * scale
+        self.optimizer = Recorder([{"params": [self.w]}, {"params": [self.b], "lr_scale": lr_scale}])
+        self.asked: list[int] = []
+        self.evaluated: list[int] = []
+        self.grad_on: list[bool] = []
+
+    def batch(self, step: int):
+        self.asked.append(step)
+        rows = torch.randint(0, 32, (8,), generator=gen(100 + step))
+        return self.x[rows], self.y[rows]
+
+    def loss_of(self, x, y):
+        return ((x @ self.w + self.b - y) ** 2).mean()
+
+    def evaluate(self, step: int) -> float:
+        self.evaluated.append(step)
+        self.grad_on.append(torch.is_grad_enabled())
+        return float(self.loss_of(self.x, self.y).detach())
+
+    def run(self, m, start: int, stop: int, lr, clip, eval_every: int = 0) -> list:
+        """The loop's Steps for start … stop − 1 (a few more at most, should it not stop)."""
+        def lr_at(step):
+            return None if step >= stop else (lr(step) if callable(lr) else lr)
+        evaluate = self.evaluate if eval_every else None
+        steps = m.train(self.loss_of, [self.w, self.b], self.optimizer, self.batch, lr_at, clip=clip, start=start,
+                        evaluate=evaluate, eval_every=eval_every)
+        return list(itertools.islice(steps, max(0, stop - start) + 3))
+
+
+def _number(value) -> float:
+    return float(value.detach()) if isinstance(value, torch.Tensor) else float(value)
+
+
+def _nan_for_none(values) -> torch.Tensor:
+    return torch.tensor([math.nan if v is None else _number(v) for v in values], dtype=torch.float64)
+
+
+def _train_collect(m, c):
+    r = Regression(c["seed"])
+    done = r.run(m, c["start"], c["stop"], lambda step: c["lr"] * (1 + step % 3), c["clip"], c["eval_every"])
+    return {"steps": [d.step for d in done], "batches": r.asked,
+            "losses": _nan_for_none(d.loss for d in done),
+            "lrs": _nan_for_none(d.lr for d in done),
+            "grad_norms": _nan_for_none(d.grad_norm for d in done if d.grad_norm is not None),
+            "val_steps": [d.step for d in done if d.val_loss is not None],
+            "val_losses": _nan_for_none(d.val_loss for d in done if d.val_loss is not None),
+            "seen_lrs": torch.tensor(r.optimizer.seen_lrs, dtype=torch.float64).reshape(-1, 2),
+            "seen_norms": torch.tensor(r.optimizer.seen_norms, dtype=torch.float64),
+            "evaluated": r.evaluated, "params": torch.cat([r.w.detach(), r.b.detach()])}
+
+
+def _train_cases():
+    return [dict(seed=0, start=0, stop=6, lr=0.01, clip=5.0, eval_every=2,
+                 what="steps 0 … 5, clip 5, evaluate every 2 steps"),
+            dict(seed=1, start=3, stop=7, lr=0.02, clip=None, eval_every=0,
+                 what="resumed at step 3 until 7, no clipping, no evaluation")]
+
+
+def _steps_and_batches(m):
+    r = Regression()
+    done = r.run(m, 2, 5, 0.01, None)
+    steps = [d.step for d in done]
+    if r.asked != [2, 3, 4]:
+        return f"from start = 2 until lr_at(5) is None, it asked for batch({shown(r.asked)}), expected batch([2, 3, 4])"
+    return None if steps == [3, 4, 5] else f"from start = 2 to 5 it yielded steps {shown(steps)}, expected [3, 4, 5]"
+
+
+def _loss_before_the_update(m):
+    r = Regression()
+    before = r.w.detach().clone()
+    done = r.run(m, 0, 3, 0.0, None)
+    if not torch.equal(r.w.detach(), before):
+        return "with a learning rate of 0, w changed"
+    with torch.no_grad():
+        want = _nan_for_none(r.loss_of(*Regression().batch(s)) for s in range(3))
+    got = _nan_for_none(d.loss for d in done)
+    d = differs(got, want)
+    return d and f"with a learning rate of 0, the yielded losses and loss_of(batch(s)) for s = 0, 1, 2: {d}"
+
+
+def _one_gradient_per_step(m):
+    c = torch.tensor([1.0, -2.0, 0.5])
+    w = nn.Parameter(torch.zeros(3))
+    optimizer = Recorder([w])
+    steps = m.train(lambda x, y: (w * c).sum(), [w], optimizer, lambda s: (None, None),
+                    lambda s: None if s >= 3 else 1.0, clip=None)
+    list(itertools.islice(steps, 6))
+    moved = (-w.detach() / c).mean().item()
+    return None if abs(moved - 3) < 1e-5 else (
+        f"with loss = (w · c).sum(), plain SGD and lr 1, three steps moved w by {moved:.3g} gradients, expected 3")
+
+
+def _lr_per_group(m):
+    r = Regression(lr_scale=0.5)
+    r.run(m, 0, 2, 0.1, None)
+    want = [[0.1, 0.05], [0.1, 0.05]]
+    got = [[round(v, 9) for v in lrs] for lrs in r.optimizer.seen_lrs]
+    return None if got == want else (
+        f"with lr_at(s) = 0.1 and a second group whose lr_scale is 0.5, the optimizer's step saw the groups' lr "
+        f"{shown(got)}, expected {shown(want)}")
+
+
+def _clips_before_the_step(m):
+    r = Regression(scale=10.0)
+    done = r.run(m, 0, 2, 0.001, 1.0)
+    seen = r.optimizer.seen_norms
+    if not seen or max(seen) > 1.0 + 1e-4:
+        return f"with clip 1, the optimizer's step saw gradients of global norm {shown([round(v, 3) for v in seen])}"
+    norms = [d.grad_norm for d in done]
+    if any(type(n) is not float or n <= 1.0 for n in norms):
+        return f"with clip 1 and gradients of norm > 1, grad_norm was {shown(norms)}: the norm before clipping"
+    if any(d.grad_norm is not None for d in r.run(m, 2, 3, 0.001, None)):
+        return "with clip None, grad_norm must be None"
+    return None
+
+
+def _evaluates_on_schedule(m):
+    r = Regression()
+    done = r.run(m, 0, 7, 0.01, None, eval_every=3)
+    if r.evaluated != [3, 6]:
+        return f"with eval_every 3 over steps 0 … 6, evaluate ran with {shown(r.evaluated)}, expected [3, 6]"
+    if any(r.grad_on):
+        return "evaluate ran with gradients on: wrap it in torch.no_grad()"
+    vals = [d.val_loss is not None for d in done]
+    want = [d.step in (3, 6) for d in done]
+    return None if vals == want else "val_loss must be evaluate's value after steps 3 and 6, and None after the others"
+
+
+def _loss_detached(m):
+    done = Regression().run(m, 0, 1, 0.01, None)
+    return None if done and not done[0].loss.requires_grad else (
+        "the yielded loss still requires grad: yield loss.detach(), or every step's graph stays alive")
+
+
+TRAIN_PROPERTIES = (
+    Property("it asks for batch(s) for s = start, start + 1, …, stops at the first s where lr_at(s) is None, and "
+             "numbers each Step s + 1", _steps_and_batches,
+             example="w = torch.nn.Parameter(torch.zeros(1))\nopt = torch.optim.SGD([w], lr=0.0)\n"
+                     "steps = minilm.train(lambda x, y: (w - 1).pow(2).sum(), [w], opt,\n"
+                     "                     lambda s: (print('batch', s), None), lambda s: None if s >= 5 else 0.1,\n"
+                     "                     clip=None, start=2)\n"
+                     "print([d.step for d in steps])  # batch 2, 3, 4; [3, 4, 5]",
+             idea="keep a step counter from start; each time round, ask lr_at first and stop on None; after the "
+                  "update add one and yield that"),
+    Property("each Step's loss is loss_of(batch(s)) before that step's update", _loss_before_the_update,
+             idea="compute the loss from this step's batch, then backward and step: the loss you yield is the one "
+                  "you backpropagated"),
+    Property("each update follows that step's gradient alone: the gradients are zeroed before each backward pass",
+             _one_gradient_per_step,
+             example="w = torch.nn.Parameter(torch.zeros(2))\nopt = torch.optim.SGD([w], lr=1.0)\n"
+                     "c = torch.tensor([1.0, 2.0])\n"
+                     "list(minilm.train(lambda x, y: (w * c).sum(), [w], opt, lambda s: (None, None),\n"
+                     "                  lambda s: None if s >= 3 else 1.0, clip=None))\nprint(w)  # -3 · c",
+             idea="backward() adds to .grad: zero the gradients (optimizer.zero_grad()) before each loss.backward(), "
+                  "and take the optimizer's step after it"),
+    Property("before the optimizer's step, every param group's lr is lr_at(s) times its lr_scale", _lr_per_group,
+             idea="set group['lr'] = lr * group.get('lr_scale', 1.0) for every group at the top of each step"),
+    Property("with clip, the optimizer steps on gradients of global norm at most clip, and grad_norm is the norm "
+             "before clipping (None without clip)", _clips_before_the_step,
+             idea="clip after loss.backward() and before optimizer.step(), with your clip_grad_norm, and keep the "
+                  "float of the norm it returns"),
+    Property("evaluate(s) runs after each step s that is a multiple of eval_every, with gradients off, and its value "
+             "is that Step's val_loss", _evaluates_on_schedule,
+             idea="after the update, with the step count already advanced: if it is a multiple of eval_every, call "
+                  "evaluate inside torch.no_grad()"),
+    Property("the loss it yields is detached from the graph", _loss_detached,
+             idea="yield loss.detach(): a loss that keeps its graph keeps that step's activations alive"),
+)
+
+spec("10.6", properties=TRAIN_PROPERTIES, collect=_train_collect, cases=_train_cases, atol=1e-6,
+     outputs={"steps": "the Steps' step numbers", "batches": "the steps batch() was asked for",
+              "losses": "the yielded losses", "lrs": "the yielded learning rates",
+              "grad_norms": "the yielded gradient norms (None without clip)",
+              "val_steps": "the Steps that carry a val_loss", "val_losses": "the yielded val_loss values",
+              "seen_lrs": "the groups' lr when the optimizer stepped",
+              "seen_norms": "the gradients' global norm when the optimizer stepped",
+              "evaluated": "the steps evaluate() ran after", "params": "the trained weights"},
+     passed="steps, batches, clipping, per-group rates, evaluation and resuming as the contract says")

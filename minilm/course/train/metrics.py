@@ -1,7 +1,7 @@
 """What a model scores on held-out tokens: the summed and mean cross-entropy in non-overlapping
 windows and in sliding ones (every token with at least half a context before it), bits per byte,
 and the unigram baseline. The training command reports them and the
-plots of notebooks 10 and 11 (minilm/course/viz/training.py) import them, so both measure alike."""
+plots of notebooks 10b and 11 (minilm/course/viz/training.py) import them, so both measure alike."""
 
 from __future__ import annotations
 
@@ -134,7 +134,7 @@ def evaluate_sliding_sums(model, tokens: np.ndarray, context_length: int, stride
 
 def evaluate(model, tokens: np.ndarray, context_length: int, batch_size: int = 32, max_tokens: int | None = None,
              dist: Dist | None = None, device="cpu") -> float:
-    """Mean cross-entropy in nats per token over the windows of evaluate_sums; notebook 10 uses
+    """Mean cross-entropy in nats per token over the windows of evaluate_sums; notebook 10b uses
     it with one process."""
     nats, n = evaluate_sums(model, tokens, context_length, batch_size, max_tokens, dist, device)
     return nats / n

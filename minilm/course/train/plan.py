@@ -13,7 +13,6 @@ import torch
 
 import minilm
 from minilm.course.train.dist import Dist
-from minilm.course.train.loop import train_step
 
 
 def parse_duration(text: str) -> float | None:
@@ -184,9 +183,9 @@ def measure_speed(vocab_size: int, context_length: int, batch_size: int, train_t
 
         def step() -> float:
             t = time.perf_counter()
-            loss, _ = train_step(lambda inputs, targets: minilm.cross_entropy(model(inputs), targets), optimizer, x, y,
-                                 1.0, model.parameters())
-            loss.item()  # waits for an asynchronous device
+            one = minilm.train(lambda inputs, targets: minilm.cross_entropy(model(inputs), targets),
+                               model.parameters(), optimizer, lambda step: (x, y), lambda step: 1e-4)
+            next(one).loss.item()  # one step of your loop; .item() waits for an asynchronous device
             return time.perf_counter() - t
 
         def forward() -> float:

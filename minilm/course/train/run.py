@@ -19,7 +19,6 @@ import torch
 import minilm
 from minilm.course import corpus
 from minilm.course import recipe as recipes
-from minilm.course.train import loop
 from minilm.course.train.dist import Dist, check_sync
 from minilm.course.train.metrics import (
     bits_per_byte,
@@ -462,33 +461,43 @@ def train_loop(run: Run, model, optimizer, training_loss, start: int) -> Trained
         return lr
 
     it, tokens_per_step = start, args.batch_size * args.context_length * dist.world_size
-    for done in loop.train(training_loss, model.parameters(), optimizer, batch, lr_at, args.clip, start):
+    val = None  # the last evaluation's figures, for the log line and metrics.jsonl
+
+    def evaluate(step: int) -> float | None:
+        nonlocal val
+        if plan is None and step >= args.steps:
+            return None  # the final evaluation, after the loop, scores the whole validation split
+        bar.set_description_str("validation", refresh=True)  # the bar stands still meanwhile
+        nats, n = evaluate_sums(model, data.val, args.context_length, args.batch_size, args.eval_tokens,
+                                dist, run.device)
+        bar.set_description_str("", refresh=False)
+        val = dict(val_loss=nats / n, val_bpb=data.bpb(nats, n), val_tokens=n)
+        return nats / n
+
+    steps = minilm.train(training_loss, model.parameters(), optimizer, batch, lr_at, args.clip, start,
+                         evaluate, args.eval_interval)
+    for done in steps:  # your training loop (Task 10.6)
         it = done.step
         loss_value = dist.mean(done.loss.item())
         if not math.isfinite(loss_value):
             raise RuntimeError(f"step {it - 1}: the training loss is {loss_value}; try a smaller --lr")
         first_loss = loss_value if first_loss is None else first_loss
         bar.update(1)
-        bar.set_postfix(loss=f"{loss_value:.3f}", lr=f"{done.lr:.2e}", gnorm=f"{done.grad_norm:.2f}", refresh=False)
+        gnorm = "off" if done.grad_norm is None else f"{done.grad_norm:.2f}"
+        bar.set_postfix(loss=f"{loss_value:.3f}", lr=f"{done.lr:.2e}", gnorm=gnorm, refresh=False)
         if plan is not None and it % 10 == 0 and gone > 0.05:
             # The clock decides the step count: the bar's total follows the pace so far.
             bar.total = max(it + 1, round(start + (it - start) / gone))
-        val = None
-        if it % args.eval_interval == 0 and (plan is not None or it < args.steps):
-            bar.set_description_str("validation", refresh=True)  # the bar stands still meanwhile
-            nats, n = evaluate_sums(model, data.val, args.context_length, args.batch_size, args.eval_tokens,
-                                    dist, run.device)
-            bar.set_description_str("", refresh=False)
-            val = dict(val_loss=nats / n, val_bpb=data.bpb(nats, n), val_tokens=n)
-            if dist.main:
-                bar.write(f"step {it:5d} | train loss {loss_value:.3f} | val loss {nats / n:.3f} "
-                          f"({data.bpb(nats, n):.3f} bits per byte, first {n:,} tokens) "
-                          f"| {time.time() - started:.0f} s")
+        evaluated = val if done.val_loss is not None else None
+        if evaluated is not None and dist.main:
+            bar.write(f"step {it:5d} | train loss {loss_value:.3f} | val loss {evaluated['val_loss']:.3f} "
+                      f"({evaluated['val_bpb']:.3f} bits per byte, first {evaluated['val_tokens']:,} tokens) "
+                      f"| {time.time() - started:.0f} s")
         checkpoint = it % args.checkpoint_interval == 0
         if dist.main and checkpoint:
             save(model, optimizer, it, run.out_dir)
         if run.log is not None:
-            run.log.step(it, loss_value, done.lr, it * tokens_per_step, time.time() - started, val, checkpoint)
+            run.log.step(it, loss_value, done.lr, it * tokens_per_step, time.time() - started, evaluated, checkpoint)
     bar.close()
     return Trained(start, it, first_loss, loss_value, started)
 

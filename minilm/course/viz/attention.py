@@ -383,7 +383,7 @@ def attention_explorer(model: nn.Module | None = None, text: str = DEFAULT_TEXT,
 
     model: a TransformerLM, or by default a 2-layer AttentionStack of your MultiHeadSelfAttention
         (layer 0 hand-wired, layer 1 random).
-    tokenizer: the model's own (anything with encode and decode): notebook 10's `data`, a run's
+    tokenizer: the model's own (anything with encode and decode): notebook 10b's `data`, a run's
         vocabulary. By default GPT-2's, cut to the model's vocabulary if that is smaller
         (vocab.default_tokenizer): right for an untrained model such as notebook 08's seed model.
     checkpoint: instead of model and tokenizer, a `minilm train` run's --out-dir (or its

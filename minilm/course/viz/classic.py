@@ -2,7 +2,7 @@
 
 - plot_sinusoids: the position vectors as an image, and how alike two positions' vectors are.
 - plot_activations: GELU beside ReLU and SiLU.
-- Ablation: named ClassicConfig changes, each trained by notebook 10's loop (train_steps) with
+- Ablation: named ClassicConfig changes, each trained by your loop (Task 10.6, through train_steps) with
   the same data, steps, batches and seed; every run cached on disk like notebook 11's model
   (keyed by the model's and the run's settings and the code), so a second pass only loads them.
 - plot_ablation, ablation_rows: the validation-loss curves and the table of final losses.

@@ -153,7 +153,7 @@ def train_run(setup: TrainConfig, change: Change, data: ShakespeareData, seed: i
         schedule = loop.steps_until(setup.steps, lambda step: recipes.scheduled_lr(
             recipe, step / setup.steps, step, setup.max_lr, setup.min_lr, setup.warmup, setup.steps))
         model.train()
-        curve = [done.loss.item() for done in loop.train(loss_of, model.parameters(), optimizer, batch, schedule,
+        curve = [done.loss.item() for done in minilm.train(loss_of, model.parameters(), optimizer, batch, schedule,
                                                          setup.clip)]
         nats, n = metrics.evaluate_sums(model, data.val, setup.context_length, max_tokens=setup.eval_tokens)
         return {"nats": nats / n, "bpb": metrics.bits_per_byte(nats, _val_bytes(data, n)), "tokens": n,

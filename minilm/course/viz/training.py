@@ -1,11 +1,11 @@
-"""Pictures and helpers for notebook 10 (training), shared with notebook 11 (generation).
+"""Pictures and helpers for notebooks 10–10c (training), shared with notebook 11 (generation).
 
 - plot_lr_schedule, plot_bias_correction, plot_decay_vs_l2, plot_losses, plot_grad_norms: the pictures.
 - load_shakespeare: Tiny Shakespeare as model token ids over a compact vocabulary (the most
   frequent GPT-2 tokens), so that a small model trains in seconds on a CPU.
-- TrainConfig, train_steps, train_small_model: the training loop of notebook 10 as a function,
+- TrainConfig, train_steps, train_small_model: notebook 10b's run as a function,
   and a trained model for notebook 11, cached on disk (keyed by the configuration and the code)
-  so that notebook 11 never depends on notebook 10 having run.
+  so that notebook 11 never depends on notebook 10b having run.
 - overfit, plot_overfitting: the model trained on a tiny slice again and again, train against
   validation loss; decay_groups: AdamW's parameter groups in nanoGPT's rule.
 - training_state_bytes, saved_tensor_bytes, activation_estimate, activation_memory,
@@ -269,7 +269,7 @@ def evaluate(model, tokens: np.ndarray, context_length: int, max_tokens: int | N
 
 def train_steps(model, optimizer, data: ShakespeareData, cfg: TrainConfig, start: int, stop: int,
                 history: dict[str, list], show_progress: bool = True) -> dict[str, list]:
-    """Steps start … stop − 1 of notebook 10's run (the course's one loop, train/loop.py), appending
+    """Steps start … stop − 1 of notebook 10b's run (your training loop, Task 10.6), appending
     to `history`: the cosine schedule, batches seeded by the step, the validation loss every
     cfg.eval_interval steps and at the last."""
     tokens = data.train[: cfg.train_tokens] if cfg.train_tokens else data.train
@@ -283,15 +283,22 @@ def train_steps(model, optimizer, data: ShakespeareData, cfg: TrainConfig, start
 
     schedule = loop.steps_until(stop, lambda step: minilm.lr_cosine_schedule(step, cfg.max_lr, cfg.min_lr,
                                                                               cfg.warmup, cfg.steps))
+    def validation_loss(step: int) -> float:
+        return evaluate(model, data.val, cfg.context_length, cfg.eval_tokens)
+
     model.train()
-    steps = loop.train(loss_of, model.parameters(), optimizer, batch, schedule, cfg.clip, start)
+    steps = minilm.train(loss_of, model.parameters(), optimizer, batch, schedule, cfg.clip, start,
+                         validation_loss, cfg.eval_interval)
     for done in progress(steps, initial=start, total=cfg.steps, desc="training", disable=not show_progress):
         history["step"].append(done.step)
         history["train"].append(done.loss.item())
         history["grad_norm"].append(done.grad_norm)
-        if done.step % cfg.eval_interval == 0 or done.step == cfg.steps:
+        val_loss = done.val_loss
+        if val_loss is None and done.step == cfg.steps:  # the last step's, between two evaluations
+            val_loss = validation_loss(done.step)
+        if val_loss is not None:
             history["val_step"].append(done.step)
-            history["val"].append(evaluate(model, data.val, cfg.context_length, cfg.eval_tokens))
+            history["val"].append(val_loss)
     return history
 
 
@@ -320,7 +327,7 @@ def cache_path(cfg: TrainConfig) -> Path:
 def train_small_model(cfg: TrainConfig = TrainConfig(), data: ShakespeareData | None = None,
                       cache: bool = True, show_progress: bool = True):
     """(model, history): a TransformerLM trained on Tiny Shakespeare with cfg, by the same loop as
-    notebook 10. With cache=True the result is saved under corpus.data_dir()/models (written
+    notebook 10b. With cache=True the result is saved under corpus.data_dir()/models (written
     atomically; the key is the config and the code) and loaded from there next time."""
     data = data or load_shakespeare(cfg.vocab_size)
     path = cache_path(cfg)
@@ -412,6 +419,45 @@ def plot_grad_norms(history: dict[str, list], max_norm: float, resumed_at: int |
     return fig
 
 
+def lr_sweep(data: ShakespeareData, cfg: TrainConfig, rates: list[float], steps: int) -> dict[float, dict]:
+    """The same short run at each peak rate in `rates` (min_lr a tenth of it, warmup a tenth of the run),
+    from the same weights and batches, through your loop: each rate's training and validation curves."""
+    runs = {}
+    for rate in rates:
+        run_cfg = cfg.replace(max_lr=rate, min_lr=rate / 10, steps=steps, warmup=max(1, steps // 10),
+                              eval_interval=max(1, steps // 4))
+        model, optimizer = build_model(run_cfg)
+        runs[rate] = train_steps(model, optimizer, data, run_cfg, 0, steps, new_history(), show_progress=False)
+    return runs
+
+
+def plot_lr_sweep(runs: dict[float, dict], baseline: float) -> Figure:
+    """Left: each rate's validation loss at the end of its run, against the rate (log scale). Right: the
+    training loss (a centred moving average) of each run, step by step."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
+    rates = sorted(runs)
+    final = [runs[r]["val"][-1] for r in rates]
+    best = rates[int(np.argmin(final))]
+    left.plot(rates, final, "o-", color="C3")
+    left.scatter([best], [min(final)], s=90, facecolors="none", edgecolors="k", zorder=3, label=f"best: {best:g}")
+    left.axhline(baseline, color="k", ls="--", lw=1, label=f"unigram baseline ({baseline:.2f})")
+    left.set_xscale("log")
+    left.set(title="Validation loss after the run", xlabel="peak learning rate max_lr (log scale)",
+             ylabel="cross-entropy (nats per token)")
+    left.legend(fontsize=8)
+    for i, rate in enumerate(rates):
+        train = np.asarray(runs[rate]["train"])
+        k = min(9, len(train))
+        smooth = np.convolve(train, np.ones(k) / k, mode="valid")
+        right.plot(np.asarray(runs[rate]["step"])[k // 2: k // 2 + len(smooth)], smooth, color=f"C{i}",
+                   lw=2.2 if rate == best else 1.2, label=f"max_lr {rate:g}")
+    right.axhline(baseline, color="k", ls="--", lw=1)
+    right.set(title=f"Training loss ({k}-step centred average)", xlabel="step", ylabel="cross-entropy (nats per token)")
+    right.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    return fig
+
+
 def overfit(data: ShakespeareData, cfg: TrainConfig, tokens: int = 1024, epochs: int = 30, batch_size: int = 8,
             lr: float = 5e-3) -> dict[str, list]:
     """Notebook 10's model trained on only the first `tokens` training tokens, again and again: an
@@ -433,7 +479,7 @@ def overfit(data: ShakespeareData, cfg: TrainConfig, tokens: int = 1024, epochs:
 
     model.train()
     constant_lr = loop.steps_until(epochs * steps_per_epoch, lr)
-    for done in loop.train(loss_of, model.parameters(), optimizer, batch, constant_lr, cfg.clip):
+    for done in minilm.train(loss_of, model.parameters(), optimizer, batch, constant_lr, cfg.clip):
         if done.step % steps_per_epoch == 0:  # the end of an epoch
             result["epoch"].append(done.step // steps_per_epoch)
             result["train"].append(evaluate(model, subset, cfg.context_length))
