@@ -25,6 +25,7 @@ import argparse
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import stat
 import sys
@@ -35,6 +36,7 @@ from pathlib import Path
 from minilm.course import tasks
 from minilm.course.cli import Parser, summary
 from solutions import make_stubs, release
+from solutions.grading import leaderboard
 
 ROOT = tasks.ROOT
 TORCH = release.TORCH
@@ -94,8 +96,11 @@ RUN_AUTOGRADER = """#!/usr/bin/env bash
 #   MINILM_AUTOGRADER_ROOT  the root (default /autograder)
 #   MINILM_AUTOGRADER_SOURCE  the unpacked bundle (default $ROOT/source)
 #   MINILM_PYTHON           the Python that setup.sh installed into (default $ROOT/venv/bin/python)
-#   MINILM_GRADE_ARGS       extra grader arguments, e.g. "--tasks 1.1 1.2" (or pass them after --)
+#   MINILM_GRADE_ARGS       extra grader arguments, e.g. "--tasks 1.1 1.2" (or pass them after --); unset, the
+#                           bundle's own (`minilm export gradescope --leaderboard` sets them)
 set -euo pipefail
+bundle_args=@GRADE_ARGS@
+export MINILM_GRADE_ARGS="${MINILM_GRADE_ARGS-$bundle_args}"
 ROOT="${MINILM_AUTOGRADER_ROOT:-/autograder}"
 SOURCE="${MINILM_AUTOGRADER_SOURCE:-$ROOT/source}"
 PYTHON="${MINILM_PYTHON:-$ROOT/venv/bin/python}"
@@ -175,7 +180,7 @@ def course_files() -> dict[str, bytes]:
     return found
 
 
-def bundle_files() -> dict[str, bytes]:
+def bundle_files(grade_args: str = "") -> dict[str, bytes]:
     stale = make_stubs.drifted()
     if stale:
         raise ExportError("the stubs in minilm/ differ from the reference: run `minilm stubs` "
@@ -183,7 +188,8 @@ def bundle_files() -> dict[str, bytes]:
     if not release.HIDDEN.is_file():
         raise ExportError(f"{release.HIDDEN.relative_to(ROOT)} is missing: the bundle needs the grader's hidden inputs")
     files = {f"{COURSE_DIR}/{rel}": data for rel, data in course_files().items()}
-    files |= {"setup.sh": SETUP_SH.encode(), "run_autograder": RUN_AUTOGRADER.encode(),
+    runner = RUN_AUTOGRADER.replace("@GRADE_ARGS@", shlex.quote(grade_args))
+    files |= {"setup.sh": SETUP_SH.encode(), "run_autograder": runner.encode(),
               "autograder.py": AUTOGRADER_PY.encode()}
     manifest = {"course": "minilm", "tasks": {t.id: t.points for t in tasks.TASKS},
                 "files": {rel: hashlib.sha256(data).hexdigest() for rel, data in sorted(files.items())}}
@@ -191,9 +197,10 @@ def bundle_files() -> dict[str, bytes]:
     return files
 
 
-def write_gradescope(out: Path) -> int:
-    """Write the bundle to `out` (a temporary file renamed into place), then read it back."""
-    files = bundle_files()
+def write_gradescope(out: Path, grade_args: str = "") -> int:
+    """Write the bundle to `out` (a temporary file renamed into place), then read it back; `grade_args` are the
+    grader arguments its run_autograder passes (MINILM_GRADE_ARGS overrides them)."""
+    files = bundle_files(grade_args)
     out = Path(out)
     if out.is_dir():
         raise ExportError(f"{out} is a directory: give the zip's file name")
@@ -415,13 +422,26 @@ def main(argv: list[str] | None = None, prog: str = "minilm export") -> int:
                     formatter_class=argparse.RawDescriptionHelpFormatter,
                     epilog="\n".join(__doc__.splitlines()[2:5]))
     sub = parser.add_subparsers(dest="target", required=True)
-    sub.add_parser("gradescope", help="Gradescope's autograder bundle (a zip)").add_argument("out", type=Path)
+    gs = sub.add_parser("gradescope", help="Gradescope's autograder bundle (a zip)")
+    gs.add_argument("out", type=Path)
+    gs.add_argument("--leaderboard", action="store_true",
+                    help="also fill results.json's leaderboard: the student's code trains in the sandbox, the "
+                         "reference measures its bits per byte (never points)")
+    gs.add_argument("--leaderboard-train", default=leaderboard.DEFAULT_TRAIN, metavar="ARGS",
+                    help=f"with --leaderboard: `minilm train`'s arguments (default: {leaderboard.DEFAULT_TRAIN})")
     sub.add_parser("verify", help="check a Gradescope bundle").add_argument("bundle", type=Path)
     sub.add_parser("classroom50", help="Classroom 50's autograder.py (a folder)").add_argument("out", type=Path)
     args = parser.parse_args(argv)
     try:
         if args.target == "gradescope":
-            n = write_gradescope(args.out)
+            grade_args = ""
+            if args.leaderboard:
+                try:
+                    leaderboard.train_args(args.leaderboard_train)
+                except ValueError as e:
+                    raise ExportError(str(e)) from None
+                grade_args = shlex.join(["--leaderboard", "--leaderboard-train", args.leaderboard_train])
+            n = write_gradescope(args.out, grade_args)
             print(f"export: wrote {args.out} ({n} files; upload it as the assignment's autograder)")
         elif args.target == "verify":
             manifest = verify(args.bundle)

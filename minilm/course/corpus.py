@@ -209,7 +209,7 @@ def prepare_dataset(text_path: str | os.PathLike, out_dir: str | os.PathLike,
             "val_fraction": val_fraction, "tokenizer": "gpt2"}
     if train_path.exists() and val_path.exists() and meta_path.exists():
         try:
-            if json.loads(meta_path.read_text()) == meta:
+            if json.loads(meta_path.read_text(encoding="utf-8")) == meta:
                 return train_path, val_path
         except json.JSONDecodeError:
             pass
@@ -224,7 +224,7 @@ def prepare_dataset(text_path: str | os.PathLike, out_dir: str | os.PathLike,
     for path, data in ((train_path, ids[:-n_val]), (val_path, ids[-n_val:]), (meta_path, None)):
         tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp{path.suffix}")
         if data is None:
-            tmp.write_text(json.dumps(meta, indent=1))
+            tmp.write_text(json.dumps(meta, indent=1), encoding="utf-8")
         else:
             np.save(tmp, data)
         os.replace(tmp, path)

@@ -2,6 +2,7 @@
 
     minilm grade alice/ bob.zip https://github.com/org/carol.git --out grades/
     minilm grade subs/* --notebooks 01_linear 03_rmsnorm --tasks 1.1 3.1 --jobs 4
+    minilm grade subs/* --shard 2/8 --out shard-2/ && minilm grade --merge grades/ shard-*/
 
 A submission is a directory, a .zip or a git URL holding a `minilm` package (at the top or one
 folder down). Only its exercise modules are used. For each submission, in a sandbox of its own
@@ -36,7 +37,7 @@ from pathlib import Path
 from minilm.course import tasks
 from minilm.course.cells import cell_position, check_cells
 from minilm.course.cli import Parser, summary
-from solutions.grading import judge, lms, notebooks, reports, sandbox, submissions
+from solutions.grading import judge, leaderboard, lms, notebooks, reports, sandbox, shards, submissions
 from solutions.grading.results import SKIPPED, CellResult, StudentGrade, TaskGrade
 from solutions.grading.submissions import GradeError, Submission, SubmissionError, given_name, resolve
 
@@ -109,14 +110,19 @@ def _ignore(directory, names):
     return [n for n in names if n in skip or n.endswith(".pyc")]
 
 
+def copy_package(sub: Submission, ws: Path) -> None:
+    """The course's provided package, pristine, with the submission's exercise modules."""
+    shutil.copytree(tasks.PACKAGE_DIR, ws / "minilm", ignore=_ignore)
+    for module, data in sub.modules.items():
+        (ws / "minilm" / f"{module}.py").write_bytes(data)
+
+
 def build_workspace(plan: Plan, sub: Submission, ws: Path, cases: dict) -> None:
     """A fresh workspace made here from the course's pristine files, never reused: the provided
     modules, the submission's exercise modules, the graded notebooks and the probe inputs."""
     import torch
 
-    shutil.copytree(tasks.PACKAGE_DIR, ws / "minilm", ignore=_ignore)
-    for module, data in sub.modules.items():
-        (ws / "minilm" / f"{module}.py").write_bytes(data)
+    copy_package(sub, ws)
     (ws / "notebooks").mkdir()
     for f in (COURSE / "notebooks").iterdir():  # sanitize.cfg and anything else the notebooks read
         if f.is_file() and f.suffix != ".ipynb":
@@ -384,21 +390,45 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--roster", type=Path, metavar="CSV",
                    help="with --lms: a CSV with columns submission,lms_id (and optionally name, section, sis_id, "
                         "sis_login)")
+    p.add_argument("--shard", metavar="K/N",
+                   help="grade only shard K of N: the submissions whose names hash to K (the same share on every "
+                        "machine, in any order); OUT gets shard.json for --merge")
+    p.add_argument("--merge", type=Path, metavar="OUT",
+                   help="join the output folders of every --shard K/N run (given as SUBMISSION…) into OUT: the "
+                        "grades.csv, grades.json, feedback/ (and, with --lms, gradebook) one whole run writes")
+    p.add_argument("--leaderboard", action="store_true",
+                   help="also train each submission's model with its own code in the sandbox and write its bits per "
+                        "byte, measured by the reference, to leaderboard.csv (never points)")
+    p.add_argument("--leaderboard-train", default=leaderboard.DEFAULT_TRAIN, metavar="ARGS",
+                   help=f"with --leaderboard: `minilm train`'s arguments (default: {leaderboard.DEFAULT_TRAIN}; the "
+                        "seed, one thread and no compiling are fixed)")
     p.add_argument("--seed", type=int, help=argparse.SUPPRESS)  # tests: a fixed hidden seed
     return p
 
 
 def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     args = parser(prog).parse_args(argv)
+    if args.merge is not None:
+        return merge(args)
     if not args.submissions:
         parser(prog).error("give at least one submission (a directory, a .zip or a git URL)")
+    try:
+        args.shard = shards.parse(args.shard) if args.shard is not None else None
+    except shards.ShardError as e:
+        print(f"grade: {e}", file=sys.stderr)
+        return 2
     for t in args.tasks or []:
         try:
             tasks.get(t)
         except ValueError as e:
             parser(prog).error(str(e))
-    if (args.lms is None) != (args.roster is None):
-        parser(prog).error("--lms and --roster go together: --lms canvas|moodle --roster ROSTER.csv")
+    check_lms_args(args, prog)
+    if args.leaderboard:
+        try:
+            args.leaderboard_train = leaderboard.train_args(args.leaderboard_train)
+        except ValueError as e:
+            print(f"grade: {e}", file=sys.stderr)
+            return 2
     if not judge.reference_available():
         print("grade: grading needs the reference implementation (solutions/), which only the instructor's "
               "edition has. To see where you stand, run `minilm status`.", file=sys.stderr)
@@ -425,26 +455,113 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _grade_all(args, box: sandbox.Sandbox, scratch: Path) -> int:
-    plan, notes = make_plan(args, box, scratch)
+def check_lms_args(args, prog: str) -> None:
+    if (args.lms is None) != (args.roster is None):
+        parser(prog).error("--lms and --roster go together: --lms canvas|moodle --roster ROSTER.csv")
+
+
+def read_roster(args) -> list[lms.Student] | None:
     try:  # a bad roster is one line before any grading, and nothing is written
-        roster = lms.read_roster(args.roster) if args.lms else None
+        return lms.read_roster(args.roster) if args.lms else None
     except lms.RosterError as e:
         raise GradeError(str(e)) from None
-    out_existed = args.out.exists()
+
+
+def writable(out: Path, flag: str) -> bool:
+    """Make `out` and check it takes a file, or raise GradeError in one line; whether it existed before."""
+    existed = out.exists()
     try:  # fail before any grading, with one line, when the results cannot be written
-        args.out.mkdir(parents=True, exist_ok=True)
-        probe = args.out / f".write-test-{os.getpid()}"
-        probe.write_text("")
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".write-test-{os.getpid()}"
+        probe.write_text("", encoding="utf-8")
         probe.unlink()
     except OSError as e:
-        raise GradeError(f"--out {args.out}: cannot write there ({e.strerror or e})") from None
+        raise GradeError(f"{flag} {out}: cannot write there ({e.strerror or e})") from None
+    return existed
+
+
+def publish(out: Path, run: dict, ordered: list[StudentGrade], lms_kind: str | None,
+            roster: list[lms.Student] | None, board: list[leaderboard.Row] | None = None) -> None:
+    """A run's outputs, from a whole run or merged shards alike: grades.csv, grades.json, feedback/ and, with a
+    roster, the LMS gradebook; with a leaderboard, leaderboard.csv and .json."""
+    reports.write(out, run, ordered)
+    print(f"grade: wrote {out / 'grades.csv'}, {out / 'grades.json'} and {out / 'feedback'}/")
+    if board is not None:
+        leaderboard.write(out, board)
+        print(f"grade: wrote {out / 'leaderboard.csv'} ({sum(r.bits_per_byte is not None for r in board)} rows)")
+    if roster is not None:
+        book = out / f"gradebook-{lms_kind}.csv"
+        absent = lms.write(book, lms_kind, list(run["tasks"]), ordered, roster)
+        print(f"grade: wrote {book} ({len(roster)} students)")
+        if absent:
+            print(f"grade: no submission, 0 points: {', '.join(absent)}")
+
+
+def merge(args) -> int:
+    """`--merge OUT SHARD…`: every shard's grades, checked to be one run's shares, written as one run writes them.
+    Any problem is one line, before anything is written."""
+    check_lms_args(args, PROG)
+    if args.shard is not None:
+        print("grade: --merge takes the shards' folders; --shard is for grading one of them", file=sys.stderr)
+        return 2
+    try:
+        roster = read_roster(args)
+        class_names, run, ordered = shards.read([Path(s) for s in args.submissions])
+        boards = [leaderboard.read(Path(s)) for s in args.submissions]
+        if any(b is None for b in boards) != all(b is None for b in boards):
+            raise GradeError("--merge: some shards have a leaderboard and some have none: grade every shard with "
+                             "--leaderboard or none")
+        rows = {r.student: r for b in boards for r in b or []}
+        board = None if boards[0] is None else [rows[name] for name in class_names if name in rows]
+        if roster is not None:
+            try:
+                lms.check_submissions(roster, class_names, args.roster)
+            except lms.RosterError as e:
+                raise GradeError(str(e)) from None
+        writable(args.merge, "--merge")
+    except (shards.ShardError, GradeError) as e:
+        print(f"grade: {e}", file=sys.stderr)
+        return 2
+    publish(args.merge, run, ordered, args.lms, roster, board)
+    print(f"grade: merged {len(args.submissions)} shards, {len(ordered)} submissions")
+    return 0
+
+
+def train_for_leaderboard(args, plan: Plan, subs: list[Submission], names: list[str],
+                          failed: list[tuple[str, str, str]]) -> list[leaderboard.Row]:
+    """Each submission's model trained by its own code in its sandbox, one at a time (its speed is this machine's),
+    and measured here by the reference (solutions/grading/leaderboard.py)."""
+    from minilm.course.train.options import build_parser, validate
+
+    parsed = build_parser().parse_args(args.leaderboard_train)
+    validate(parsed, build_parser())
+    timeout = (parsed.budget_s * 1.5 + 300) if parsed.budget_s else plan.timeout
+    rows = {name: leaderboard.Row(name, why=why) for name, _, why in failed}
+    for i, sub in enumerate(subs):
+        row = leaderboard.one(plan.box, sub, plan.scratch / f"leaderboard-{i}", args.leaderboard_train, i, timeout,
+                              lambda ws, sub=sub: copy_package(sub, ws))
+        rows[sub.name] = row
+        print(f"  {sub.name}: " + (f"{row.bits_per_byte:.4f} bits per byte ({row.tokens_per_s:,.0f} reference "
+                                   "tokens/s here)" if row.bits_per_byte is not None else f"no leaderboard row: "
+                                                                                          f"{row.why}"), flush=True)
+    return [rows[name] for name in names]
+
+
+def _grade_all(args, box: sandbox.Sandbox, scratch: Path) -> int:
+    plan, notes = make_plan(args, box, scratch)
+    roster = read_roster(args)
+    out_existed = writable(args.out, "--out")
     names = [given_name(arg) for arg in args.submissions]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:  # before any grading: which of two "bob"s is bob is the instructor's call, not the grader's
         clash = "; ".join(f"{n}: {', '.join(a for a, m in zip(args.submissions, names) if m == n)}" for n in twice)
         raise GradeError(f"two submissions have the same name ({clash}): rename one (a submission is named after "
                          "the folder, file or repository given here)")
+    class_names = names
+    if args.shard is not None:  # this shard's share, by name: the same on every machine, in any order
+        k, n = args.shard
+        mine = [i for i, name in enumerate(names) if shards.shard_of(name, n) == k]
+        args.submissions, names = [args.submissions[i] for i in mine], [names[i] for i in mine]
     subs, failed = [], []
     for i, (arg, name) in enumerate(zip(args.submissions, names)):
         try:
@@ -460,7 +577,7 @@ def _grade_all(args, box: sandbox.Sandbox, scratch: Path) -> int:
             subs.append(sub)
     if roster is not None:
         try:
-            lms.check_submissions(roster, names, args.roster)
+            lms.check_submissions(roster, class_names, args.roster)
         except lms.RosterError as e:
             if not out_existed:
                 try:
@@ -502,14 +619,13 @@ def _grade_all(args, box: sandbox.Sandbox, scratch: Path) -> int:
     if unlimited:
         print(f"grade: this machine applied no cgroup limit on {', '.join(unlimited)} (each process keeps its "
               f"{args.memory_mb} MB address-space limit)", flush=True)
-    reports.write(args.out, plan, ordered)
-    print(f"grade: wrote {args.out / 'grades.csv'}, {args.out / 'grades.json'} and {args.out / 'feedback'}/")
-    if roster is not None:
-        book = args.out / f"gradebook-{args.lms}.csv"
-        absent = lms.write(book, args.lms, plan.task_ids, ordered, roster)
-        print(f"grade: wrote {book} ({len(roster)} students)")
-        if absent:
-            print(f"grade: no submission, 0 points: {', '.join(absent)}")
+    board = train_for_leaderboard(args, plan, subs, names, failed) if args.leaderboard else None
+    # A shard's gradebook is --merge's to write: the roster was checked against the whole class above.
+    publish(args.out, reports.header(plan), ordered, args.lms, None if args.shard else roster, board)
+    if args.shard is not None:
+        shards.write_manifest(args.out, shards.manifest(*args.shard, plan, class_names, names))
+        print(f"grade: shard {args.shard[0]}/{args.shard[1]}: {len(names)} of {len(class_names)} submissions; "
+              f"join every shard with --merge")
     if args.require_all and any(r.total < r.max for r in ordered):
         for r in ordered:
             if r.total < r.max:

@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 
 from minilm.course import tasks
-from solutions.grading import reports
+from solutions.grading import leaderboard, reports
 from solutions.grading.results import StudentGrade, TaskGrade
 
 PROG = "python -m solutions.grading.gradescope"
@@ -78,8 +78,10 @@ def tests_for(task_id: str, r: TaskGrade) -> list[dict]:
     return [visible, graded]
 
 
-def results_json(grades: dict, seconds: float | None = None) -> dict:
-    """Gradescope's results.json for the one student in a grader's grades.json."""
+def results_json(grades: dict, seconds: float | None = None, board: list[leaderboard.Row] | None = None) -> dict:
+    """Gradescope's results.json for the one student in a grader's grades.json; with the grader's leaderboard
+    (--leaderboard), its row as Gradescope's `leaderboard` (points never depend on it), or one line saying why
+    there is none."""
     students = grades.get("students") or []
     if len(students) != 1:
         raise AutograderError(f"the grader reported {len(students)} submissions where one was graded")
@@ -91,10 +93,15 @@ def results_json(grades: dict, seconds: float | None = None) -> dict:
                  "as well, appear when grades are published.")
     if r.notes or r.problems:
         lines += ["", "About your files:", *[f"- {p}" for p in r.notes + r.problems]]
+    row = board[0] if board else None
+    if row is not None and row.bits_per_byte is None:
+        lines += ["", f"Leaderboard: no entry: {row.why}"]
     out = {"score": r.total, "output": "\n".join(lines)[:MAX_OUTPUT_CHARS], "visibility": VISIBLE,
            "stdout_visibility": "hidden", "tests": tests}
     if seconds is not None:
         out["execution_time"] = round(seconds)
+    if row is not None and row.bits_per_byte is not None:
+        out["leaderboard"] = leaderboard.gradescope_entries(row)
     return out
 
 
@@ -172,7 +179,7 @@ def run(root: Path, submission: Path, results: Path, grader_args: list[str]) -> 
             grades = json.loads((out / "grades.json").read_text(encoding="utf-8"))
         except (OSError, ValueError) as e:
             raise AutograderError(f"the grader wrote no readable grades.json ({e})") from None
-        doc = results_json(grades, time.monotonic() - t0)
+        doc = results_json(grades, time.monotonic() - t0, leaderboard.read(out))
         write_results(results, doc)
         return doc
     finally:

@@ -79,23 +79,27 @@ def feedback(result: StudentGrade) -> str:
     return text
 
 
-def write(out: Path, plan, results: list[StudentGrade]) -> None:
+def header(plan) -> dict:
+    """What grades.json says of the run, beside its students: the same for a whole run and its merged shards."""
+    doc = {"max": plan.max_points, "tasks": {t: tasks.get(t).points for t in plan.task_ids},
+           "notebooks": list(plan.notebooks), "sandbox": plan.box.kind,
+           "isolation": ISOLATION.get(plan.box.kind, plan.box.kind), "hidden_inputs": plan.hidden}
+    return {"warning": UNSANDBOXED, **doc} if plan.box.unsandboxed else doc
+
+
+def write(out: Path, run: dict, results: list[StudentGrade]) -> None:
+    """grades.csv, grades.json and feedback/ for the run `run` (header(plan), or a merged shard's)."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "feedback").mkdir(exist_ok=True)
-    unsandboxed = plan.box.unsandboxed
+    task_ids = list(run["tasks"])
     with open(out / "grades.csv", "w", newline="", encoding="utf-8") as f:
-        if unsandboxed:
-            f.write(f"# {UNSANDBOXED}\n")
+        if run.get("warning"):
+            f.write(f"# {run['warning']}\n")
         w = csv.writer(f)
-        w.writerow(["student", "source", *plan.task_ids, "total", "max"])
+        w.writerow(["student", "source", *task_ids, "total", "max"])
         for r in results:
-            w.writerow([r.student, r.source, *(r.tasks[t].points for t in plan.task_ids), r.total, r.max])
-    summary = {"max": plan.max_points, "tasks": {t: tasks.get(t).points for t in plan.task_ids},
-               "notebooks": list(plan.notebooks), "sandbox": plan.box.kind,
-               "isolation": ISOLATION.get(plan.box.kind, plan.box.kind), "hidden_inputs": plan.hidden,
-               "students": [r.to_json() for r in results]}
-    if unsandboxed:
-        summary = {"warning": UNSANDBOXED, **summary}
+            w.writerow([r.student, r.source, *(r.tasks[t].points for t in task_ids), r.total, r.max])
+    summary = {**run, "students": [r.to_json() for r in results]}
     (out / "grades.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False), encoding="utf-8")
     for r in results:
         (out / "feedback" / f"{r.student}.md").write_text(feedback(r), encoding="utf-8")

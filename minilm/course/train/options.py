@@ -222,7 +222,7 @@ def validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     saved = {}
     config = Path(args.out_dir) / CONFIG_FILE
     if args.resume and config.is_file():
-        saved = json.loads(config.read_text())
+        saved = json.loads(config.read_text(encoding="utf-8"))
         for key in ("d_model", "num_layers", "num_heads", "d_ff", "steps"):  # what the run chose, unless given
             if getattr(args, key) is None and saved.get(key) is not None:
                 setattr(args, key, saved[key])

@@ -55,13 +55,13 @@ def _sha256(text: str) -> str:
 
 def save_merges(path: Path, merges: list[tuple[bytes, bytes]], num_merges: int, train_text: str) -> None:
     path.write_text(json.dumps({"tokenizer": "mine", "num_merges": num_merges, "train_sha256": _sha256(train_text),
-                                "merges": [[a.hex(), b.hex()] for a, b in merges]}, indent=0) + "\n")
+                                "merges": [[a.hex(), b.hex()] for a, b in merges]}, indent=0) + "\n", encoding="utf-8")
 
 
 def load_merges(path: Path, num_merges: int, train_text: str) -> list[tuple[bytes, bytes]] | None:
     """The merges saved for this training text and number of merges, or None (no file, or another's)."""
     try:
-        saved = json.loads(path.read_text())
+        saved = json.loads(path.read_text(encoding="utf-8"))
         if saved.get("num_merges") != num_merges or saved.get("train_sha256") != _sha256(train_text):
             return None
         return [(bytes.fromhex(a), bytes.fromhex(b)) for a, b in saved["merges"]]
@@ -72,7 +72,8 @@ def load_merges(path: Path, num_merges: int, train_text: str) -> list[tuple[byte
 def read_merges(path: Path) -> list[tuple[bytes, bytes]]:
     """The merges saved in `path`, whatever text they were learned from (ValueError if it is no merges file)."""
     try:
-        return [(bytes.fromhex(a), bytes.fromhex(b)) for a, b in json.loads(Path(path).read_text())["merges"]]
+        merges = json.loads(Path(path).read_text(encoding="utf-8"))["merges"]
+        return [(bytes.fromhex(a), bytes.fromhex(b)) for a, b in merges]
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"{path} is not a merges file ({type(e).__name__}: {e})") from None
 

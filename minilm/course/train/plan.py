@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import time
 from dataclasses import dataclass
 
@@ -126,10 +127,12 @@ def _fit(points: list[list[float]]) -> tuple[float, float]:
 def process_age_s() -> float:
     """Seconds since this process started (Linux, from /proc), so that a budget also covers
     starting Python and importing torch; elsewhere 0, and the budget counts from main()."""
+    if not sys.platform.startswith("linux"):
+        return 0.0
     try:
-        with open("/proc/self/stat") as f:
+        with open("/proc/self/stat", encoding="ascii") as f:
             start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22, starttime
-        with open("/proc/uptime") as f:
+        with open("/proc/uptime", encoding="ascii") as f:
             uptime_s = float(f.read().split()[0])
         return max(0.0, uptime_s - start_ticks / os.sysconf("SC_CLK_TCK"))
     except (OSError, ValueError, IndexError, AttributeError):

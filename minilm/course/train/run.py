@@ -266,7 +266,7 @@ def load_trained(out_dir: str | os.PathLike, device: str = "cpu"):
             raise FileNotFoundError(f"{out_dir} is not a finished `minilm train` run: it has no {name} (a run's "
                                     f"--out-dir holds {CONFIG_FILE}, {CHECKPOINT_FILE} and {VOCAB_FILE} or "
                                     f"{MERGES_FILE})")
-    saved = json.loads((out_dir / CONFIG_FILE).read_text())
+    saved = json.loads((out_dir / CONFIG_FILE).read_text(encoding="utf-8"))
     args = build_parser().parse_args([])  # every flag's default, then what the run used
     vars(args).update(saved)
     for key, value in vars(recipes.Recipe()).items():  # a run from before a switch existed ran without it
@@ -316,7 +316,7 @@ def report_start(run: Run, model, start: int) -> None:
     args, dist, data, out_dir = run.args, run.dist, run.data, run.out_dir
     vocab, enc, train_tokens, val_tokens = data.vocab, data.enc, data.train, data.val
     n_params = sum(p.numel() for p in model.parameters())
-    (out_dir / CONFIG_FILE).write_text(json.dumps(vars(args), indent=1))
+    (out_dir / CONFIG_FILE).write_text(json.dumps(vars(args), indent=1), encoding="utf-8")
     print(f"implementation: {minilm.implementation()} | processes: {dist.world_size} | device: {run.device} "
           f"| threads: {torch.get_num_threads()}{run.threads_note}")
     if args.tokenizer == "mine":
@@ -630,7 +630,8 @@ def write_result(run: Run, model, final_step: int, scores: Scores, wall_s: float
         nats_per_token=val_nats / n_val, bits_per_byte=data.bpb(val_nats, n_val),
         eval_stride=args.eval_stride, sliding_nats=scores.sliding_nats,
         sliding_nats_per_token=scores.sliding_nats / n_val, sliding_bits_per_byte=data.bpb(scores.sliding_nats, n_val),
-        baseline_nats_per_token=data.baseline, baseline_bits_per_byte=data.baseline_bpb), indent=1) + "\n")
+        baseline_nats_per_token=data.baseline, baseline_bits_per_byte=data.baseline_bpb), indent=1) + "\n",
+        encoding="utf-8")
 
 
 def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
@@ -645,6 +646,11 @@ def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
     args = parser.parse_args(argv)
     validate(args, parser)
     validate_eval_and_tokenizer(args, parser)
+    if sys.platform == "win32" and args.compile is not False:
+        # torch.compile's Inductor needs a C++ toolchain a student's Windows rarely has, and a --budget's plan
+        # would count on its speed-up: eager, and said so, is the safe path there.
+        print("torch.compile: off on Windows (it needs MSVC and often fails there): training eagerly")
+        args.compile = False
     if args.tokenizer == "mine":
         probe()  # a stub or an error in Tasks 9.2–9.3 stops the run here, in one line, before any data
     dist = Dist(args.device)
@@ -669,7 +675,8 @@ def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
         if dist.main and (final_step != start or not (out_dir / CHECKPOINT_FILE).exists()):
             save(model, optimizer, final_step, out_dir)
             if run.plan is not None:  # what the run did, for a --resume
-                (out_dir / CONFIG_FILE).write_text(json.dumps(dict(vars(args), steps=final_step), indent=1))
+                (out_dir / CONFIG_FILE).write_text(json.dumps(dict(vars(args), steps=final_step), indent=1),
+                                                   encoding="utf-8")
         scores = final_evaluation(run, model)
         if dist.main:
             report_end(run, model, trained, scores)

@@ -185,7 +185,7 @@ def plot_token_stats(enc, text: str, tokens: np.ndarray) -> Figure:
 def _locked(path: Path) -> Iterator[None]:
     """An exclusive lock on `path` (notebooks may run in parallel and share the data cache)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as f:
+    with open(path, "a", encoding="utf-8") as f:
         try:
             import fcntl
         except ImportError:  # Windows: no flock; notebooks there run one at a time anyway
