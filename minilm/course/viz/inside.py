@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 from torch import nn
 
 import minilm
@@ -114,11 +115,9 @@ def plot_ablation_costs(costs: torch.Tensor, base: float, tokens: int) -> Figure
     x = np.arange(layers * heads)
     ax.bar(x, costs.flatten().numpy(), color=[f"C{i}" for i in range(layers) for _ in range(heads)])
     ax.set_xticks(x, [f"L{i} H{h}" for i in range(layers) for h in range(heads)])
-    for i in range(layers):
-        ax.bar([], [], color=f"C{i}", label=f"layer {i}")
     ax.axhline(0, color="k", lw=0.8)
     ax.set(title=f"What each head is worth: validation loss {base:.3f} nats, {tokens:,} tokens",
            xlabel="head switched off", ylabel="loss increase (nats per token)")
-    ax.legend(fontsize=8, loc="upper right")
+    ax.legend(handles=[Patch(color=f"C{i}", label=f"layer {i}") for i in range(layers)], fontsize=8, loc="upper right")
     fig.tight_layout()
     return fig
