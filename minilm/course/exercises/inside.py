@@ -68,18 +68,19 @@ def _pattern_mixes(m):
                   f"output: {d}")
 
 
+LAYER = "attn = minilm.MultiHeadSelfAttention(32, 4, 32, 10000.0)\nx = torch.randn(7, 32)\n"
 PATTERN_PROPERTIES = (
     Property("each query's weights sum to 1", _pattern_rows,
-             example="attn = minilm.MultiHeadSelfAttention(32, 4, 32, 10000.0)\nx = torch.randn(7, 32)\n"
+             example=LAYER +
                      "print(minilm.attention_pattern(attn, x).sum(-1))  # all ones",
              idea="softmax each query's masked scores over the keys (the last dim)"),
     Property("no query attends to a later key: the weights above the diagonal are 0", _pattern_future,
-             example="attn = minilm.MultiHeadSelfAttention(32, 4, 32, 10000.0)\nx = torch.randn(7, 32)\n"
+             example=LAYER +
                      "print(minilm.attention_pattern(attn, x)[0])  # zeros above the diagonal",
              idea="before the softmax, set the scores of keys after the query to -inf (a lower-triangular mask)"),
     Property("the pattern is what your attention mixes: output_proj of (pattern @ v), heads merged, is the "
              "module's output", _pattern_mixes,
-             example="attn = minilm.MultiHeadSelfAttention(32, 4, 32, 10000.0)\nx = torch.randn(7, 32)\n"
+             example=LAYER +
                      "p = minilm.attention_pattern(attn, x)  # (4, 7, 7)\n"
                      "v = attn.v_proj(x).unflatten(-1, (4, 8)).transpose(0, 1)  # (4, 7, 8)\n"
                      "print(attn.output_proj((p @ v).transpose(0, 1).flatten(-2)) - attn(x))  # zeros",
@@ -286,17 +287,17 @@ def _slices(m):
     return d and f"ablating head 1 of 4, the other heads' columns of output_proj's input before and after: {d}"
 
 
-ABLATE_EXAMPLE = ("attn = minilm.MultiHeadSelfAttention(32, 4, 32, 10000.0)\nx = torch.randn(7, 32)\n"
+ABLATE_EXAMPLE = (LAYER +
                   "handle = minilm.ablate_heads(attn, [1])\n"
                   "attn.output_proj.register_forward_pre_hook(lambda m, args: print(args[0][:, 8:16]))  # zeros\n"
                   "attn(x); handle.remove()")
 ABLATE_PROPERTIES = (
     Property("with no head listed, the output is unchanged", _none_ablated,
-             example="attn = minilm.MultiHeadSelfAttention(32, 4, 32, 10000.0)\nx = torch.randn(7, 32)\n"
+             example=LAYER +
                      "before = attn(x)\nhandle = minilm.ablate_heads(attn, [])\nprint(attn(x) - before)  # zeros",
              idea="zero only the columns of the heads listed; leave every other column as it came in"),
     Property("after handle.remove() the module computes what it did before", _restored,
-             example="attn = minilm.MultiHeadSelfAttention(32, 4, 32, 10000.0)\nx = torch.randn(7, 32)\n"
+             example=LAYER +
                      "before = attn(x)\nminilm.ablate_heads(attn, [2]).remove()\nprint(attn(x) - before)  # zeros",
              idea="leave the weights alone: change output_proj's input inside a forward pre-hook, and return the "
                   "handle register_forward_pre_hook gives you"),
