@@ -600,3 +600,46 @@ def _relu2(g):
                  what=f"ReLUSquaredFFN({d}, {f})"),
             dict(d=4, f=6, state=weights(g, {"w1.weight": (6, 4), "w2.weight": (4, 6)}), x=_randn(g, 4),
                  what="a single vector")]
+
+
+# ---------------------------------------------------------------- 15: inside the trained model
+
+
+@hidden("15.1")
+def _attention_pattern(g):
+    h = _int(g, 1, 4)
+    d = h * 2 * _int(g, 1, 4)
+    seq = _int(g, 2, 12)
+    return [dict(d=32, heads=4, theta=10000.0, state=weights(g, attention_shapes(32)), x=_randn(g, 2, 9, 32),
+                 what="MultiHeadSelfAttention(32, 4) with RoPE, x (2, 9, 32)"),
+            dict(d=d, heads=h, theta=float(_int(g, 100, 10**5)), max_len=16, state=weights(g, attention_shapes(d)),
+                 x=_randn(g, 3, 1, seq, d), what=f"{h} heads, d_model {d}, x (3, 1, {seq}, {d})"),
+            dict(d=d, heads=h, state=weights(g, attention_shapes(d), scale=1.0), x=_randn(g, seq, d),
+                 what=f"{h} heads, d_model {d}, without RoPE, larger weights")]
+
+
+@hidden("15.2")
+def _head_scores(g):
+    from minilm.course.exercises.inside import causal_pattern
+
+    period = _int(g, 1, 6)
+    seq = period + _int(g, 1, 6)
+    return [dict(pattern=causal_pattern(g, 2, 3, 8, 8), period=4, what="a random pattern (2, 3, 8, 8), period 4"),
+            dict(pattern=causal_pattern(g, 4, seq, seq, scale=5.0), period=period,
+                 what=f"a sharp random pattern (4, {seq}, {seq}), period {period}"),
+            dict(pattern=causal_pattern(g, 2, 2, dtype=torch.float64), period=1, what="float64, 2 tokens, period 1")]
+
+
+@hidden("15.3")
+def _ablate_heads(g):
+    h = _int(g, 2, 4)
+    d = h * 2 * _int(g, 1, 4)
+    some = [i for i in range(h) if torch.rand((), generator=g) < 0.5] or [h - 1]
+    return [dict(d=32, heads=4, theta=10000.0, state=weights(g, attention_shapes(32)), x=_randn(g, 2, 6, 32),
+                 ablate=[2], what="head 2 of 4 ablated"),
+            dict(d=d, heads=h, theta=10000.0, max_len=16, state=weights(g, attention_shapes(d)),
+                 x=_randn(g, 3, _int(g, 1, 9), d), ablate=some, what=f"heads {some} of {h} ablated"),
+            dict(d=d, heads=h, theta=10000.0, max_len=16, state=weights(g, attention_shapes(d)), x=_randn(g, 4, d),
+                 ablate=list(range(h)), what=f"all {h} heads ablated"),
+            dict(d=d, heads=h, state=weights(g, attention_shapes(d)), x=_randn(g, 4, d), ablate=[],
+                 what="no head ablated, without RoPE")]

@@ -10,8 +10,9 @@ import torch
 from minilm.course import checks, tasks
 from solutions import expected, mistakes
 
-# 44 checks and ~320 named mistakes' outputs (notebook 13's whole-model logits are the largest, ~135 kB):
-# small beside the notebooks, and a drift here means a check stores far more than it compares.
+# 48 checks and ~370 named mistakes' outputs (notebook 13's whole-model logits are the largest, ~135 kB;
+# notebook 15's 64 small tensors ~56 kB, mostly per-tensor overhead): small beside the notebooks, and a
+# drift here means a check stores far more than it compares.
 MAX_BYTES = 768 * 1024
 
 

@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 # The notebook groups' modules: importing one registers its tasks' specs.
-GROUPS = ("basics", "rope_attention", "model", "training", "generation", "quantization", "classic", "modern")
+GROUPS = ("basics", "rope_attention", "model", "training", "generation", "quantization", "classic", "modern", "inside")
 
 
 class Problem(str):
