@@ -54,7 +54,7 @@ def test_the_data_notebooks_and_the_third_red_teams_later_shortcuts(tmp_path):
     # the rest.
     every = {m: reference(m) for m in tasks.EXERCISE_MODULES}
     honest = submission(tmp_path / "subs", "reference", **every)
-    # The attacker leaves 10.5 a stub: with no task of 10_training left to earn, its longest notebook is not
+    # The attacker leaves 10.5 and 10.6 stubs: with no task of 10b left to earn, its longest notebook is not
     # run (CI's time); its honest tasks of 09 and 11 still show that a refusal costs nothing beyond it.
     later = third_red_team_later_tasks()
     later["training"] = keep_only("training", {"10.1", "10.2", "10.3", "10.4"}, later["training"])
@@ -68,7 +68,7 @@ def test_the_data_notebooks_and_the_third_red_teams_later_shortcuts(tmp_path):
     assert got["reference"]["total"] == got["reference"]["max"] == sum(t.points for t in graded)
     shortcuts = LATER_SHORTCUTS & {t.id for t in graded}  # 7.1, 8.1 and 13.x are in other notebooks
     earned = {t: r["points"] for t, r in got["attacker"]["tasks"].items()}
-    assert earned == {t.id: 0 if t.id in shortcuts | {"10.5"} else t.points for t in graded}, earned
+    assert earned == {t.id: 0 if t.id in shortcuts | {"10.5", "10.6"} else t.points for t in graded}, earned
     for t in shortcuts:
         assert got["attacker"]["tasks"][t]["rules"], got["attacker"]["tasks"][t]
 

@@ -704,7 +704,9 @@ def _train_collect(m, c):
             "val_losses": _nan_for_none(d.val_loss for d in done if d.val_loss is not None),
             "seen_lrs": torch.tensor(r.optimizer.seen_lrs, dtype=torch.float64).reshape(-1, 2),
             "seen_norms": torch.tensor(r.optimizer.seen_norms, dtype=torch.float64),
-            "evaluated": r.evaluated, "params": torch.cat([r.w.detach(), r.b.detach()])}
+            "evaluated": r.evaluated, "evaluated_without_grad": [not on for on in r.grad_on],
+            "losses_detached": [isinstance(d.loss, torch.Tensor) and not d.loss.requires_grad for d in done],
+            "params": torch.cat([r.w.detach(), r.b.detach()])}
 
 
 def _train_cases():
@@ -832,5 +834,7 @@ spec("10.6", properties=TRAIN_PROPERTIES, collect=_train_collect, cases=_train_c
               "val_steps": "the Steps that carry a val_loss", "val_losses": "the yielded val_loss values",
               "seen_lrs": "the groups' lr when the optimizer stepped",
               "seen_norms": "the gradients' global norm when the optimizer stepped",
-              "evaluated": "the steps evaluate() ran after", "params": "the trained weights"},
+              "evaluated": "the steps evaluate() ran after",
+              "evaluated_without_grad": "whether gradients were off while evaluate() ran",
+              "losses_detached": "whether each yielded loss was detached", "params": "the trained weights"},
      passed="steps, batches, clipping, per-group rates, evaluation and resuming as the contract says")

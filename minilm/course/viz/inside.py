@@ -56,8 +56,8 @@ def repeated_tokens(vocab_size: int, period: int, batch: int = 16, seed: int = 0
 def token_losses(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
     """The loss (nats) of predicting ids[..., t + 1] at each position t: (..., seq − 1)."""
     logits = model(ids)[..., :-1, :]
-    # release: not a task (a per-token loss for a picture; Task 10.1 averages)
-    return torch.logsumexp(logits, -1) - logits.gather(-1, ids[..., 1:, None])[..., 0]
+    log_sum_exp = torch.logsumexp(logits, -1)  # release: not a task (per-token losses; Task 10.1 averages them)
+    return log_sum_exp - logits.gather(-1, ids[..., 1:, None])[..., 0]
 
 
 def plot_head_scores(scores: dict[str, torch.Tensor], title: str = "Head scores of your trained model") -> Figure:
