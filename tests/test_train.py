@@ -554,10 +554,13 @@ def test_budget_run_reports_bits_per_byte_consistently(tmp_path, story_file):
         assert line in proc.stdout, line
     result = json.loads((out / "result.json").read_text())
     assert result["steps"] > 0 and result["wall_s"] < 3 * 30, "it should stop by the clock"
-    # The story text is far too short for 30 s: the plan trains MAX_EPOCHS passes, counted in steps
-    # (a run that stopped by a clock set from the speed estimate fell short of them on a busy machine).
+    # The story text is far too short for 30 s: past PLAIN_EPOCHS the plan switches on dropout and
+    # reshuffling and trains MAX_EPOCHS passes, counted in steps (a run that stopped by a clock set
+    # from the speed estimate fell short of them on a busy machine).
     planned = re.search(r"plan: .*?([\d,]+) steps in about \d+ s, stopping at the last step", proc.stdout)
     assert planned and "the plan ends" in proc.stdout, proc.stdout
+    assert "the plan switches on dropout 0.1, reshuffle True" in proc.stdout, proc.stdout
+    assert re.search(r"recipe: .*dropout 0.1, reshuffle True", proc.stdout), proc.stdout
     assert result["steps"] == int(planned.group(1).replace(",", "")), (result["steps"], planned.group(0))
     assert math.isclose(result["bits_per_byte"], result["val_nats"] / math.log(2) / result["val_bytes"])
     assert math.isclose(result["nats_per_token"], result["val_nats"] / result["val_tokens"])
@@ -599,12 +602,13 @@ def test_the_data_caps_the_size():
     training tokens per non-embedding parameter are candidates: on Tiny Shakespeare (416,607 tokens
     at vocabulary 2,048) longer budgets keep d_model 128, where the re-sweep found the bigger model
     no better; a text too short for any size gets the smallest, and more text lifts the cap. And
-    no budget trains more than MAX_EPOCHS passes over the text: one that could ends early."""
+    no budget trains more than PLAIN_EPOCHS passes over the text without regularization, nor more
+    than MAX_EPOCHS with LEVERS switched on past PLAIN_EPOCHS: one that could ends early."""
     from minilm.course.train import plan as planner
 
-    def plan(minutes, n_train):
+    def plan(minutes, n_train, levers=False):
         return planner.plan_budget(minutes * 60 * planner.SAFETY - 8, planner.IDLE_2_CORES, 2048, 64, 16, 45_121,
-                                   120, n_train=n_train)
+                                   120, n_train=n_train, levers=levers)
 
     def chosen(minutes, n_train):
         return plan(minutes, n_train).size["d_model"]
@@ -616,13 +620,22 @@ def test_the_data_caps_the_size():
     for size in planner.LADDER:
         capped = 416_607 < planner.DATA_TOKENS_PER_PARAMETER * planner.size_params(size, 2048)[1]
         assert capped == (size["d_model"] > 128), size
-    # At most MAX_EPOCHS passes over the training tokens: a budget that buys more ends early.
+    # Without the levers, at most PLAIN_EPOCHS passes over the training tokens: a budget that buys more ends early.
     for minutes in (1, 3, 10, 30):
         p = plan(minutes, 416_607)
-        assert p.steps * 16 * 64 <= planner.MAX_EPOCHS * 416_607
+        assert p.steps * 16 * 64 <= planner.PLAIN_EPOCHS * 416_607 and not p.levers
         assert p.train_s + p.reserve_s + p.unused_s == pytest.approx(minutes * 60 * planner.SAFETY - 8)
         assert (p.unused_s > 0) == (minutes >= 10), minutes
     assert plan(10, None).unused_s == 0
+    # With them: on past PLAIN_EPOCHS (10 minutes buy ~17 passes at d_model 128 on 2 idle cores), the
+    # budget used up to MAX_EPOCHS; a budget under PLAIN_EPOCHS trains as before, without them.
+    for minutes in (1, 3, 10, 30):
+        plain, p = plan(minutes, 416_607), plan(minutes, 416_607, levers=True)
+        epochs = p.steps * 16 * 64 / 416_607
+        assert p.levers == (minutes >= 10) and epochs <= planner.MAX_EPOCHS, (minutes, epochs)
+        assert p.unused_s <= plain.unused_s and p.steps >= plain.steps
+        assert p.train_s + p.reserve_s + p.unused_s == pytest.approx(minutes * 60 * planner.SAFETY - 8)
+    assert plan(10, 416_607, levers=True).steps > plan(10, 416_607).steps
 
 
 # ---------------------------------------------------------------- --tokenizer mine: your BPE (Tasks 9.2 and 9.3)

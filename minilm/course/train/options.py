@@ -293,6 +293,9 @@ def validate_recipe(args: argparse.Namespace, parser: argparse.ArgumentParser) -
         if value is not None and value not in valid:
             parser.error(f"{flag}: unknown value {value!r}; valid values: {', '.join(valid)}")
     given = {k for k in RECIPE_FLAGS if getattr(args, k) is not None}
+    # A budget's plan may switch on the data-limited regime's levers unless either is given.
+    budget = args.budget is not None or args.steps is None
+    args.levers_chosen_by_budget = budget and not {"dropout", "reshuffle"} & given
     for key in RECIPE_FLAGS:  # what was not given comes from the default recipe
         if getattr(args, key) is None:
             setattr(args, key, getattr(DEFAULT_RECIPE, key))

@@ -60,12 +60,15 @@ TOKENS_PER_PARAMETER = 0.8
 # d_model 128 at 3 minutes (2.192). A cap between 0.19 and 0.46 keeps d_model 128; 0.3 is near
 # the middle (geometric). Larger texts lift it: 650,000 training tokens allow d_model 192, 1.1M 256.
 DATA_TOKENS_PER_PARAMETER = 0.3
-# And a budget trains at most MAX_EPOCHS passes over the training split, ending early if it could
-# do more: d_model 128 scored 2.200 at 2.7 epochs, 2.180 at 4.9 and 2.201 at 7.4 (the re-sweep);
-# d_model 192 2.182 at 4.9 and 2.224 at ~8. Without it the cap would train d_model 128 for ~22
-# epochs at 10 minutes. With --dropout 0.1 --reshuffle d_model 128 scored 2.132 at 7.4 epochs (one
-# seed): turning those on past MAX_EPOCHS, and lifting it, is the measured next step, not yet taken.
-MAX_EPOCHS = 5.0
+# Without regularization a budget trains at most PLAIN_EPOCHS passes over the training split:
+# d_model 128 scored 2.200 at 2.7 epochs, 2.180 at 4.9 and 2.201 at 7.4 (the re-sweep); d_model 192
+# 2.182 at 4.9 and 2.224 at ~8. Past it, when the flags leave them to the budget, the plan switches
+# on LEVERS (with them d_model 128 scored 2.132 at 7.4 epochs, one seed) and trains up to
+# MAX_EPOCHS passes, ending early only past that: Muennighoff et al. (2023) found repeated tokens
+# losing most of their value past about 16 epochs. docs/training.md has the runs.
+PLAIN_EPOCHS = 5.0
+LEVERS = {"dropout": 0.1, "reshuffle": True}
+MAX_EPOCHS = 16.0
 # An idle 2-core machine (2 threads, the reference, vocabulary 2,048, batch 16 × 64), training
 # tokens/s by d_model: 64: 18,685, 96: 18,642, 128: 11,867, 192: 6,296, 256: 4,342, 384: 1,915; the
 # line 39 µs + 7.71 ps per FLOP fits them within 12%. Forward-only is assumed a third of a step.
@@ -229,12 +232,13 @@ class Plan:
     compile_note: str
     tokens_per_s: float  # estimated, all processes together, eager
     steps: int  # estimated steps before the deadline
-    unused_s: float = 0.0  # seconds of the budget left unused: MAX_EPOCHS reached before the deadline
+    unused_s: float = 0.0  # seconds of the budget left unused: the epoch cap reached before the deadline
+    levers: bool = False  # past PLAIN_EPOCHS: LEVERS switched on, up to MAX_EPOCHS
 
 
 def plan_budget(left_s: float, speed: Speed, vocab_size: int, context_length: int, batch_size: int,
                 n_val: int, sample_tokens: int, world_size: int = 1, size: dict | None = None,
-                compile_flag: bool | None = None, n_train: int | None = None) -> Plan:
+                compile_flag: bool | None = None, n_train: int | None = None, levers: bool = False) -> Plan:
     """The run that fits in `left_s` seconds on this machine.
 
     Time: the final evaluation (n_val tokens forward), the sample (sample_tokens forwards of up
@@ -251,8 +255,10 @@ def plan_budget(left_s: float, speed: Speed, vocab_size: int, context_length: in
     DATA_TOKENS_PER_PARAMETER training tokens per non-embedding parameter are candidates (the
     smallest always is). Past that, a bigger model re-reads too little text too many times and
     overfits: data-limited, not compute-limited (the re-sweep in docs/training.md). And the run
-    trains at most MAX_EPOCHS passes over the n_train tokens: when the time would buy more, the
-    plan trains less (train_s shrinks, unused_s says by how much) and the run ends early.
+    trains at most PLAIN_EPOCHS passes over the n_train tokens, or with `levers` (the flags leave
+    dropout and reshuffling to the plan) MAX_EPOCHS with LEVERS switched on past PLAIN_EPOCHS: when
+    the time would buy more, the plan trains less (train_s shrinks, unused_s says by how much) and
+    the run ends early.
     """
     def forward(s: dict) -> float:
         return speed.forward_s_per_token(flops_per_token(s, vocab_size, context_length))
@@ -270,17 +276,21 @@ def plan_budget(left_s: float, speed: Speed, vocab_size: int, context_length: in
         effective_s = max((train_s - COMPILE_S) * COMPILE_SPEEDUP if use_compile else train_s, 0.0)
         tokens_per_s = world_size / speed.train_s_per_token(flops_per_token(s, vocab_size, context_length))
         steps = max(1, int(effective_s * tokens_per_s // (batch_size * context_length * world_size)))
-        most = max(1, int(MAX_EPOCHS * n_train // (batch_size * context_length * world_size))) if n_train else steps
+        def passes(epochs: float) -> int:
+            return max(1, int(epochs * n_train // (batch_size * context_length * world_size))) if n_train else steps
+        past_plain = steps > passes(PLAIN_EPOCHS)
+        cap = MAX_EPOCHS if past_plain and levers else PLAIN_EPOCHS
         unused_s = 0.0
-        if steps > most:  # the text runs out first: train MAX_EPOCHS, compiled only if that is faster
-            eager_s = most * batch_size * context_length * world_size / tokens_per_s
+        if steps > passes(cap):  # the text runs out first: train `cap` epochs, compiled only if that is faster
+            eager_s = passes(cap) * batch_size * context_length * world_size / tokens_per_s
             compiled_s = COMPILE_S + eager_s / COMPILE_SPEEDUP
             if compile_flag is None and use_compile and compiled_s >= eager_s:
-                use_compile, note = False, f"auto: off, {MAX_EPOCHS:g} epochs are too short for compiling to pay off"
+                use_compile, note = False, f"auto: off, {cap:g} epochs are too short for compiling to pay off"
             needed_s = compiled_s if use_compile else eager_s
-            steps, unused_s, train_s = most, train_s - needed_s, needed_s
+            steps, unused_s, train_s = passes(cap), train_s - needed_s, needed_s
         return Plan(size=dict(s), chosen=chosen, train_s=train_s, reserve_s=reserve_s, compile=use_compile,
-                    compile_note=note, tokens_per_s=tokens_per_s, steps=steps, unused_s=unused_s)
+                    compile_note=note, tokens_per_s=tokens_per_s, steps=steps, unused_s=unused_s,
+                    levers=past_plain and levers)
 
     if size is not None:
         return plan(size, chosen=False)

@@ -4,6 +4,7 @@ build the model, report, compile, train, evaluate, report; with the helpers they
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import json
 import math
@@ -45,7 +46,9 @@ from minilm.course.train.plan import (
     DATA_TOKENS_PER_PARAMETER,
     DEFAULT_SIZE,
     END_S,
+    LEVERS,
     MAX_EPOCHS,
+    PLAIN_EPOCHS,
     SAFETY,
     TOKENS_PER_PARAMETER,
     Plan,
@@ -196,7 +199,11 @@ def plan_run(run: Run) -> None:
     left_s = dist.from_main(args.budget_s * SAFETY - (time.perf_counter() - run.clock_start))
     run.plan = plan = plan_budget(left_s, speed, data.vocab.size, args.context_length, args.batch_size,
                                   eval_forward_tokens(args, len(data.val)), args.sample_tokens, dist.world_size,
-                                  fixed, args.compile, n_train=len(data.train))
+                                  fixed, args.compile, n_train=len(data.train), levers=args.levers_chosen_by_budget)
+    if plan.levers:  # the text runs out before the budget: regularize, and train on (plan.py's LEVERS)
+        for key, value in LEVERS.items():
+            setattr(args, key, value)
+        run.recipe = dataclasses.replace(run.recipe, **LEVERS)
     for key, value in plan.size.items():
         setattr(args, key, value)
     args.compile = plan.compile
@@ -371,9 +378,14 @@ def report_plan(run: Run) -> None:
           + (f"{plan.steps:,} steps in about {plan.train_s:.0f} s, stopping at the last step; " if plan.unused_s > 0
              else f"~{plan.steps:,} steps in {plan.train_s:.0f} s, stopping by the clock; ")
           + f"{plan.reserve_s:.0f} s kept for the final evaluation and the sample")
+    if plan.levers:
+        print(f"past {PLAIN_EPOCHS:g} passes over the training tokens the models here overfit: the plan switches on "
+              + ", ".join(f"{k} {v}" for k, v in LEVERS.items()) + " (docs/training.md)")
     if plan.unused_s > 0:
-        print(f"the plan ends {plan.unused_s:.0f} s early: {MAX_EPOCHS:g} passes over the training tokens is the "
-              f"most a budget trains (past that the models here overfit without dropout; docs/training.md)")
+        cap, why = ((MAX_EPOCHS, "repeated text loses its value") if plan.levers else
+                    (PLAIN_EPOCHS, "without dropout the models here overfit; --dropout or --reshuffle given"))
+        print(f"the plan ends {plan.unused_s:.0f} s early: {cap:g} passes over the training tokens is the most a "
+              f"budget trains ({why}; docs/training.md)")
     for line in hardware_note(speed, vocab_size, args.context_length, args.batch_size,
                               eval_forward_tokens(args, len(run.data.val)), args.sample_tokens, run.dist.world_size,
                               n_train=len(run.data.train)):
@@ -417,7 +429,7 @@ def learning_rate(run: Run, it: int, loop_start: float, deadline: float | None) 
                         dtype=torch.float64)
     if dist.enabled:
         dist.dist.broadcast(gone, src=0)
-    if run.plan.unused_s > 0:  # MAX_EPOCHS passes end this run: counted in steps, the clock only a guard
+    if run.plan.unused_s > 0:  # the epoch cap ends this run: counted in steps, the clock only a guard
         done = it / max(args.steps, 1)
         if it >= args.steps or gone.item() >= 1.0:
             return None, done
