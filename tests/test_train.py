@@ -719,3 +719,27 @@ def test_merges_that_do_not_round_trip_are_refused_with_the_first_failing_text(t
     with pytest.raises(SystemExit, match=r"refusing .*merges\.json: your Tokenizer does not give back this line of "
                                          r"the training text: decode\(encode\('then café and more\\n'\)\) = "):
         own_tokenizer.OwnVocabulary.build(text, 300, tmp_path, True, lambda: None)
+
+
+@pytest.mark.parametrize("schedule", ["wsd", "cosine"])
+def test_a_capped_budget_run_ends_its_decay_by_the_clock(schedule):
+    """A budget run ended by its epoch cap counts its schedule in steps, but on a machine slower
+    than measured (another job started) the clock is further on: the schedule follows whichever is,
+    so the decay ends by the deadline instead of being cut off at its peak."""
+    import time
+    from types import SimpleNamespace
+
+    from minilm.course import recipe as recipes
+    from minilm.course.train import run as runner
+
+    run = SimpleNamespace(args=SimpleNamespace(steps=100, lr=1e-2, min_lr=1e-3, warmup=5), dist=SimpleNamespace(
+        enabled=False), plan=SimpleNamespace(unused_s=10.0), recipe=recipes.Recipe(schedule=schedule))
+    now = time.perf_counter()
+    on_time, _ = runner.learning_rate(run, 10, now, now + 1000.0)  # 10 of 100 steps, the clock at 0
+    late, gone = runner.learning_rate(run, 10, now - 95.0, now + 5.0)  # 10 of 100 steps, the clock at 95%
+    assert on_time == pytest.approx(recipes.scheduled_lr(run.recipe, 0.1, 10, 1e-2, 1e-3, 5, 100))
+    assert gone == pytest.approx(0.95, abs=0.01)
+    assert late == pytest.approx(recipes.scheduled_lr(run.recipe, gone, int(gone * 100), 1e-2, 1e-3, 5, 100))
+    assert late < 0.5 * on_time, "the decay follows the clock"
+    assert runner.learning_rate(run, 100, now, now + 1000.0)[0] is None  # the cap still ends the run
+    assert runner.learning_rate(run, 10, now - 100.0, now - 1.0)[0] is None  # and so does the deadline

@@ -429,11 +429,13 @@ def learning_rate(run: Run, it: int, loop_start: float, deadline: float | None) 
                         dtype=torch.float64)
     if dist.enabled:
         dist.dist.broadcast(gone, src=0)
-    if run.plan.unused_s > 0:  # the epoch cap ends this run: counted in steps, the clock only a guard
-        done = it / max(args.steps, 1)
+    if run.plan.unused_s > 0:  # the epoch cap ends this run: counted in steps, unless the clock is further
+        # on: a machine slower than measured (another job started) still ends its decay by the deadline.
+        done = max(it / max(args.steps, 1), gone.item())
         if it >= args.steps or gone.item() >= 1.0:
             return None, done
-        return recipes.scheduled_lr(run.recipe, done, it, args.lr, args.min_lr, args.warmup, args.steps), done
+        return recipes.scheduled_lr(run.recipe, done, min(int(done * args.steps), args.steps), args.lr, args.min_lr,
+                                    args.warmup, args.steps), done
     if gone.item() >= 1.0:
         return None, gone.item()
     lr = recipes.scheduled_lr(run.recipe, gone.item(), min(int(gone.item() * args.steps), args.steps), args.lr,
