@@ -229,11 +229,12 @@ def _adam_step(l2: bool, bias_correction: bool, decay_without_lr: bool = False, 
 
 
 def _train_loop(zero: str = "before", clip_after_step: bool = False, lr_scale: bool = True, eval_grad: bool = False,
-                eval_before_count: bool = False, yield_before_count: bool = False, detach: bool = True):
+                eval_before_count: bool = False, yield_before_count: bool = False, detach: bool = True,
+                listed: bool = True, norm_as_float: bool = True):
     """The training loop with one of the usual mistakes: `zero` "never" or "after_backward" (the gradients
     zeroed between backward and step), and so on."""
     def train(loss_of, parameters, optimizer, batch, lr_at, clip=1.0, start=0, evaluate=None, eval_every=0):
-        parameters = list(parameters)
+        parameters = list(parameters) if listed else parameters
         step = start
         while (lr := lr_at(step)) is not None:
             for group in optimizer.param_groups:
@@ -247,10 +248,12 @@ def _train_loop(zero: str = "before", clip_after_step: bool = False, lr_scale: b
                 optimizer.zero_grad()
             grad_norm = None
             if clip is not None and not clip_after_step:
-                grad_norm = float(clip_grad_norm(parameters, clip))
+                grad_norm = clip_grad_norm(parameters, clip)
             optimizer.step()
             if clip is not None and clip_after_step:
-                grad_norm = float(clip_grad_norm(parameters, clip))
+                grad_norm = clip_grad_norm(parameters, clip)
+            if grad_norm is not None and norm_as_float:
+                grad_norm = float(grad_norm)
             val_loss = None
             if evaluate is not None and eval_before_count and step % eval_every == 0:
                 with torch.no_grad():
@@ -340,7 +343,7 @@ MISTAKES: list[dict] = [
     mutant("zero_grad_after_backward", "10.6", [(_T, "train", _train_loop(zero="after_backward"))], "moved w by 0",
            broken="each update follows that step's gradient alone"),
     mutant("clips_after_the_step", "10.6", [(_T, "train", _train_loop(clip_after_step=True))],
-           "the optimizer's step saw gradients", broken="with clip, the optimizer steps on gradients"),
+           "the optimizer's steps saw gradients", broken="with clip, the optimizer steps on gradients"),
     mutant("ignores_lr_scale", "10.6", [(_T, "train", _train_loop(lr_scale=False))], "lr_scale is 0.5",
            broken="before the optimizer's step, every param group's lr"),
     mutant("evaluates_with_grad", "10.6", [(_T, "train", _train_loop(eval_grad=True))], "gradients on",
@@ -349,6 +352,10 @@ MISTAKES: list[dict] = [
            "expected [3, 6]", broken="evaluate(s) runs after each step s"),
     mutant("numbers_steps_from_start", "10.6", [(_T, "train", _train_loop(yield_before_count=True))],
            "expected [3, 4, 5]", broken="it asks for batch(s)"),
+    mutant("clips_a_spent_generator", "10.6", [(_T, "train", _train_loop(listed=False))], "given as a generator",
+           broken="with clip, the optimizer steps on gradients"),
+    mutant("grad_norm_as_tensor", "10.6", [(_T, "train", _train_loop(norm_as_float=False))], "a Python float",
+           broken="with clip, the optimizer steps on gradients"),
     mutant("loss_keeps_its_graph", "10.6", [(_T, "train", _train_loop(detach=False))], "still requires grad",
            broken="the loss it yields is detached"),
 ]

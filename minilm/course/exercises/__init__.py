@@ -269,14 +269,15 @@ def init_problem(w, std: float, what: str) -> Problem | None:
     if type(w) is not torch.Tensor or not w.is_floating_point() or w.numel() < 2:
         return Problem(f"{what}: expected the initial weight as a floating-point tensor")
     w = w.detach().double()
-    if w.abs().max() > 3 * std * 1.0001:
-        return Problem(f"{what}: some weights lie beyond ±3 std ({w.abs().max().item() / std:.2f} std): use a "
-                       "truncated normal cut at a=-3·std, b=3·std (trunc_normal_'s a and b are absolute, not in "
-                       "units of std)", "init_not_truncated")
+    # The std first: a wrong std also puts weights beyond ±3 of the right one, and the cut-offs are not its cause.
     got = w.std().item()  # a normal truncated at ±3σ has standard deviation 0.9866σ
     if abs(got / (0.9866 * std) - 1) >= 0.05:
         return Problem(f"{what}: the weights' std is {got:.3g}, expected about {0.9866 * std:.3g} (std {std:.3g} "
                        "truncated at ±3 std)", "init_wrong_std")
+    if w.abs().max() > 3 * std * 1.0001:
+        return Problem(f"{what}: some weights lie beyond ±3 std ({w.abs().max().item() / std:.2f} std): use a "
+                       "truncated normal cut at a=-3·std, b=3·std (trunc_normal_'s a and b are absolute, not in "
+                       "units of std)", "init_not_truncated")
     if abs(w.mean().item()) >= 0.05 * std:
         return Problem(f"{what}: the weights' mean should be about 0", "init_not_centered")
     return None

@@ -196,6 +196,15 @@ def _rms_norm_float16(m):
     return d and f"on x (2, 16) near 300 {d}{zeros}"
 
 
+def _rms_norm_unit_rms(m):
+    x = randn(60, 2, 3, 16, scale=5.0)
+    y = m.rms_norm(x, torch.ones(16))
+    if type(y) is not torch.Tensor or y.shape != x.shape:
+        return f"on x (2, 3, 16) rms_norm returned shape {shown(list(y.shape)) if type(y) is torch.Tensor else '…'}"
+    d = differs(y.double().pow(2).mean(-1), torch.ones(2, 3, dtype=torch.float64), atol=1e-3)
+    return d and f"on x (2, 3, 16) with weight 1, the mean of y² over the last dim and 1: {d}"
+
+
 def _rms_norm_each_vector(m):
     x, w = randn(56, 3, 16) * torch.tensor([[0.01], [1.0], [100.0]]), randn(57, 16)
     d = differs(m.rms_norm(x, w)[2], m.rms_norm(x[2:], w)[0])
@@ -210,6 +219,11 @@ def _rms_norm_scale_free(m):
 
 RMS_PROPERTIES = (
     keeps_inputs("rms_norm", lambda: (randn(93, 3, 16), randn(94, 16)), "on x (3, 16)"),
+    Property("with weight 1, every vector along the last dim comes out with mean square 1, for any number of leading "
+             "dims", _rms_norm_unit_rms,
+             example="x = 5 * torch.randn(2, 3, 16)\ny = minilm.rms_norm(x, torch.ones(16))\n"
+                     "print(y.pow(2).mean(-1))  # ones, shape (2, 3)",
+             idea="the mean of x² is over the last dim, dim=-1 (not dim=1), kept for the division"),
     Property("a float16 x gives its float32 result rounded to float16, also for values near 300",
              _rms_norm_float16,
              example="x = torch.full((16,), 300.0, dtype=torch.float16)\nw = torch.ones(16, dtype=torch.float16)\n"
@@ -250,7 +264,18 @@ def _RMSNorm_invariant(got, c) -> Problem | None:
                      "RMSNorm.weight must start at ones", "weight_not_ones"))
 
 
-spec("3.2", properties=(learns(lambda m: (m.RMSNorm(8), (randn(116, 3, 8),)), "RMSNorm(8)"),),
+def _RMSNorm_default_eps(m):
+    x = randn(118, 3, 8, scale=1e-3)  # small enough that eps changes the output
+    with torch.no_grad():
+        d = differs(m.RMSNorm(8)(x), m.RMSNorm(8, eps=1e-5)(x), atol=1e-6, rtol=1e-4)
+    return d and f"on x of size ~1e-3, RMSNorm(8) and RMSNorm(8, eps=1e-5): {d}"
+
+
+spec("3.2", properties=(learns(lambda m: (m.RMSNorm(8), (randn(116, 3, 8),)), "RMSNorm(8)"),
+                        Property("its default eps is the contract's 1e-5", _RMSNorm_default_eps,
+                                 example="x = 1e-3 * torch.randn(3, 8)\n"
+                                         "print(minilm.RMSNorm(8)(x) - minilm.RMSNorm(8, eps=1e-5)(x))  # zeros",
+                                 idea="keep the signature's default, eps: float = 1e-5, and use self.eps in forward")),
      collect=_RMSNorm_collect, invariant=_RMSNorm_invariant,
      cases=lambda: [dict(d=24, w=randn(12, 24), x=randn(13, 2, 3, 24), what="RMSNorm(24) and x (2, 3, 24)"),
                     dict(d=24, eps=1e-2, w=torch.ones(24), x=randn(14, 2, 24, scale=1e-3),
@@ -267,8 +292,23 @@ def _silu_odd_part(m):
     return d and f"on x from −6 to 6, silu(x) − silu(−x) and x: {d}"
 
 
+def _silu_far_out(m):
+    x = torch.tensor([-1e4, -100.0, 100.0, 1e4])
+    y = m.silu(x)
+    if type(y) is not torch.Tensor or y.shape != x.shape:
+        return f"on x = [-1e4, -100, 100, 1e4] silu returned {type(y).__name__}"
+    if not torch.isfinite(y).all():
+        return f"silu([-1e4, -100, 100, 1e4]) = {[float(v) for v in y]}: e^x overflows float32 past x ≈ 88"
+    d = differs(y, torch.tensor([0.0, 0.0, 100.0, 1e4]), atol=1e-3)
+    return d and f"far from 0, silu(x) and (x > 0) · x: {d}"
+
+
 spec("4.1", properties=(
          keeps_inputs("silu", lambda: (randn(95, 2, 7),), "on x (2, 7)"),
+         Property("far from 0, silu is finite: 0 for x ≪ 0 and x for x ≫ 0 (±100, ±1e4)", _silu_far_out,
+                  example="print(minilm.silu(torch.tensor([-1e4, -100.0, 100.0, 1e4])))  # 0, 0, 100, 10000",
+                  idea="write σ(x) as 1 / (1 + e^(−x)) (or use torch.sigmoid): e^x / (1 + e^x) is inf / inf for "
+                       "x > 88 in float32"),
          Property("silu(x) − silu(−x) = x (since σ(x) + σ(−x) = 1)", _silu_odd_part,
                   example="x = torch.linspace(-6, 6, 25)\nprint(minilm.silu(x) - minilm.silu(-x) - x)  # zeros",
                   idea="SiLU is x · σ(x) with σ(x) = 1 / (1 + e^(−x)): mind the sign in the exponent")),

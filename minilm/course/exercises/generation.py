@@ -79,7 +79,14 @@ def _probs_top_k(m):
     logits = torch.tensor([[0.1, 2.0, -1.0, 3.0, 0.5, 1.5]])
     probs = m.next_token_probs(logits, top_k=2)
     kept = [int(i) for i in (probs[0] > 0).nonzero().flatten()] if isinstance(probs, torch.Tensor) else None
-    return None if kept == [1, 3] else f"on logits {logits[0].tolist()} it keeps tokens {shown(kept)}, expected [1, 3]"
+    if kept != [1, 3]:
+        return f"on logits {logits[0].tolist()} it keeps tokens {shown(kept)}, expected [1, 3]"
+    rows = randn(119, 3, 12) * torch.tensor([[0.1], [1.0], [10.0]]) + torch.tensor([[5.0], [0.0], [-5.0]])
+    probs = m.next_token_probs(rows, top_k=4)  # rows of other scales and offsets: each its own 4th largest
+    counts = [int(n) for n in (probs > 0).sum(-1)] if isinstance(probs, torch.Tensor) else None
+    return None if counts == [4, 4, 4] else (
+        f"with top_k 4 on logits (3, 12) whose rows differ in scale and offset, the rows keep {shown(counts)} tokens, "
+        "expected 4 each")
 
 
 def _probs_greedy(m):
@@ -108,9 +115,10 @@ PROBS_PROPERTIES = (
                      "print(minilm.next_token_probs(logits, top_k=3, top_p=0.6).sum(-1))",
              idea="divide a copy of the logits by the temperature, set the dropped tokens to -inf, then one softmax "
                   "over the last dim"),
-    Property("top_k keeps exactly the k largest logits", _probs_top_k,
+    Property("top_k keeps exactly the k largest logits of each row", _probs_top_k,
              example="print(minilm.next_token_probs(torch.tensor([[0.1, 2.0, -1.0, 3.0, 0.5, 1.5]]), top_k=2))",
-             idea="find the k-th largest logit (torch.topk(...).values[..., -1:]) and drop every logit below it"),
+             idea="find each row's k-th largest logit (torch.topk(..., dim=-1).values[..., -1:]) and drop every logit "
+                  "of that row below it"),
     Property("temperature 0 puts probability 1 on the first largest logit", _probs_greedy,
              example="print(minilm.next_token_probs(torch.tensor([[0.5, 2.0, 2.0, -1.0]]), temperature=0))",
              idea="greedy is argmax (the first on ties): a one-hot row, with no division by the temperature"),

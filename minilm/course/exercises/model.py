@@ -64,6 +64,26 @@ def _block_identity(m):
     return d and f"with attn.output_proj and ffn.w2 at zero, the block's output and its input x: {d}"
 
 
+def _block_attention_half(m):
+    block, x, _ = _block_inputs(m)
+    state = {k: torch.zeros_like(v) if k.endswith("w2.weight") else v for k, v in block.state_dict().items()}
+    load_state(block, state)
+    with torch.no_grad():
+        d = differs(block(x), x + block.attn(block.ln1(x)), atol=1e-4)
+    return d and f"with ffn.w2 at zero, the block's output and x + attn(ln1(x)) from its own modules: {d}"
+
+
+def _lm_composes(m):
+    lm, ids, _ = _lm_inputs(m)
+    with torch.no_grad():
+        h = lm.token_embeddings(ids)
+        for layer in lm.layers:
+            h = layer(h)
+        d = differs(lm(ids), lm.lm_head(lm.ln_final(h)), atol=1e-4)
+    return d and ("the logits and lm_head(ln_final(layers[1](layers[0](token_embeddings(ids))))) from its own "
+                  f"modules: {d}")
+
+
 BLOCK_PROPERTIES = (
     Property("with both sublayers' output projections at zero, the block returns its input: the residuals add "
              "x itself", _block_identity,
@@ -72,6 +92,12 @@ BLOCK_PROPERTIES = (
                      "x = torch.randn(1, 8, 32)\nprint(block(x) - x)  # zeros",
              idea="h = x + attn(ln1(x)), then h + ffn(ln2(h)): the residual carries x, not ln1(x), and no norm "
                   "comes after the addition"),
+    Property("with the FFN's output projection at zero, the block is x + attn(ln1(x)): the first residual adds x",
+             _block_attention_half,
+             example="block = minilm.TransformerBlock(32, 4, 48, 32, 10000.0)\n"
+                     "block.ffn.w2.weight.data.zero_()\nx = torch.randn(1, 8, 32)\n"
+                     "print(block(x) - (x + block.attn(block.ln1(x))))  # zeros",
+             idea="h = x + self.attn(self.ln1(x)) adds the block's input x, then the FFN's residual adds h"),
     causal_property(_block_inputs, "the block"), batch_rows_property(_block_inputs, "the block"),
     Property("the block hands token_positions to its attention: other positions give other outputs",
              _block_uses_positions,
@@ -130,7 +156,17 @@ def _lm_cases():
                  what="TransformerLM(97, 32, 32, 2, 4, 48) and ids (2, 12)")]
 
 
-spec("8.1", properties=(causal_property(_lm_inputs, "the model"), batch_rows_property(_lm_inputs, "the model")),
+LM_PROPERTIES = (
+    Property("the logits are lm_head(ln_final(·)) of the blocks applied one after the other to the token embeddings, "
+             "with nothing added between them", _lm_composes,
+             example="lm = minilm.TransformerLM(97, 32, 32, 2, 4, 48, 10000.0)\n"
+                     "ids = torch.randint(0, 97, (2, 8))\nh = lm.token_embeddings(ids)\n"
+                     "for layer in lm.layers:\n    h = layer(h)\nprint(lm(ids) - lm.lm_head(lm.ln_final(h)))  # zeros",
+             idea="each block carries its own residuals: x = layer(x) in the loop, no x + layer(x)"),
+    causal_property(_lm_inputs, "the model"), batch_rows_property(_lm_inputs, "the model"),
+)
+
+spec("8.1", properties=LM_PROPERTIES,
      collect=_lm_collect, cases=_lm_cases, invariant=_lm_invariant, outputs={"logits": "the logits"}, atol=1e-4,
      mistakes={
          "missing_final_norm": "apply ln_final before lm_head",

@@ -409,7 +409,22 @@ def _mhsa_inputs(m):
     return layer, x, changed
 
 
+def _mhsa_relative(m):
+    layer, x, _ = _mhsa_inputs(m)
+    positions = torch.arange(8)
+    with torch.no_grad():
+        d = differs(layer(x, positions + 7), layer(x, positions), atol=1e-4)
+    return d and f"positions 7 … 14 and 0 … 7 for the same x (2, 8, 32): {d}"
+
+
 MHSA_PROPERTIES = (causal_property(_mhsa_inputs, "attention"), batch_rows_property(_mhsa_inputs, "attention"),
+                   Property("with RoPE on q and k, only relative positions count: shifting every position by the "
+                            "same offset leaves the output unchanged", _mhsa_relative,
+                            example="attn = minilm.MultiHeadSelfAttention(32, 4, 32, 10000.0)\n"
+                                    "x, p = torch.randn(1, 8, 32), torch.arange(8)\n"
+                                    "print(attn(x, p + 7) - attn(x, p))  # zeros",
+                            idea="rotate both q and k with self.rope at the same positions, after splitting the "
+                                 "heads: q·k then depends on the positions' difference only"),
                    learns(lambda m: (lambda layer, x, _: (layer, (x,)))(*_mhsa_inputs(m)), "the attention"))
 
 spec("6.3", properties=MHSA_PROPERTIES,

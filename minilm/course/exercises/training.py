@@ -521,13 +521,20 @@ def _adamw_decay_alone(m):
 
 def _adamw_state(m):
     p = nn.Parameter(torch.zeros(3))
-    opt = m.AdamW([p], lr=0.1)
-    p.grad = torch.ones(3)
+    opt = m.AdamW([p], lr=0.1, betas=(0.9, 0.99))
+    p.grad = torch.tensor([1.0, -2.0, 3.0])
     opt.step()
     keys = sorted(map(str, opt.state[p])) if isinstance(opt.state.get(p), dict) else []
-    return None if keys == ["exp_avg", "exp_avg_sq", "step"] else (
-        f"after one step self.state[p] holds {shown(keys) if keys else 'nothing'}, expected exp_avg, exp_avg_sq and "
-        "step (notebook 10b reads them, as PyTorch's AdamW names them)")
+    if keys != ["exp_avg", "exp_avg_sq", "step"]:
+        return (f"after one step self.state[p] holds {shown(keys) if keys else 'nothing'}, expected exp_avg, "
+                "exp_avg_sq and step (notebook 10b reads them, as PyTorch's AdamW names them)")
+    state = opt.state[p]
+    for key, want in (("exp_avg", 0.1 * p.grad), ("exp_avg_sq", 0.01 * p.grad**2)):
+        d = differs(torch.as_tensor(state[key]).detach(), want)
+        if d:
+            return (f"after one step from gradient [1, -2, 3] with betas (0.9, 0.99), state['{key}'] and "
+                    f"(1 − β) · {'g' if key == 'exp_avg' else 'g²'}: {d}")
+    return None
 
 
 ADAMW_PROPERTIES = (
@@ -540,8 +547,10 @@ ADAMW_PROPERTIES = (
              example="p = torch.nn.Parameter(torch.ones(4))\nopt = minilm.AdamW([p], lr=0.1, weight_decay=0.5)\n"
                      "p.grad = torch.zeros(4)\nopt.step()\nprint(p)  # 0.95",
              idea="the decay is decoupled: p ← p − lr · weight_decay · p, apart from the moments"),
-    Property("the state of each parameter holds step, exp_avg and exp_avg_sq", _adamw_state,
-             idea="keep the step count and the two moments in self.state[p] under PyTorch's names"),
+    Property("the state of each parameter holds step and the moments exp_avg and exp_avg_sq, not bias-corrected",
+             _adamw_state,
+             idea="keep the step count and the two moments in self.state[p] under PyTorch's names; compute the "
+                  "bias-corrected m̂ and v̂ as new tensors (m / (1 − β1ᵗ)), never in place on the stored moments"),
 )
 
 spec("10.4", properties=ADAMW_PROPERTIES, collect=_adamw_collect, cases=_adamw_cases, atol=1e-6,
@@ -680,7 +689,9 @@ class Regression:
         def lr_at(step):
             return None if step >= stop else (lr(step) if callable(lr) else lr)
         evaluate = self.evaluate if eval_every else None
-        steps = m.train(self.loss_of, [self.w, self.b], self.optimizer, self.batch, lr_at, clip=clip, start=start,
+        # A one-shot generator, as model.parameters() is: a loop must list it once to clip at every step.
+        parameters = (p for p in (self.w, self.b))
+        steps = m.train(self.loss_of, parameters, self.optimizer, self.batch, lr_at, clip=clip, start=start,
                         evaluate=evaluate, eval_every=eval_every)
         return list(itertools.islice(steps, max(0, stop - start) + 3))
 
@@ -700,6 +711,7 @@ def _train_collect(m, c):
             "losses": _nan_for_none(d.loss for d in done),
             "lrs": _nan_for_none(d.lr for d in done),
             "grad_norms": _nan_for_none(d.grad_norm for d in done if d.grad_norm is not None),
+            "grad_norm_types": [type(d.grad_norm).__name__ for d in done],
             "val_steps": [d.step for d in done if d.val_loss is not None],
             "val_losses": _nan_for_none(d.val_loss for d in done if d.val_loss is not None),
             "seen_lrs": torch.tensor(r.optimizer.seen_lrs, dtype=torch.float64).reshape(-1, 2),
@@ -762,12 +774,16 @@ def _lr_per_group(m):
 
 def _clips_before_the_step(m):
     r = Regression(scale=10.0)
-    done = r.run(m, 0, 2, 0.001, 1.0)
+    done = r.run(m, 0, 3, 0.001, 1.0)
     seen = r.optimizer.seen_norms
-    if not seen or max(seen) > 1.0 + 1e-4:
-        return f"with clip 1, the optimizer's step saw gradients of global norm {shown([round(v, 3) for v in seen])}"
+    if len(seen) < 3 or max(seen) > 1.0 + 1e-4:
+        return (f"with clip 1 and parameters given as a generator (as model.parameters() is), the optimizer's steps "
+                f"saw gradients of global norm {shown([round(v, 3) for v in seen])}")
     norms = [d.grad_norm for d in done]
-    if any(type(n) is not float or n <= 1.0 for n in norms):
+    kinds = sorted({type(n).__name__ for n in norms if type(n) is not float})
+    if kinds:
+        return f"grad_norm must be a Python float (float(norm)), got a {' and a '.join(kinds)}"
+    if any(n <= 1.0 for n in norms):
         return f"with clip 1 and gradients of norm > 1, grad_norm was {shown(norms)}: the norm before clipping"
     if any(d.grad_norm is not None for d in r.run(m, 2, 3, 0.001, None)):
         return "with clip None, grad_norm must be None"
@@ -815,10 +831,11 @@ TRAIN_PROPERTIES = (
                   "and take the optimizer's step after it"),
     Property("before the optimizer's step, every param group's lr is lr_at(s) times its lr_scale", _lr_per_group,
              idea="set group['lr'] = lr * group.get('lr_scale', 1.0) for every group at the top of each step"),
-    Property("with clip, the optimizer steps on gradients of global norm at most clip, and grad_norm is the norm "
-             "before clipping (None without clip)", _clips_before_the_step,
+    Property("with clip, the optimizer steps on gradients of global norm at most clip at every step, and grad_norm "
+             "is the norm before clipping, a float (None without clip)", _clips_before_the_step,
              idea="clip after loss.backward() and before optimizer.step(), with your clip_grad_norm, and keep the "
-                  "float of the norm it returns"),
+                  "float of the norm it returns; list the parameters once at the start, since a generator such as "
+                  "model.parameters() is empty after its first use"),
     Property("evaluate(s) runs after each step s that is a multiple of eval_every, with gradients off, and its value "
              "is that Step's val_loss", _evaluates_on_schedule,
              idea="after the update, with the step count already advanced: if it is a multiple of eval_every, call "
@@ -831,6 +848,7 @@ spec("10.6", properties=TRAIN_PROPERTIES, collect=_train_collect, cases=_train_c
      outputs={"steps": "the Steps' step numbers", "batches": "the steps batch() was asked for",
               "losses": "the yielded losses", "lrs": "the yielded learning rates",
               "grad_norms": "the yielded gradient norms (None without clip)",
+              "grad_norm_types": "the yielded gradient norms' types (float, or NoneType without clip)",
               "val_steps": "the Steps that carry a val_loss", "val_losses": "the yielded val_loss values",
               "seen_lrs": "the groups' lr when the optimizer stepped",
               "seen_norms": "the gradients' global norm when the optimizer stepped",
