@@ -1,4 +1,4 @@
-"""Task 15: look inside your trained model: attention patterns, head scores and head ablation
+"""Task 15: look inside your trained model: what each attention receives, head scores and head ablation
 (notebooks/15_inside.ipynb)."""
 
 # YOUR FILE: write the bodies that raise NotImplementedError (see the task ids below).
@@ -7,36 +7,29 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import torch
-from einops import rearrange
-from jaxtyping import Float
-from torch import Tensor
+from jaxtyping import Float, Int
+from torch import Tensor, nn
 
-from minilm.course.validate import check_last_dim, check_tensor
+from minilm.course.validate import check_tensor
 
-from .attention import MultiHeadSelfAttention, softmax
+from .attention import MultiHeadSelfAttention
 
 
-def attention_pattern(attn: MultiHeadSelfAttention, x: Float[Tensor, "... seq d_model"]
-                      ) -> Float[Tensor, "... heads seq seq"]:
-    """Task 15.1: the attention probabilities of every head of `attn` (your MultiHeadSelfAttention) on
-    its input x, the tokens at positions 0 … seq − 1, as your forward computes them before it mixes
-    the values:
+def attention_inputs(model: nn.Module, ids: Int[Tensor, "... seq"]) -> list[Float[Tensor, "... seq d_model"]]:
+    """Task 15.1: what each layer's attention receives when `model` (your TransformerLM) reads ids:
+    one tensor (..., seq, d_model) per layer, in the layers' order, each the argument x that
+    model.layers[i].attn's forward got (the block's input after its ln1).
 
-        q = attn.q_proj(x), k = attn.k_proj(x), head h from rows h·d_k … (h+1)·d_k − 1 of each;
-        q and k rotated by attn.rope at positions 0 … seq − 1 when attn.rope is not None;
-        scores q·k / √d_k, the causal mask (query t sees keys 0 … t), your softmax (Task 6.1)
-        over the keys.
-
-    Row t of head h is how query t spreads its attention over the keys: it sums to 1 and is 0 on the
-    keys after t. v_proj and output_proj play no part. Do not call torch.softmax or
-    F.scaled_dot_product_attention.
+    Catch them with forward pre-hooks: register one on every model.layers[i].attn
+    (register_forward_pre_hook; the hook gets (module, args), x is args[0]), run the model once
+    under torch.no_grad(), and remove every hook with its handle's .remove() afterwards, also when
+    the model raises (try/finally). The hooks only look: they return None, so the model computes
+    what it computes without them. The tensors you return do not require grad.
     """
-    check_last_dim(x, attn.d_model, "attention_pattern", "d_model")
-    raise NotImplementedError("Task 15.1 is not implemented yet: write attention_pattern in minilm/inside.py")
+    raise NotImplementedError("Task 15.1 is not implemented yet: write attention_inputs in minilm/inside.py")
 
 
 def _check_pattern(pattern: Tensor, what: str) -> None:
@@ -50,7 +43,7 @@ def previous_token_score(pattern: Float[Tensor, "... seq seq"]) -> Float[Tensor,
     """Task 15.2: how much a head attends to the token just before each query: the mean, over the
     queries t = 1 … seq − 1 (query 0 has no previous token), of pattern[..., t, t − 1].
 
-    pattern is (..., seq, seq) attention probabilities (attention_pattern's, rows summing to 1), with
+    pattern is (..., seq, seq) attention probabilities (rows summing to 1), with
     any leading dims (layers, heads, a batch); the scores keep them: (...). 1 for a head that puts
     all its weight on the previous token, 0 for one that never looks there.
     """

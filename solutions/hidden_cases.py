@@ -606,16 +606,20 @@ def _relu2(g):
 
 
 @hidden("15.1")
-def _attention_pattern(g):
-    h = _int(g, 1, 4)
-    d = h * 2 * _int(g, 1, 4)
-    seq = _int(g, 2, 12)
-    return [dict(d=32, heads=4, theta=10000.0, state=weights(g, attention_shapes(32)), x=_randn(g, 2, 9, 32),
-                 what="MultiHeadSelfAttention(32, 4) with RoPE, x (2, 9, 32)"),
-            dict(d=d, heads=h, theta=float(_int(g, 100, 10**5)), max_len=16, state=weights(g, attention_shapes(d)),
-                 x=_randn(g, 3, 1, seq, d), what=f"{h} heads, d_model {d}, x (3, 1, {seq}, {d})"),
-            dict(d=d, heads=h, state=weights(g, attention_shapes(d), scale=1.0), x=_randn(g, seq, d),
-                 what=f"{h} heads, d_model {d}, without RoPE, larger weights")]
+def _attention_inputs(g):
+    layers, h = _int(g, 1, 4), _int(g, 1, 4)
+    d, vocab, seq = h * 2 * _int(g, 1, 4), _int(g, 5, 80), _int(g, 1, 12)
+    d_ff = _int(g, 1, 40)
+    batch = _int(g, 1, 4)
+    return [dict(config=[97, 32, 32, 2, 4, 48, 10000.0], state=weights(g, lm_shapes(97, 32, 2, 48)),
+                 ids=torch.randint(0, 97, (2, 9), generator=g), what="TransformerLM(97, 32, 32, 2, 4, 48), ids (2, 9)"),
+            dict(config=[vocab, 16, d, layers, h, d_ff, float(_int(g, 100, 10**5))],
+                 state=weights(g, lm_shapes(vocab, d, layers, d_ff)),
+                 ids=torch.randint(0, vocab, (batch, seq), generator=g),
+                 what=f"{layers} layers of {h} heads, d_model {d}, ids ({batch}, {seq})"),
+            dict(config=[vocab, 16, d, 4, h, d_ff, 10000.0], state=weights(g, lm_shapes(vocab, d, 4, d_ff), scale=1.0),
+                 ids=torch.randint(0, vocab, (seq,), generator=g),
+                 what=f"4 layers of {h} heads, d_model {d}, ids ({seq},), larger weights")]
 
 
 @hidden("15.2")

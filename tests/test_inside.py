@@ -1,15 +1,13 @@
-"""Notebook 15: inside the trained model (15.1–15.3) against independent oracles: the weights written
-out with torch.softmax, the heads' loops written out, and ablation by zeroing v_proj's rows."""
+"""Notebook 15: inside the trained model (15.1–15.3) against independent oracles: the layers run by
+hand, the heads' loops written out, and ablation by zeroing v_proj's rows."""
 
 import copy
-import math
 
 import pytest
 import torch
 from helpers import assert_check_passes, assert_close, randn
 
 import minilm
-from minilm.course.viz import attention as viz_attention
 
 
 def _layer(d=32, heads=4, theta=10000.0, seed=0):
@@ -17,35 +15,56 @@ def _layer(d=32, heads=4, theta=10000.0, seed=0):
     return minilm.MultiHeadSelfAttention(d, heads, *([64, theta] if theta is not None else []))
 
 
-# ---------------------------------------------------------------- 15.1 attention_pattern
+# ---------------------------------------------------------------- 15.1 attention_inputs
+
+
+def _model(layers=3, d=32, heads=4, seed=0):
+    torch.manual_seed(seed)
+    return minilm.TransformerLM(61, 16, d, layers, heads, 40, 10000.0)
+
+
+def _hooks(model):
+    return sum(len(m._forward_pre_hooks) + len(m._forward_hooks) for m in model.modules())
 
 
 @pytest.mark.task("15.1")
-def test_attention_pattern_check_passes_and_matches_softmax_without_rope():
+@pytest.mark.parametrize("layers, d, heads, shape", [(3, 32, 4, (2, 9)), (1, 24, 3, (7,)), (4, 16, 2, (3, 5))])
+def test_attention_inputs_check_passes_and_equals_running_the_layers_by_hand(layers, d, heads, shape):
     assert_check_passes("15.1")
-    attn, x = _layer(theta=None), randn((2, 9, 32), 1)
-    q = (x @ attn.q_proj.weight.T).view(2, 9, 4, 8).transpose(1, 2)
-    k = (x @ attn.k_proj.weight.T).view(2, 9, 4, 8).transpose(1, 2)
-    scores = (q @ k.transpose(-2, -1) / math.sqrt(8)).masked_fill(~torch.ones(9, 9, dtype=torch.bool).tril(), -1e30)
-    assert_close(minilm.attention_pattern(attn, x), torch.softmax(scores, -1), atol=1e-6)
+    model, ids = _model(layers, d, heads, seed=layers), torch.randint(0, 61, shape)
+    got = minilm.attention_inputs(model, ids)
+    assert isinstance(got, list) and len(got) == layers
+    with torch.no_grad():
+        x = model.token_embeddings(ids)
+        for i, layer in enumerate(model.layers):  # what layer i's attention gets: its block's input after ln1
+            assert_close(got[i], layer.ln1(x), atol=1e-6)
+            x = layer(x)
 
 
 @pytest.mark.task("15.1")
-def test_attention_pattern_with_rope_is_what_the_module_mixes():
-    attn, x = _layer(seed=3), randn((3, 7, 32), 2)
-    p = minilm.attention_pattern(attn, x)
-    assert p.shape == (3, 4, 7, 7)
-    assert_close(p, viz_attention.attention_weights(attn, x), atol=1e-6)
-    v = (x @ attn.v_proj.weight.T).view(3, 7, 4, 8).transpose(1, 2)
-    assert_close((p @ v).transpose(1, 2).reshape(3, 7, 32) @ attn.output_proj.weight.T, attn(x), atol=1e-5)
+def test_attention_inputs_leaves_no_hook_and_no_grad_and_the_model_as_it_was():
+    model, ids = _model(seed=1), torch.randint(0, 61, (2, 6))
+    with torch.no_grad():
+        before = model(ids)
+    got = minilm.attention_inputs(model, ids)
+    assert _hooks(model) == 0
+    assert not any(x.requires_grad for x in got)
+    with torch.no_grad():
+        assert_close(model(ids), before, atol=0.0, rtol=0.0)
 
 
 @pytest.mark.task("15.1")
-def test_attention_pattern_rows_are_causal_probabilities():
-    attn, x = _layer(d=48, heads=3, theta=500.0, seed=4), randn((11, 48), 5)
-    p = minilm.attention_pattern(attn, x)
-    assert_close(p.sum(-1), torch.ones(3, 11))
-    assert p.triu(1).abs().max().item() == 0.0
+def test_attention_inputs_removes_its_hooks_when_the_model_raises():
+    model, ids = _model(seed=2), torch.randint(0, 61, (2, 6))
+
+    def stop(module, args):
+        raise RuntimeError("stop")
+
+    handle = model.lm_head.register_forward_pre_hook(stop)
+    with pytest.raises(RuntimeError, match="stop"):
+        minilm.attention_inputs(model, ids)
+    handle.remove()
+    assert _hooks(model) == 0
 
 
 # ---------------------------------------------------------------- 15.2 head scores

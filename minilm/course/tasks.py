@@ -184,9 +184,8 @@ TASKS: tuple[Task, ...] = (
     _t("14.6", "ReLU² feed-forward network", "ReLUSquaredFFN", "modern", "14_modern_recipe", 2,
        ("activation", "square torch.relu(x)"), _LINEAR, uses=("1.2",)),
     # Notebook 15: inside the trained model, with the student's own attention.
-    _t("15.1", "attention pattern of every head", "attention_pattern", "inside", "15_inside", 3,
-       ("attention", "compute the scores q·kᵀ / √d_k, mask them and apply your softmax (Task 6.1) yourself"),
-       _SOFTMAX_OWN, _LINEAR, uses=("5.1", "6.1", "6.3")),
+    _t("15.1", "catch each attention's input with forward pre-hooks", "attention_inputs", "inside", "15_inside", 3,
+       uses=("8.1",)),
     _t("15.2", "previous-token and induction scores", "previous_token_score", "inside", "15_inside", 2,
        also=("induction_score",)),
     _t("15.3", "ablate heads with a forward pre-hook", "ablate_heads", "inside", "15_inside", 2, uses=("6.3",)),

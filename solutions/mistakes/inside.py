@@ -3,36 +3,48 @@ See solutions/mistakes/__init__.py for the format and how they are used."""
 
 from __future__ import annotations
 
-import math
+import contextlib
 
 import torch
-from einops import rearrange
 
-from solutions import inside
 from solutions.mistakes import mutant
 
 _I = "solutions.inside"
 
 
-# ---------------------------------------------------------------- 15.1: attention_pattern
+# ---------------------------------------------------------------- 15.1: attention_inputs
 
 
-def _pattern(scale: str = "d_k", causal: bool = True, rope: bool = True, dim: int = -1, split: str = "(heads d_k)"):
-    """attention_pattern with one step done otherwise: the scale (d_k, d_model or none), the mask, RoPE, the
-    softmax's dim or the head split."""
-    def attention_pattern(attn, x):
-        seq = x.shape[-2]
-        q, k = (rearrange(proj(x), f"... seq {split} -> ... heads seq d_k", heads=attn.num_heads)
-                for proj in (attn.q_proj, attn.k_proj))
-        if rope and attn.rope is not None:
-            positions = torch.arange(seq)
-            q, k = attn.rope(q, positions), attn.rope(k, positions)
-        scores = q @ k.transpose(-2, -1) / {"d_k": math.sqrt(attn.d_k), "d_model": math.sqrt(attn.d_model),
-                                            "none": 1.0}[scale]
-        if causal:
-            scores = scores.masked_fill(~torch.ones(seq, seq, dtype=torch.bool).tril(), float("-inf"))
-        return inside.softmax(scores, dim=dim)
-    return attention_pattern
+def _inputs(where: str = "attn", kind: str = "pre", remove: str = "finally", grad: bool = False,
+            reverse: bool = False):
+    """attention_inputs with one step done otherwise: the hooked module (the block instead of its attention),
+    the hook (a forward hook, which sees the output), the removal (never, or not when the model raises),
+    no torch.no_grad() nor detach (grad), or the list reversed."""
+    def attention_inputs(model, ids):
+        seen = []
+        modules = [layer.attn if where == "attn" else layer for layer in model.layers]
+        if kind == "pre":
+            handles = [m.register_forward_pre_hook(lambda module, args: seen.append(args[0] if grad else
+                                                                                    args[0].detach()))
+                       for m in modules]
+        else:
+            handles = [m.register_forward_hook(lambda module, args, out: seen.append(out.detach()))
+                       for m in modules]
+        if remove == "finally":
+            try:
+                with contextlib.nullcontext() if grad else torch.no_grad():
+                    model(ids)
+            finally:
+                for h in handles:
+                    h.remove()
+        else:
+            with torch.no_grad():
+                model(ids)
+            if remove == "after":  # not when the model raised
+                for h in handles:
+                    h.remove()
+        return seen[::-1] if reverse else seen
+    return attention_inputs
 
 
 # ---------------------------------------------------------------- 15.2: head scores
@@ -80,15 +92,19 @@ def _ablate(kind: str):
 
 
 MISTAKES = [
-    # Task 15.1: attention_pattern
-    mutant("pattern_no_scaling", "15.1", [(_I, "attention_pattern", _pattern(scale="none"))], "√d_k"),
-    mutant("pattern_scaled_by_d_model", "15.1", [(_I, "attention_pattern", _pattern(scale="d_model"))],
-           "not √d_model"),
-    mutant("pattern_not_causal", "15.1", [(_I, "attention_pattern", _pattern(causal=False))], "causal mask"),
-    mutant("pattern_no_rope", "15.1", [(_I, "attention_pattern", _pattern(rope=False))], "attn.rope"),
-    mutant("pattern_softmax_over_queries", "15.1", [(_I, "attention_pattern", _pattern(dim=-2))], "over the keys"),
-    mutant("pattern_heads_interleaved", "15.1", [(_I, "attention_pattern", _pattern(split="(d_k heads)"))],
-           "(heads d_k)"),
+    # Task 15.1: attention_inputs (the hooks left and the grad kept named by the invariant, the values by the
+    # property they break)
+    mutant("inputs_hooks_never_removed", "15.1", [(_I, "attention_inputs", _inputs(remove="never"))],
+           "after attention_inputs returned"),
+    mutant("inputs_hooks_left_when_raising", "15.1", [(_I, "attention_inputs", _inputs(remove="after"))],
+           "after it raised"),
+    mutant("inputs_hook_on_block", "15.1", [(_I, "attention_inputs", _inputs(where="block"))], "before ln1",
+           broken="tensor i is what model.layers[i].attn received"),
+    mutant("inputs_attention_output", "15.1", [(_I, "attention_inputs", _inputs(kind="forward"))],
+           "output, not its input", broken="tensor i is what model.layers[i].attn received"),
+    mutant("inputs_reversed", "15.1", [(_I, "attention_inputs", _inputs(reverse=True))], "reverse order",
+           broken="tensor i is what model.layers[i].attn received"),
+    mutant("inputs_keep_grad", "15.1", [(_I, "attention_inputs", _inputs(grad=True))], "require grad"),
     # Task 15.2: previous_token_score, induction_score
     mutant("prev_score_self", "15.2", [(_I, "previous_token_score", _previous_self)], "key t − 1"),
     mutant("prev_score_over_seq", "15.2", [(_I, "previous_token_score", _previous_over_seq)], "seq − 1 queries"),

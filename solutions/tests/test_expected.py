@@ -78,6 +78,8 @@ NAMED_BY_INVARIANTS |= {"layer_norm_no_bias", "classic_missing_final_norm", "fin
                         "head_copied_not_shared"}
 # Notebook 14: the parameter groups are names, judged by the invariant.
 NAMED_BY_INVARIANTS |= {"muon_on_embeddings", "muon_on_head", "decay_on_gains", "decay_on_embeddings"}
+# Notebook 15: the hooks left on the model and the grad kept are counts and a flag, judged by the invariant.
+NAMED_BY_INVARIANTS |= {"inputs_hooks_never_removed", "inputs_hooks_left_when_raising", "inputs_keep_grad"}
 
 
 def test_every_catalogued_mistake_has_stored_outputs_for_its_task():

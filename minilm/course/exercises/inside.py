@@ -5,11 +5,15 @@ from __future__ import annotations
 import torch
 
 from minilm.course.exercises import (
+    Problem,
     Property,
     attention_shapes,
     differs,
+    gen,
+    lm_shapes,
     load_state,
     randn,
+    shown,
     spec,
     weights,
 )
@@ -26,86 +30,232 @@ def _case_layer(m, c):
     return _layer(m, c["d"], c["heads"], c["state"], c.get("theta"), c.get("max_len", 32))
 
 
-# ---------------------------------------------------------------- 15.1: attention patterns
+# ---------------------------------------------------------------- 15.1: what each attention receives
 
 
-def _pattern_cases():
-    return [dict(d=32, heads=4, theta=10000.0, state=weights(150, attention_shapes(32)), x=randn(151, 2, 9, 32),
-                 what="MultiHeadSelfAttention(32, 4) with RoPE, x (2, 9, 32)"),
-            dict(d=32, heads=2, state=weights(152, attention_shapes(32)), x=randn(153, 7, 32),
-                 what="MultiHeadSelfAttention(32, 2) without RoPE, x (7, 32)")]
+def _lm(m, config: list, state: dict):
+    """The student's TransformerLM(*config) (vocab, context, d_model, layers, heads, d_ff, theta), weights loaded."""
+    with torch.random.fork_rng(devices=[]):
+        lm = m.TransformerLM(*config)
+    load_state(lm, state)
+    return lm
 
 
-def _probe_layer(m, seed: int = 160):
-    return _layer(m, 32, 4, weights(seed, attention_shapes(32))), randn(seed + 1, 2, 7, 32)
+def _inputs_cases():
+    return [dict(config=[97, 32, 32, 2, 4, 48, 10000.0], state=weights(150, lm_shapes(97, 32, 2, 48)),
+                 ids=torch.randint(0, 97, (2, 9), generator=gen(151)),
+                 what="TransformerLM(97, 32, 32, 2, 4, 48) and ids (2, 9)"),
+            dict(config=[61, 16, 24, 3, 2, 40, 10000.0], state=weights(152, lm_shapes(61, 24, 3, 40)),
+                 ids=torch.randint(0, 61, (7,), generator=gen(153)),
+                 what="TransformerLM(61, 16, 24, 3, 2, 40) and ids (7,)")]
 
 
-def _pattern_rows(m):
-    layer, x = _probe_layer(m)
-    p = m.attention_pattern(layer, x)
-    d = differs(p.sum(-1), torch.ones(2, 4, 7), atol=1e-4)
-    return d and f"on x (2, 7, 32) through MultiHeadSelfAttention(32, 4), the rows' sums and 1: {d}"
+class _Stop(Exception):
+    """What the model raises in the middle of a forward, to see whether the hooks still go."""
 
 
-def _pattern_future(m):
-    layer, x = _probe_layer(m, 162)
-    p = m.attention_pattern(layer, x)
-    if type(p) is not torch.Tensor or p.shape != (2, 4, 7, 7):
-        return f"expected a pattern of shape (2, 4, 7, 7), got {tuple(p.shape) if type(p) is torch.Tensor else p}"
-    future = p.detach().triu(1).abs().max().item()
-    return f"on x (2, 7, 32), a query puts weight {future:.3g} on a key after it" if future else None
+def _stop(module, args):
+    raise _Stop("the model stopped here")
 
 
-def _pattern_mixes(m):
-    """What the forward mixes: output_proj(the heads' pattern @ v, merged) is the module's output."""
-    layer, x = _probe_layer(m, 164)
-    p = m.attention_pattern(layer, x)  # (2, heads, 7, 7)
+def _hooks_left(lm) -> int:
+    """Forward hooks and forward pre-hooks on any module of lm."""
+    return sum(len(mod._forward_pre_hooks) + len(mod._forward_hooks) for mod in lm.modules())
+
+
+def _after_error(m, lm, ids) -> int:
+    """The hooks left on lm after attention_inputs ran it and it raised after its last layer (in ln_final)."""
+    stop = lm.ln_final.register_forward_pre_hook(_stop)
+    try:
+        m.attention_inputs(lm, ids)
+    except _Stop:
+        pass
+    finally:
+        stop.remove()
+    return _hooks_left(lm)
+
+
+def _inputs_collect(m, c):
+    lm = _lm(m, c["config"], c["state"])
+    got = m.attention_inputs(lm, c["ids"])
+    got = list(got) if type(got) in (list, tuple) else got
+    out = {"inputs": got, "hooks_left": _hooks_left(lm),
+           "requires_grad": type(got) is list and any(type(t) is torch.Tensor and t.requires_grad for t in got)}
+    out["hooks_left_after_error"] = _after_error(m, lm, c["ids"])
+    return out
+
+
+def _inputs_invariant(got, c) -> Problem | None:
+    layers, inputs = c["config"][3], got["inputs"]
+    if type(inputs) is not list or not all(type(t) is torch.Tensor for t in inputs):
+        return Problem("attention_inputs must return a list of tensors, one per layer")
+    if len(inputs) != layers:
+        return Problem(f"on {c['what']}: {len(inputs)} tensors for a model of {layers} layers, expected one per layer")
+    if got["hooks_left"] != 0:
+        return Problem(f"on {c['what']}: {shown(got['hooks_left'])} hook(s) left on the model after attention_inputs "
+                       "returned", "inputs_hooks_never_removed")
+    if got["hooks_left_after_error"] != 0:
+        return Problem(f"on {c['what']}: {shown(got['hooks_left_after_error'])} hook(s) left on the model after it "
+                       "raised inside attention_inputs", "inputs_hooks_left_when_raising")
+    if got["requires_grad"] is not False:
+        return Problem(f"on {c['what']}: the tensors returned require grad", "inputs_keep_grad")
+    return None
+
+
+PROBE_LM = [97, 32, 32, 3, 4, 48, 10000.0]
+
+
+def _probe_lm(m, seed: int = 154):
+    lm = _lm(m, PROBE_LM, weights(seed, lm_shapes(97, 32, 3, 48)))
+    return lm, torch.randint(0, 97, (2, 8), generator=gen(seed + 1))
+
+
+def _recorded(lm, ids) -> dict[str, list]:
+    """What each block and each attention got and what each attention gave, as the modules' own forwards saw
+    them (each forward wrapped for one run of the model)."""
+    seen: dict[str, list] = {"block": [], "attn": [], "out": []}
+
+    def wrap(module, into: str, out: str | None = None):
+        forward = module.forward
+
+        def recording(x, *args, **kw):
+            seen[into].append(x.detach().clone())
+            y = forward(x, *args, **kw)
+            if out:
+                seen[out].append(y.detach().clone())
+            return y
+        module.forward = recording
+
+    for layer in lm.layers:
+        wrap(layer, "block")
+        wrap(layer.attn, "attn", "out")
+    try:
+        with torch.no_grad():
+            lm(ids)
+    finally:
+        for layer in lm.layers:
+            del layer.forward, layer.attn.forward
+    return seen
+
+
+def _as_list(got, layers: int) -> str | list:
+    if type(got) not in (list, tuple) or not all(type(t) is torch.Tensor for t in got):
+        return f"attention_inputs returned {type(got).__name__}, expected a list of tensors"
+    if len(got) != layers:
+        return f"on a model of {layers} layers, attention_inputs returned {len(got)} tensors"
+    return list(got)
+
+
+def _one_per_layer(m):
+    lm, ids = _probe_lm(m)
+    got = _as_list(m.attention_inputs(lm, ids), 3)
+    if type(got) is str:
+        return got
+    wrong = [i for i, t in enumerate(got) if t.shape != (2, 8, 32)]
+    return wrong and (f"on ids (2, 8) through a model with d_model 32, tensor {wrong[0]} has shape "
+                      f"{tuple(got[wrong[0]].shape)}, expected (2, 8, 32)") or None
+
+
+def _what_each_got(m):
+    lm, ids = _probe_lm(m, 156)
+    seen = _recorded(lm, ids)
+    got = _as_list(m.attention_inputs(lm, ids), 3)
+    if type(got) is str:
+        return got
+    for i, t in enumerate(got):
+        d = differs(t, seen["attn"][i])
+        if not d:
+            continue
+        if not differs(t, seen["attn"][2 - i]):
+            return f"tensor {i} is what layer {2 - i}'s attention received: the layers are in reverse order"
+        if not differs(t, seen["block"][i]):
+            return (f"tensor {i} is layer {i}'s block input, before ln1: the hook is on the block, not on its "
+                    "attention")
+        if not differs(t, seen["out"][i]):
+            return f"tensor {i} is layer {i}'s attention's output, not its input"
+        return f"on a model of 3 layers and ids (2, 8), tensor {i} and what layer {i}'s attention received: {d}"
+    return None
+
+
+def _hooks_gone(m):
+    lm, ids = _probe_lm(m, 158)
+    m.attention_inputs(lm, ids)
+    left = _hooks_left(lm)
+    if left:
+        return f"after attention_inputs returned, {left} hook(s) are left on the model's modules"
+    left = _after_error(m, lm, ids)
+    return left and (f"after the model raised inside attention_inputs (in ln_final, after its last layer), {left} "
+                     "hook(s) are left on the model's modules") or None
+
+
+def _no_grad(m):
+    lm, ids = _probe_lm(m, 160)
+    got = _as_list(m.attention_inputs(lm, ids), 3)
+    if type(got) is str:
+        return got
+    grad = [i for i, t in enumerate(got) if t.requires_grad]
+    return grad and f"tensor {grad[0]} requires grad (the model's parameters do; the tensors you keep must not)" or None
+
+
+def _output_unchanged(m):
+    lm, ids = _probe_lm(m, 162)
     with torch.no_grad():
-        v = layer.v_proj(x).unflatten(-1, (4, 8)).transpose(-3, -2)  # (2, heads, 7, d_k)
-        mixed = layer.output_proj((p @ v).transpose(-3, -2).flatten(-2))
-        d = differs(mixed, layer(x), atol=1e-4)
-    return d and (f"on x (2, 7, 32), output_proj(your pattern @ v, heads merged) and your MultiHeadSelfAttention's "
-                  f"output: {d}")
+        before = lm(ids)
+    during = []
+    watch = lm.register_forward_hook(lambda module, args, out: during.append(out.detach().clone()))
+    try:
+        m.attention_inputs(lm, ids)
+    finally:
+        watch.remove()
+    if not during:
+        return "attention_inputs did not run the model"
+    d = differs(during[-1], before)
+    return d and f"the model's logits while attention_inputs ran it and without its hooks: {d}"
 
 
-LAYER = "attn = minilm.MultiHeadSelfAttention(32, 4, 32, 10000.0)\nx = torch.randn(7, 32)\n"
-PATTERN_PROPERTIES = (
-    Property("each query's weights sum to 1", _pattern_rows,
-             example=LAYER +
-                     "print(minilm.attention_pattern(attn, x).sum(-1))  # all ones",
-             idea="softmax each query's masked scores over the keys (the last dim)"),
-    Property("no query attends to a later key: the weights above the diagonal are 0", _pattern_future,
-             example=LAYER +
-                     "print(minilm.attention_pattern(attn, x)[0])  # zeros above the diagonal",
-             idea="before the softmax, set the scores of keys after the query to -inf (a lower-triangular mask)"),
-    Property("the pattern is what your attention mixes: output_proj of (pattern @ v), heads merged, is the "
-             "module's output", _pattern_mixes,
-             example=LAYER +
-                     "p = minilm.attention_pattern(attn, x)  # (4, 7, 7)\n"
-                     "v = attn.v_proj(x).unflatten(-1, (4, 8)).transpose(0, 1)  # (4, 7, 8)\n"
-                     "print(attn.output_proj((p @ v).transpose(0, 1).flatten(-2)) - attn(x))  # zeros",
-             idea="compute the weights exactly as your forward does: the same head split (heads d_k), RoPE on q "
-                  "and k at positions 0 … seq − 1, the scores divided by √d_k"),
+LM = ("model = minilm.TransformerLM(97, 32, 32, 3, 4, 48, 10000.0)\n"
+      "ids = torch.randint(0, 97, (2, 8))\n")
+INPUTS_PROPERTIES = (
+    Property("attention_inputs returns one tensor (..., seq, d_model) per layer", _one_per_layer,
+             example=LM + "print([x.shape for x in minilm.attention_inputs(model, ids)])  # 3 × (2, 8, 32)",
+             idea="register one hook per layer, on model.layers[i].attn, and run the model once: each hook keeps "
+                  "its args[0] in one list"),
+    Property("tensor i is what model.layers[i].attn received: the block's input after ln1, in the layers' order",
+             _what_each_got,
+             example=LM + "xs = minilm.attention_inputs(model, ids)\n"
+                          "x = model.token_embeddings(ids)\n"
+                          "print(xs[0] - model.layers[0].ln1(x))  # zeros",
+             idea="a forward pre-hook on layer.attn (not on the block, and not a forward hook, which sees the "
+                  "output) gets the attention's arguments: keep args[0]; the hooks fire layer by layer, so "
+                  "append in the order they run"),
+    Property("no hook is left on the model afterwards, also when the model raises", _hooks_gone,
+             example=LM + "minilm.attention_inputs(model, ids)\n"
+                          "print([len(layer.attn._forward_pre_hooks) for layer in model.layers])  # all 0",
+             idea="keep the handle each register_forward_pre_hook returns and call .remove() on every one in a "
+                  "finally block around running the model"),
+    Property("the tensors returned do not require grad", _no_grad,
+             example=LM + "print([x.requires_grad for x in minilm.attention_inputs(model, ids)])  # all False",
+             idea="run the model under torch.no_grad() (and keep args[0].detach())"),
+    Property("the hooks only look: the model's output while they are on is its output without them",
+             _output_unchanged,
+             example=LM + "before = model(ids)\n"
+                          "model.register_forward_hook(lambda mod, args, out: print((out - before).abs().max()))\n"
+                          "minilm.attention_inputs(model, ids)  # 0",
+             idea="let the hook return None: a pre-hook that returns something replaces the module's input"),
 )
 
-spec("15.1", properties=PATTERN_PROPERTIES,
-     collect=lambda m, c: {"pattern": m.attention_pattern(_case_layer(m, c), c["x"])},
-     cases=_pattern_cases, outputs={"pattern": "the attention pattern"},
+spec("15.1", properties=INPUTS_PROPERTIES, collect=_inputs_collect, cases=_inputs_cases,
+     invariant=_inputs_invariant,
+     outputs={"inputs": "what each layer's attention received"},
      mistakes={
-         "pattern_no_scaling": "divide the scores q·k by √d_k (d_k = d_model / num_heads) before the softmax, as "
-                               "your forward does",
-         "pattern_scaled_by_d_model": "divide the scores by √d_k, not √d_model: each head's scores are dot products "
-                                      "of d_k-dim vectors",
-         "pattern_not_causal": "apply the causal mask: query t attends to keys 0 … t only, so the weights above the "
-                               "diagonal are 0",
-         "pattern_no_rope": "rotate q and k with attn.rope at positions 0 … seq − 1 when attn.rope is not None: the "
-                            "model attends with the rotated ones",
-         "pattern_softmax_over_queries": "softmax each query's scores over the keys (the last dim), not over the "
-                                         "queries",
-         "pattern_heads_interleaved": "head h uses rows h·d_k … (h+1)·d_k − 1 of q_proj and k_proj: split d_model as "
-                                      "(heads d_k), not (d_k heads)",
+         "inputs_hooks_never_removed": "keep the handle each register_forward_pre_hook returns and call .remove() on "
+                                       "every one: a hook left on the model runs on every later forward",
+         "inputs_hooks_left_when_raising": "remove the hooks in a finally block around running the model, so that "
+                                           "they go also when the model raises",
+         "inputs_keep_grad": "run the model under torch.no_grad() (or keep args[0].detach()): the tensors you return "
+                             "must not hold on to the autograd graph",
      },
-     passed="every head's causal weights, as your MultiHeadSelfAttention computes them (with and without RoPE)")
+     passed="one forward pre-hook per layer catches what each attention receives, and every hook is removed")
 
 # ---------------------------------------------------------------- 15.2: head scores
 
@@ -222,6 +372,13 @@ spec("15.2", properties=SCORE_PROPERTIES,
      passed="previous-token and induction scores: means of the right diagonals, any leading dims")
 
 # ---------------------------------------------------------------- 15.3: ablating heads
+
+
+def _probe_layer(m, seed: int):
+    return _layer(m, 32, 4, weights(seed, attention_shapes(32))), randn(seed + 1, 2, 7, 32)
+
+
+LAYER = "attn = minilm.MultiHeadSelfAttention(32, 4, 32, 10000.0)\nx = torch.randn(7, 32)\n"
 
 
 def _ablate_cases():

@@ -1,8 +1,8 @@
 """Helpers and pictures for notebooks/15_inside.ipynb (provided: not an exercise).
 
-Your model's forward returns logits, not attention: `attention_inputs` catches what each layer's
-attention receives (the block's input after ln1) with a forward pre-hook on layer.attn, and
-`model_patterns` hands those to your attention_pattern (Task 15.1). The scores are your
+Your model's forward returns logits, not attention: your attention_inputs (Task 15.1) catches what
+each layer's attention receives, and `model_patterns` recomputes every head's weights from those
+with viz.attention.attention_weights (notebook 06's). The scores are your
 previous_token_score and induction_score (Task 15.2), the ablations your ablate_heads (Task 15.3).
 """
 
@@ -17,30 +17,16 @@ from torch import nn
 
 import minilm
 import minilm.course.viz  # noqa: F401  (the course's shared matplotlib style)
+from minilm.course.viz import attention as viz_attention
 from minilm.course.viz import training as viz_training
 
 
 @torch.no_grad()
-def attention_inputs(model: nn.Module, ids: torch.Tensor) -> list[torch.Tensor]:
-    """What each layer's attention receives when `model` reads ids (..., seq): one (..., seq, d_model)
-    tensor per layer, caught by a forward pre-hook on model.layers[i].attn (removed again after)."""
-    seen: list[torch.Tensor] = []
-    handles = [layer.attn.register_forward_pre_hook(lambda module, args: seen.append(args[0].detach()))
-               for layer in model.layers]
-    try:
-        model(ids)
-    finally:
-        for h in handles:
-            h.remove()
-    return seen
-
-
-@torch.no_grad()
 def model_patterns(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
-    """Every head's pattern in every layer on ids (..., seq), by your attention_pattern:
-    (layers, ..., heads, seq, seq)."""
-    return torch.stack([minilm.attention_pattern(layer.attn, x)
-                        for layer, x in zip(model.layers, attention_inputs(model, ids))])
+    """Every head's attention weights in every layer on ids (..., seq): (layers, ..., heads, seq, seq), each
+    layer's recomputed by viz.attention.attention_weights from what your attention_inputs (Task 15.1) caught."""
+    return torch.stack([viz_attention.attention_weights(layer.attn, x)
+                        for layer, x in zip(model.layers, minilm.attention_inputs(model, ids))])
 
 
 def repeated_tokens(vocab_size: int, period: int, batch: int = 16, seed: int = 0, avoid: int | None = None
