@@ -6,8 +6,9 @@
     minilm train --steps 2000 --resume            # continue the run in --out-dir after an interruption
     torchrun --nproc_per_node 2 -m minilm.course.train             # data-parallel (DDP) on 2 processes
 
-It trains with YOUR exercise code: minilm.TransformerLM, get_batch, cross_entropy,
-clip_grad_norm, lr_cosine_schedule, AdamW, save/load_checkpoint and generate, and notebook 14's
+It trains with YOUR exercise code: your training loop (minilm.train), minilm.TransformerLM,
+get_batch, cross_entropy, clip_grad_norm, lr_cosine_schedule, AdamW, save/load_checkpoint and
+generate, and notebook 14's
 lr_wsd_schedule for its default schedule (the cosine until you have written it; --help lists the
 recipe's flags) (with MINILM_IMPL=solutions it uses the reference instead). It
 prints the unigram baseline (the loss of a model that ignores context), the validation loss
@@ -19,7 +20,7 @@ out_dir/vocab.npy maps the model's token ids to GPT-2's.
 Its modules, in the order a run uses them: options.py (the flags and their checks), plan.py (the
 durations, measuring this machine, the budget planner, the hardware note), dist.py (the process
 group under torchrun), metrics.py (evaluation, bits per byte, the unigram baseline: what the
-plots share with the command), loop.py (the one training loop), record.py (out_dir/metrics.jsonl,
+plots share with the command), loop.py (the small models' config and run lengths), record.py (out_dir/metrics.jsonl,
 a JSON line per logged step, and out_dir/loss.png, its curves), and run.py (main: set up, plan,
 train, report). The vocabulary is minilm/course/vocab.py, beside the corpus code.
 """
