@@ -110,3 +110,25 @@ def test_distillation_stable_and_teacher_fixed():
     with pytest.raises(ValueError, match="shape"):
         minilm.distillation_loss(s, t[:, :4], y, 1.0, 0.5)
 
+
+
+@pytest.mark.task("16.1")
+def test_train_refuses_dropout_and_keeps_the_budgets_cap_while_16_1_is_unwritten(monkeypatch, capsys):
+    """`--dropout` needs your dropout: refused, naming the task, while it is a stub; a budget's plan then
+    keeps its levers (dropout and reshuffling past 5 passes) off and says why."""
+    from minilm.course.train import options
+
+    def todo(*args, **kwargs):
+        raise NotImplementedError("Task 16.1 is not implemented yet: write dropout in minilm/datalimit.py")
+
+    parser = options.build_parser()
+    args = parser.parse_args(["--budget", "10m"])
+    options.validate(args, parser)
+    assert args.levers_chosen_by_budget and args.levers_todo is None
+    monkeypatch.setattr(minilm.exercise_module("datalimit"), "dropout", todo)
+    args = parser.parse_args(["--budget", "10m"])
+    options.validate(args, parser)
+    assert not args.levers_chosen_by_budget and "Task 16.1" in args.levers_todo
+    with pytest.raises(SystemExit):
+        options.validate(parser.parse_args(["--steps", "100", "--dropout", "0.1"]), parser)
+    assert "--dropout 0.1 needs your code: Task 16.1" in capsys.readouterr().err
