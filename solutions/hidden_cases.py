@@ -647,3 +647,35 @@ def _ablate_heads(g):
                  ablate=list(range(h)), what=f"all {h} heads ablated"),
             dict(d=d, heads=h, state=weights(g, attention_shapes(d)), x=_randn(g, 4, d), ablate=[],
                  what="no head ablated, without RoPE")]
+
+
+# ---------------------------------------------------------------- 16: past the data limit
+
+
+@hidden("16.1")
+def _dropout(g):
+    p = [0.1, 0.25, 0.5, 0.75][_int(g, 0, 3)]
+    return [dict(x=_randn(g, 3, _int(g, 1, 9), 6), p=p, training=True, seed=_int(g, 0, 10_000),
+                 what=f"x (3, …, 6), p {p}, training"),
+            dict(x=_randn(g, 64, 32), p=0.9, training=True, seed=_int(g, 0, 10_000), what="x (64, 32), p 0.9"),
+            dict(x=_randn(g, 4, 5).half(), p=0.5, training=True, seed=_int(g, 0, 10_000),
+                 what="float16 x (4, 5), p 0.5"),
+            dict(x=_randn(g, 2, 2, 3, dtype=torch.float64), p=p, training=False, seed=_int(g, 0, 10_000),
+                 what=f"float64 x (2, 2, 3), p {p}, not training"),
+            dict(x=_randn(g, 7), p=0.0, training=False, seed=0, what="x (7,), p 0, not training")]
+
+
+@hidden("16.2")
+def _distillation(g):
+    def case(shape, scale, temperature, alpha, what, dtype=torch.float32):
+        return dict(student=_randn(g, *shape, scale=scale, dtype=dtype),
+                    teacher=_randn(g, *shape, scale=scale, dtype=dtype),
+                    targets=torch.randint(0, shape[-1], shape[:-1], generator=g), temperature=temperature,
+                    alpha=alpha, what=what)
+    v = _int(g, 2, 40)
+    T = [0.5, 1.5, 3.0, 10.0][_int(g, 0, 3)]
+    return [case((_int(g, 1, 6), v), 2.0, T, 0.5, f"logits (…, {v}), T {T}, α 0.5"),
+            case((2, _int(g, 1, 5), v), 1.0, 2.0, 0.0, "α 0 (the cross-entropy alone)"),
+            case((3, 4, 5), 3.0, T, 1.0, f"the soft part alone, T {T}", torch.float64),
+            case((4, v), 500.0, 1.0, 0.9, "logits of size ~500"),
+            case((1, 2), 1.0, 7.0, 0.25, "a vocabulary of 2, T 7")]

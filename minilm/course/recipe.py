@@ -7,7 +7,7 @@ flags, applied to a TransformerLM (or ClassicLM) built from the student's code.
 - Model switches, each a small change to a built model: zero-initialized residual output
   projections, QK-norm (the student's rms_norm over each head's query and key), a tanh soft-cap
   on the logits (Task 14.5), the ReLU² FFN at SwiGLU's parameter count (Task 14.6) and residual
-  dropout.
+  dropout (the student's, Task 16.1).
 - EpochBatches: the data-limited regime's reshuffling: every window of the training tokens once
   per epoch, in a new order each epoch, instead of windows drawn at random.
 """
@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 import minilm
@@ -208,9 +207,10 @@ def use_relu2(model: nn.Module) -> int:
 
 def add_dropout(model: nn.Module, p: float) -> None:
     """Dropout (p) on the embeddings' output and on every sublayer's output before its residual add,
-    in training mode only (GPT-2's residual dropout), by forward hooks."""
+    in training mode only (GPT-2's residual dropout), by forward hooks that call the student's
+    dropout (Task 16.1)."""
     def drop(module, args, out):
-        return F.dropout(out, p, module.training)
+        return minilm.dropout(out, p, module.training)
 
     model.token_embeddings.register_forward_hook(drop)
     for layer in model.layers:

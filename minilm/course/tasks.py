@@ -189,6 +189,12 @@ TASKS: tuple[Task, ...] = (
     _t("15.2", "previous-token and induction scores", "previous_token_score", "inside", "15_inside", 2,
        also=("induction_score",)),
     _t("15.3", "ablate heads with a forward pre-hook", "ablate_heads", "inside", "15_inside", 2, uses=("6.3",)),
+    # Notebook 16: past the data limit, regularizing and distilling the student's model.
+    _t("16.1", "inverted dropout", "dropout", "datalimit", "16_data_limit", 2,
+       ("dropout", "draw the mask with torch.rand and scale the kept entries yourself")),
+    _t("16.2", "knowledge-distillation loss", "distillation_loss", "datalimit", "16_data_limit", 3,
+       ("softmax", "log-softmax by the max trick yourself, and your cross_entropy (Task 10.1) for the hard part"),
+       ("kl_div", "sum p · (log p − log q) over the vocabulary yourself"), uses=("10.1",)),
 )
 
 BY_ID: dict[str, Task] = {t.id: t for t in TASKS}

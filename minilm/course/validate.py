@@ -301,3 +301,11 @@ def check_train_args(optimizer, clip, start, evaluate, eval_every) -> None:
             raise TypeError(f"train: evaluate must be a function of the step count, got {type(evaluate).__name__}")
         if isinstance(eval_every, bool) or not isinstance(eval_every, int) or eval_every < 1:
             raise ValueError(f"train: with evaluate, eval_every must be an integer >= 1, got {eval_every!r}")
+
+
+def check_probability(value, name: str, where: str, upper_open: bool = True) -> None:
+    """A number in [0, 1) (upper_open) or [0, 1]."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{where}: {name} must be a number, got {type(value).__name__} {value!r}")
+    if not (0 <= value < 1 if upper_open else 0 <= value <= 1):
+        raise ValueError(f"{where}: {name} must lie in {'[0, 1)' if upper_open else '[0, 1]'}, got {value!r}")

@@ -35,7 +35,8 @@ import torch
 from torch import nn
 
 # The notebook groups' modules: importing one registers its tasks' specs.
-GROUPS = ("basics", "rope_attention", "model", "training", "generation", "quantization", "classic", "modern", "inside")
+GROUPS = ("basics", "rope_attention", "model", "training", "generation", "quantization", "classic", "modern", "inside",
+          "datalimit")
 
 
 class Problem(str):

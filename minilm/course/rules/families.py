@@ -76,6 +76,9 @@ FAMILIES: dict[str, Family] = {
                     except_=("torch.optim.optimizer",),
                     summary="every optimizer and scheduler in torch.optim (the base class torch.optim.Optimizer "
                             "is yours to use)"),
+    # Every dropout: F.dropout, nn.Dropout, torch.dropout and their alpha and feature kin.
+    "dropout": Family(keys=("dropout",), summary="F.dropout, nn.Dropout, torch.dropout and their kin"),
+    "kl_div": Family(keys=("kldiv",), summary="F.kl_div, nn.KLDivLoss"),
     # PyTorch's own quantization: quantized tensors and their methods, and the torch.ao toolkit.
     "quantize": Family(keys=("quantize", "intrepr", "qscale", "qperchannel"),
                        modules=("torch.ao", "torch.quantization", "torch.nn.quantized", "torch.nn.quantizable",

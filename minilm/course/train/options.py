@@ -63,7 +63,8 @@ def unwritten_tasks(args: argparse.Namespace, given: set[str], parser: argparse.
               "decay_groups": (args.decay_groups, groups),
               "schedule": (args.schedule == "wsd", lambda: minilm.lr_wsd_schedule(0.5, 1.0, 0.1, 0.1, 0.2)),
               "softcap": (args.softcap > 0, lambda: minilm.softcap(torch.zeros(1), 1.0)),
-              "ffn": (args.ffn == "relu2", lambda: minilm.ReLUSquaredFFN(2, 3)(torch.zeros(2)))}
+              "ffn": (args.ffn == "relu2", lambda: minilm.ReLUSquaredFFN(2, 3)(torch.zeros(2))),
+              "dropout": (args.dropout > 0, lambda: minilm.dropout(torch.ones(2), 0.1, True))}
     notes = []
     for key, (used, probe) in probes.items():
         todo = _unwritten(probe) if used else None
@@ -306,6 +307,16 @@ def validate_recipe(args: argparse.Namespace, parser: argparse.ArgumentParser) -
         parser.error(f"--decay-frac {args.decay_frac:g} belongs to the wsd schedule, but --schedule is "
                      f"{args.schedule}: give --schedule wsd, or drop --decay-frac")
     args.recipe_notes = unwritten_tasks(args, given, parser)
+    # The budget's levers include dropout, the student's (Task 16.1): while it is unwritten the plan keeps the
+    # cap of the runs without levers, and says why when it reaches it (report_plan).
+    args.levers_todo = None
+    if args.levers_chosen_by_budget:
+        import torch
+
+        import minilm
+
+        args.levers_todo = _unwritten(lambda: minilm.dropout(torch.ones(2), 0.1, True))
+        args.levers_chosen_by_budget = args.levers_todo is None
     if not args.muon_lr > 0:
         parser.error(f"--muon-lr must be > 0, got {args.muon_lr}")
     if not 0 < args.decay_frac <= 1:

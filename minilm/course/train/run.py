@@ -382,7 +382,10 @@ def report_plan(run: Run) -> None:
         print(f"past {PLAIN_EPOCHS:g} passes over the training tokens the models here overfit: the plan switches on "
               + ", ".join(f"{k} {v}" for k, v in LEVERS.items()) + " (docs/training.md)")
     if plan.unused_s > 0:
+        todo = getattr(args, "levers_todo", None)
         cap, why = ((MAX_EPOCHS, "repeated text loses its value") if plan.levers else
+                    (PLAIN_EPOCHS, f"without dropout the models here overfit, and the plan leaves dropout off: it "
+                                   f"needs your code ({todo})") if todo else
                     (PLAIN_EPOCHS, "without dropout the models here overfit; --dropout or --reshuffle given"))
         print(f"the plan ends {plan.unused_s:.0f} s early: {cap:g} passes over the training tokens is the most a "
               f"budget trains ({why}; docs/training.md)")

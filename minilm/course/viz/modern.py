@@ -97,6 +97,10 @@ class Change:
     name: str
     recipe: dict = field(default_factory=dict)
     train: dict = field(default_factory=dict)
+    # An ensemble of `k` baseline runs (seeds s, s + 3, s + 6, … for seed s), their logits averaged: scored
+    # as it is when only {"k": k}; with "temperature" and "alpha" too, the teacher that one model of the
+    # change's setup is distilled from, by the student's distillation_loss (Task 16.2).
+    teacher: dict = field(default_factory=dict)
 
 
 BASELINE = Change("baseline (AdamW, cosine)")
@@ -128,9 +132,41 @@ def _val_bytes(data: ShakespeareData, n: int) -> int:
     return sum(len(enc.decode_single_token_bytes(int(i))) for i in gpt2_val)
 
 
-def train_run(setup: TrainConfig, change: Change, data: ShakespeareData, seed: int = 0, cache: bool = True) -> dict:
-    """{"bpb", "nats", "parameters", "curve"} of one run: a TransformerLM (the student's) with the
-    change's recipe, trained by the course's loop; seed decides the weights and the batches."""
+class Ensemble(torch.nn.Module):
+    """Several models as one: the mean of their logits."""
+
+    def __init__(self, models):
+        super().__init__()
+        self.models = torch.nn.ModuleList(models)
+
+    def forward(self, x):
+        return torch.stack([m(x) for m in self.models]).mean(0)
+
+
+def _scored(model, setup: TrainConfig, data: ShakespeareData) -> dict:
+    nats, n = metrics.evaluate_sums(model, data.val, setup.context_length, max_tokens=setup.eval_tokens)
+    return {"nats": nats / n, "bpb": metrics.bits_per_byte(nats, _val_bytes(data, n)), "tokens": n,
+            "parameters": sum(p.numel() for p in model.parameters()), "diverged": not math.isfinite(nats)}
+
+
+def ensemble(setup: TrainConfig, data: ShakespeareData, k: int, seed: int = 0, cache: bool = True) -> Ensemble:
+    """The baseline runs of `setup` with seeds seed, seed + 3, …, seed + 3(k − 1), as one model (in eval mode)."""
+    models = []
+    for s in range(seed, seed + 3 * k, 3):
+        model = setup.model()
+        model.load_state_dict(train_run(setup, Change("baseline"), data, s, cache)["state"])
+        models.append(model)
+    return Ensemble(models).eval()
+
+
+def train_run(setup: TrainConfig, change: Change, data: ShakespeareData, seed: int = 0, cache: bool = True,
+              eval_every: int = 0) -> dict:
+    """{"bpb", "nats", "parameters", "curve", "state"} of one run: a TransformerLM (the student's) with the
+    change's recipe, trained by the course's loop; seed decides the weights and the batches. With
+    eval_every, "val_curve" too: (step, validation nats per token) every eval_every steps."""
+    if change.teacher and "alpha" not in change.teacher:  # an ensemble of baseline runs, scored as it is
+        return _scored(ensemble(setup, data, change.teacher["k"], seed, cache), setup, data)
+    teacher = ensemble(setup, data, change.teacher["k"], seed, cache) if change.teacher else None
     setup = setup.replace(**change.train)
     recipe = recipes.Recipe(**change.recipe)
 
@@ -148,31 +184,42 @@ def train_run(setup: TrainConfig, change: Change, data: ShakespeareData, seed: i
             return epochs() if epochs is not None else minilm.get_batch(tokens, setup.batch_size, setup.context_length)
 
         def loss_of(x, y):
-            return minilm.cross_entropy(model(x), y)
+            if teacher is None:
+                return minilm.cross_entropy(model(x), y)
+            with torch.no_grad():
+                soft = teacher(x)
+            return minilm.distillation_loss(model(x), soft, y, change.teacher["temperature"], change.teacher["alpha"])
+
+        def evaluate(step: int) -> float:
+            nats, n = metrics.evaluate_sums(model, data.val, setup.context_length, max_tokens=setup.eval_tokens)
+            return nats / n
 
         schedule = loop.steps_until(setup.steps, lambda step: recipes.scheduled_lr(
             recipe, step / setup.steps, step, setup.max_lr, setup.min_lr, setup.warmup, setup.steps))
         model.train()
-        curve = [done.loss.item() for done in minilm.train(loss_of, model.parameters(), optimizer, batch, schedule,
-                                                         setup.clip)]
-        nats, n = metrics.evaluate_sums(model, data.val, setup.context_length, max_tokens=setup.eval_tokens)
-        return {"nats": nats / n, "bpb": metrics.bits_per_byte(nats, _val_bytes(data, n)), "tokens": n,
-                "parameters": sum(p.numel() for p in model.parameters()), "curve": curve,
-                "diverged": not math.isfinite(nats)}
+        curve, val_curve = [], []
+        for done in minilm.train(loss_of, model.parameters(), optimizer, batch, schedule, setup.clip,
+                                 evaluate=evaluate if eval_every else None, eval_every=eval_every):
+            curve.append(done.loss.item())
+            if done.val_loss is not None:
+                val_curve.append((done.step, done.val_loss))
+        return _scored(model, setup, data) | {"curve": curve, "state": model.state_dict()} | (
+            {"val_curve": val_curve} if eval_every else {})
 
     if not cache:
         return train()
-    key = json.dumps({"setup": asdict(setup), "recipe": asdict(recipe), "seed": seed}, sort_keys=True)
+    extra = ({"teacher": change.teacher} if change.teacher else {}) | ({"eval_every": eval_every} if eval_every else {})
+    key = json.dumps({"setup": asdict(setup), "recipe": asdict(recipe), "seed": seed} | extra, sort_keys=True)
     digest = hashlib.sha256((key + _code_fingerprint()).encode()).hexdigest()
     path = corpus.data_dir() / "models" / f"recipe-{digest[:16]}.pt"
     return cached_result(path, train)
 
 
 def ablation(setup: TrainConfig, baseline: Change, changes, data: ShakespeareData, seeds: tuple[int, ...] = (0, 1, 2),
-             cache: bool = True) -> dict[str, dict]:
+             cache: bool = True, every_seed: bool = False) -> dict[str, dict]:
     """The baseline with every seed; each change with the first seed, and with every seed when its
     difference from the baseline of that seed is within the baseline's spread between seeds (the noise
-    of `verdict`).
+    of `verdict`), or always with every_seed.
     Per run name: {"seeds": [...], "bpb": [...], "delta": [...] (paired with the baseline's seed),
     "parameters"}."""
     base = [train_run(setup, baseline, data, s, cache) for s in seeds]
@@ -181,7 +228,7 @@ def ablation(setup: TrainConfig, baseline: Change, changes, data: ShakespeareDat
                            "parameters": base[0]["parameters"], "spread": spread}}
     for change in changes:
         runs = {seeds[0]: train_run(setup, change, data, seeds[0], cache)}
-        if abs(runs[seeds[0]]["bpb"] - base[0]["bpb"]) <= spread:
+        if every_seed or abs(runs[seeds[0]]["bpb"] - base[0]["bpb"]) <= spread:
             runs |= {s: train_run(setup, change, data, s, cache) for s in seeds[1:]}
         out[change.name] = {"seeds": list(runs), "bpb": [r["bpb"] for r in runs.values()],
                             "delta": [r["bpb"] - base[seeds.index(s)]["bpb"] for s, r in runs.items()],
