@@ -463,6 +463,41 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, rows)])
 
 
+def quality_report(q: dict) -> list[str]:
+    """The time-to-quality race's table, its ratios and the curve of bits per byte against the budget."""
+    rows = []
+    runs = [(f"course, earlier recipe (AdamW, cosine), --budget {q['budget']}", q["old"])] if "old" in q else []
+    runs += [(f"course, default recipe, --budget {q['budget']}", q["course"]),
+             (f"nanoGPT CPU recipe, char-level, {q['char_iters']:,} iterations", q["char"]),
+             (f"course, default recipe, --budget {q['same_time']['budget']} (the char run's time)", q["same_time"])]
+    runs += [(f"course, default recipe, --budget {r['budget']}", r) for r in q.get("long", [])]
+    for name, r in runs:
+        size = (f"d_model {r['size']['d_model']}, {r['size']['num_layers']} layers, vocab {r['vocab_size']:,}"
+                if "size" in r else "d_model 128, 4 layers, bytes")
+        per_token = f"{r['nats_per_token']:.3f} nats/token" if "nats_per_token" in r else \
+            f"{r['nats_per_byte']:.3f} nats/byte"
+        if r["val_bytes"] != q["course"]["val_bytes"]:  # its budget left no time to score them all
+            per_token += f" on its first {r['val_bytes']:,} bytes"
+        rows.append([name, size, f"{r['parameters'] / 1e6:.2f}M", f"{r['steps']:,}", f"{r['threads']}",
+                     f"{r['wall_s']:.0f} s / {r['process_s']:.0f} s", per_token, f"{r['bits_per_byte']:.3f}",
+                     f"{r['sliding_bits_per_byte']:.3f} (stride {r['eval_stride']})"])
+    parts = ["",
+             f"Time to quality: one run after the other on this machine, scored on the same "
+             f"{q['course']['val_bytes']:,} validation bytes (a run whose budget left no time for all says so "
+             f"in its row; a machine busy with other work makes every wall-clock figure pessimistic)",
+             table(["run", "model", "params", "steps", "threads", "time (run / process)", "validation",
+                    "bits per byte", "sliding windows"], rows),
+             "ratios of bits per byte: "
+             + (f"default ÷ earlier recipe {q['ratio_old']:.3f}; " if "old" in q else "")
+             + f"default ÷ char baseline "
+             f"{q['ratio']:.3f} at {q['budget']}; in the char run's own time the default has "
+             f"{q['reduction']:.0%} fewer bits per byte than it"]
+    if "curve" in q:
+        parts += ["bits per byte against the budget (the default recipe): "
+                  + ", ".join(f"{format_duration(s)} {bpb:.3f}" for s, bpb in q["curve"])]
+    return parts
+
+
 def report(results: dict) -> str:
     title = {None: "", "quick": " (quick: small sizes, not the targets’ sizes)",
              "smoke": " (smoke: toy sizes, for the tests; its figures mean nothing)"}[results["small"]]
@@ -509,37 +544,7 @@ def report(results: dict) -> str:
                           "2 busy cores, before the minilm command)",
                       table(["command", "now", "previous"], rows)]
     if results.get("quality"):
-        q = results["quality"]
-        rows = []
-        runs = [(f"course, earlier recipe (AdamW, cosine), --budget {q['budget']}", q["old"])] if "old" in q else []
-        runs += [(f"course, default recipe, --budget {q['budget']}", q["course"]),
-                (f"nanoGPT CPU recipe, char-level, {q['char_iters']:,} iterations", q["char"]),
-                (f"course, default recipe, --budget {q['same_time']['budget']} (the char run's time)", q["same_time"])]
-        runs += [(f"course, default recipe, --budget {r['budget']}", r) for r in q.get("long", [])]
-        for name, r in runs:
-            size = (f"d_model {r['size']['d_model']}, {r['size']['num_layers']} layers, vocab {r['vocab_size']:,}"
-                    if "size" in r else "d_model 128, 4 layers, bytes")
-            per_token = f"{r['nats_per_token']:.3f} nats/token" if "nats_per_token" in r else \
-                f"{r['nats_per_byte']:.3f} nats/byte"
-            if r["val_bytes"] != q["course"]["val_bytes"]:  # its budget left no time to score them all
-                per_token += f" on its first {r['val_bytes']:,} bytes"
-            rows.append([name, size, f"{r['parameters'] / 1e6:.2f}M", f"{r['steps']:,}", f"{r['threads']}",
-                         f"{r['wall_s']:.0f} s / {r['process_s']:.0f} s", per_token, f"{r['bits_per_byte']:.3f}",
-                         f"{r['sliding_bits_per_byte']:.3f} (stride {r['eval_stride']})"])
-        parts += ["",
-                  f"Time to quality: one run after the other on this machine, scored on the same "
-                  f"{q['course']['val_bytes']:,} validation bytes (a run whose budget left no time for all says so "
-                  f"in its row; a machine busy with other work makes every wall-clock figure pessimistic)",
-                  table(["run", "model", "params", "steps", "threads", "time (run / process)", "validation",
-                         "bits per byte", "sliding windows"], rows),
-                  "ratios of bits per byte: "
-                  + (f"default ÷ earlier recipe {q['ratio_old']:.3f}; " if "old" in q else "")
-                  + f"default ÷ char baseline "
-                  f"{q['ratio']:.3f} at {q['budget']}; in the char run's own time the default has "
-                  f"{q['reduction']:.0%} fewer bits per byte than it"]
-        if "curve" in q:
-            parts += ["bits per byte against the budget (the default recipe): "
-                      + ", ".join(f"{format_duration(s)} {bpb:.3f}" for s, bpb in q["curve"])]
+        parts += quality_report(results["quality"])
     if results["targets"]:
         rows = [[t["what"], t["shown"], t["target"], "met" if t["met"] else "MISSED"] for t in results["targets"]]
         note = {None: "", "quick": " (quick sizes: indicative only)", "smoke": " (smoke: toy sizes, meaningless)"}
