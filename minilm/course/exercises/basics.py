@@ -324,8 +324,20 @@ SWIGLU_MISTAKES = {
     "no_gate": "multiply SiLU(W1 x) by W3 x before W2",
 }
 
+def _swiglu_gate_multiplies(m):
+    x, w1, w2 = randn(96, 2, 8), randn(97, 12, 8), randn(98, 8, 12)
+    d = differs(m.swiglu(x, w1, w2, torch.zeros(12, 8)), torch.zeros(2, 8))
+    return d and f"with w3 all zeros (the value W3 x is 0), the output and 0: {d}"
+
+
 spec("4.2", properties=(keeps_inputs("swiglu", lambda: (randn(96, 2, 8), randn(97, 12, 8), randn(98, 8, 12),
-                                                       randn(99, 12, 8)), "on x (2, 8), d_ff 12"),),
+                                                       randn(99, 12, 8)), "on x (2, 8), d_ff 12"),
+                        Property("the gate multiplies the value: with w3 all zeros the output is 0",
+                                 _swiglu_gate_multiplies,
+                                 example="x, w1, w2 = torch.randn(2, 8), torch.randn(12, 8), torch.randn(8, 12)\n"
+                                         "print(minilm.swiglu(x, w1, w2, torch.zeros(12, 8)))  # zeros",
+                                 idea="W2 (SiLU(W1 x) ⊙ W3 x): the two halves are multiplied element by element, "
+                                      "not added")),
      collect=lambda m, c: {"y": m.swiglu(c["x"], c["w1"], c["w2"], c["w3"])},
      cases=lambda: [dict(x=randn(19, 3, 5, 16), w1=randn(16, 40, 16, scale=0.2), w2=randn(17, 16, 40, scale=0.2),
                          w3=randn(18, 40, 16, scale=0.2), what="x (3, 5, 16), d_ff 40")],

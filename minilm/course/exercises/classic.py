@@ -228,7 +228,20 @@ def _sinusoid_turns(m):
     return d and f"row 20,000 and row 19,999 turned by row 1's angles: {d}"
 
 
+def _sinusoid_slower(m):
+    pe = m.sinusoidal_positions(64, 8).double()
+    angles = torch.atan2(pe[1, 0::2], pe[1, 1::2])  # position 1's angle in each pair (sin, cos)
+    if not (angles[1:] < angles[:-1]).all():
+        return f"position 1's angles by pair: {[round(float(a), 4) for a in angles]}, expected shrinking"
+    return None
+
+
 SINUSOID_PROPERTIES = (
+    Property("pair i turns more slowly as i grows: position 1's angle is 10000^(−2i/d), shrinking with i",
+             _sinusoid_slower,
+             example="pe = minilm.sinusoidal_positions(64, 8)\n"
+                     "print(torch.atan2(pe[1, 0::2], pe[1, 1::2]))  # 1, 0.1, 0.01, 0.001",
+             idea="the frequency of pair i is 10000^(−2i/d_model): mind the minus in the exponent"),
     Property("each row is the previous one turned by row 1's angles, also at position 20,000 (the angles p · ω "
              "computed in float64)", _sinusoid_turns,
              example="pe = minilm.sinusoidal_positions(20001, 8).double()\n"

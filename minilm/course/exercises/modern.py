@@ -328,7 +328,23 @@ def _relu2_invariant(got, c) -> Problem | None:
                      f"{shown(got['shapes'])}", "weight_shapes"))
 
 
-spec("14.6", collect=_relu2_collect, invariant=_relu2_invariant,
+def _relu2_negative(m):
+    ffn = m.ReLUSquaredFFN(8, 24)
+    with torch.no_grad():
+        ffn.w1.weight.copy_(-randn(120, 24, 8).abs())  # every pre-activation of a positive x is negative
+        y = ffn(randn(121, 2, 3, 8).abs() + 0.1)
+    d = differs(y, torch.zeros(2, 3, 8))
+    return d and f"with every pre-activation W1 x negative, the output and 0: {d}"
+
+
+RELU2_PROPERTIES = (
+    Property("a negative pre-activation contributes nothing: ReLU(·)² is 0 below 0", _relu2_negative,
+             example="ffn = minilm.ReLUSquaredFFN(8, 24)\nffn.w1.weight.data = -ffn.w1.weight.data.abs()\n"
+                     "print(ffn(torch.rand(2, 8) + 0.1))  # zeros",
+             idea="clamp the pre-activations at 0 from below (torch.relu, or clamp(min=0)), then square"),
+)
+
+spec("14.6", properties=RELU2_PROPERTIES, collect=_relu2_collect, invariant=_relu2_invariant,
      cases=lambda: [dict(d=8, f=24, state=weights(147, {"w1.weight": (24, 8), "w2.weight": (8, 24)}),
                          x=randn(148, 2, 3, 8), what="ReLUSquaredFFN(8, 24) and x (2, 3, 8)")],
      outputs={"y": "the output"},

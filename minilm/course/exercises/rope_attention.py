@@ -224,8 +224,21 @@ def _softmax_shift(m):
     return d and f"for x (4, 6), softmax(x + 1000) and softmax(x): {d}"
 
 
+def _softmax_wide(m):
+    x = torch.tensor([[1e4, 0.0, -1e4], [-1e4, -1e4 + 1.0, -1e4]])
+    y = m.softmax(x, dim=-1)
+    if type(y) is not torch.Tensor or not torch.isfinite(y).all():
+        got = [[float(v) for v in row] for row in y] if type(y) is torch.Tensor else type(y).__name__
+        return f"softmax([[1e4, 0, -1e4], [-1e4, -1e4 + 1, -1e4]]) = {got}"
+    return None
+
+
 SOFTMAX_PROPERTIES = (
     keeps_inputs("softmax", lambda: (randn(101, 3, 5), -1), "on x (3, 5)"),
+    Property("it is finite on entries as far apart as ±1e4", _softmax_wide,
+             example="print(minilm.softmax(torch.tensor([[1e4, 0.0, -1e4]]), dim=-1))  # [[1, 0, 0]]",
+             idea="subtract each slice's max (not its min) along dim: every exponent is then ≤ 0, and the largest "
+                  "is e^0 = 1"),
     Property("each slice along dim sums to 1", _softmax_sums,
              example="x = torch.randn(3, 4, 5)\nprint(minilm.softmax(x, dim=1).sum(dim=1))  # all ones",
              idea="exponentiate, then divide by the sum along the same dim, kept with keepdim=True"),
