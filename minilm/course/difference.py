@@ -35,14 +35,15 @@ def how_it_differs(got: torch.Tensor, want: torch.Tensor, atol: float = 1e-5, rt
 
 
 def names_a_cause(got: torch.Tensor, want: torch.Tensor, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
-    """Whether how_it_differs names a cause (a factor, an offset, squares, a softmax, NaN, the wrong places)
-    rather than only where the values differ."""
+    """Whether how_it_differs names a cause (a factor, an offset, squares, a softmax, the wrong places)
+    rather than only where the values differ. NaN or inf where the expected values are finite lists
+    candidates (an overflow, a 0/0, a log of 0), not a cause: a broken property may name the one."""
     g, w = got.detach().double(), want.detach().double()
     close = lambda a, b: torch.allclose(a, b, atol=atol, rtol=rtol)  # noqa: E731
     if g.numel() == 1:
         return _square(g, w, close) is not None
     if (~torch.isfinite(g)).any() and torch.isfinite(w).all():
-        return True
+        return False
     return _cause(g, w, close) is not None
 
 
