@@ -226,7 +226,7 @@ def _softmax_shift(m):
 
 def _softmax_wide(m):
     x = torch.tensor([[1e4, 0.0, -1e4], [-1e4, -1e4 + 1.0, -1e4]])
-    y = m.softmax(x, dim=-1)
+    y = m.softmax(x, dim=-1)  # release: not a task (the code under test)
     if type(y) is not torch.Tensor or not torch.isfinite(y).all():
         got = [[float(v) for v in row] for row in y] if type(y) is torch.Tensor else type(y).__name__
         return f"softmax([[1e4, 0, -1e4], [-1e4, -1e4 + 1, -1e4]]) = {got}"
