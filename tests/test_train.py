@@ -91,6 +91,24 @@ def test_tiny_run_learns_checkpoints_and_resumes(tmp_path, tiny):
     # A resume with another model shape is refused before any work.
     proc = _run([*tiny, "--steps", "30", "--out-dir", str(out), "--resume", "--d-model", "64"], tmp_path)
     assert proc.returncode == 2 and "d_model" in proc.stderr
+    # So is one whose optimizer would train other groups than its checkpoint's.
+    proc = _run([*tiny, "--steps", "40", "--out-dir", str(out), "--resume", "--lr-width", "0"], tmp_path)
+    assert proc.returncode == 2 and "lr_width (128 there, 0 now)" in proc.stderr
+
+
+@pytest.mark.task("10.5")
+def test_a_run_from_before_lr_width_resumes_with_one_rate(tmp_path, tiny):
+    """A config.json written before --lr-width existed trained every parameter at --lr: a resume keeps that."""
+    import json
+
+    out = tmp_path / "run"
+    assert _run([*tiny, "--steps", "10", "--out-dir", str(out), "--lr-width", "0"], tmp_path).returncode == 0
+    config = json.loads((out / "config.json").read_text())
+    del config["lr_width"]
+    (out / "config.json").write_text(json.dumps(config))
+    proc = _run([*tiny, "--steps", "15", "--out-dir", str(out), "--resume"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "at step 10" in proc.stdout and "learning rate by width" not in proc.stdout
 
 
 @pytest.mark.task("10.5")
@@ -131,6 +149,8 @@ def test_a_10_step_run_warms_up_for_1_step_and_shows_its_final_evaluation(tmp_pa
     (["--vocab-size", "100"], "--vocab-size must be 0 (all of the training split's tokens) or at least 256"),
     (["--eval-stride", "9"], "--eval-stride must lie in 1 … context/2 = 8"),
     (["--tokenizer", "mine", "--full-vocab"], "--tokenizer mine learns --vocab-size − 257 merges"),
+    (["--lr-width", "-64"], "--lr-width must be a width (the d_model --lr was tuned at) or 0 (off), got -64"),
+    (["--lr-width", "128", "--optimizer", "muon"], "--lr-width 128 scales AdamW's rates for the whole model"),
 ])
 def test_bad_config_fails_before_any_work(tmp_path, capsys, bad, message, tiny):
     from minilm.course.train import run  # in-process: validation runs before any data, model or process group
@@ -743,3 +763,31 @@ def test_a_capped_budget_run_ends_its_decay_by_the_clock(schedule):
     assert late < 0.5 * on_time, "the decay follows the clock"
     assert runner.learning_rate(run, 100, now, now + 1000.0)[0] is None  # the cap still ends the run
     assert runner.learning_rate(run, 10, now - 100.0, now - 1.0)[0] is None  # and so does the deadline
+
+
+@pytest.mark.task("10.4")
+def test_width_scaled_rates_keep_a_steps_effect_across_widths():
+    """The coordinate check behind --lr-width: one AdamW step at one rate moves a 4× wider model's logits
+    several times further (Adam moves every weight by about lr, and a matrix sums d_model of them); with
+    the matrices' rate × base/d_model the move stays within a factor 2. Measured: 5.5× and 1.6×."""
+    from minilm.course.recipe import coordinate_check
+
+    one_rate = coordinate_check([64, 256], lr=3e-3, steps=1)
+    scaled = coordinate_check([64, 256], lr=3e-3, base_width=128, steps=1)
+    assert one_rate[256][0] > 3 * one_rate[64][0], one_rate
+    assert scaled[256][0] < 2 * scaled[64][0], scaled
+    assert scaled[64][0] > one_rate[64][0] and scaled[256][0] < one_rate[256][0], (scaled, one_rate)
+
+
+@pytest.mark.task("10.4")
+def test_width_scaled_adamw_trains_matrices_at_base_over_width():
+    import minilm
+    from minilm.course.recipe import width_scaled_adamw
+
+    model = minilm.TransformerLM(50, 8, 64, 1, 2, 128, 10000.0)
+    optimizer, note = width_scaled_adamw(model, 128, 1e-3, (0.9, 0.95), 0.1)
+    rate = {id(p): g["lr"] for g in optimizer.param_groups for p in g["params"]}
+    for name, p in model.named_parameters():
+        matrix = p.ndim == 2 and name != "token_embeddings.weight"
+        assert rate[id(p)] == pytest.approx(2e-3 if matrix else 1e-3), name
+    assert "lr × 128/64 = 0.002" in note

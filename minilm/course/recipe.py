@@ -42,6 +42,7 @@ class Recipe:
     ffn: str = "swiglu"
     dropout: float = 0.0
     reshuffle: bool = False
+    lr_width: int = 0  # muP-style: AdamW's rate for the matrices (not the embeddings) × lr_width / d_model; 0: off
 
     def changes(self) -> dict:
         """The fields that differ from the defaults."""
@@ -114,6 +115,9 @@ def make_optimizer(model: nn.Module, recipe: Recipe, lr: float, betas: tuple[flo
         opt = minilm.AdamW(model.parameters(), lr=lr, betas=betas, weight_decay=weight_decay)
         for g in opt.param_groups:
             g["lr_scale"] = 1.0
+        if recipe.lr_width:
+            opt, note = width_scaled_adamw(model, recipe.lr_width, lr, betas, weight_decay)
+            notes.append(note)
         return opt, notes
     groups = minilm.parameter_groups(model, muon=recipe.optimizer == "muon")
     named = describe_groups(model, groups)
@@ -140,6 +144,59 @@ def make_optimizer(model: nn.Module, recipe: Recipe, lr: float, betas: tuple[flo
         notes.append(f"weight decay {weight_decay:g} on {len(named['decay']) + len(named['muon'])} matrices; none on "
                      f"{_short(named['no_decay'])}")
     return (optimizers["adamw"] if len(optimizers) == 1 else Optimizers(optimizers)), notes
+
+
+def width_scaled_adamw(model: nn.Module, base_width: int, lr: float, betas: tuple[float, float],
+                       weight_decay: float) -> tuple[torch.optim.Optimizer, str]:
+    """AdamW whose matrices (every 2-D parameter but the token embeddings: the blocks' projections and
+    the output layer) train at lr · base_width / d_model, and the rest (embeddings, gains) at lr.
+
+    Why: Adam moves every weight by about lr whatever its size, so a matrix with d_model inputs moves
+    its outputs about d_model times lr: a wider model at the same rate takes bigger steps in
+    function space. Scaling the matrices' rate by 1/d_model (muP's rule for Adam, Yang et al. 2022,
+    "Tensor Programs V", Table 3) keeps that step the same at every width, so a rate tuned at
+    base_width carries over. Only the rates: the initialization stays the course's (Tasks 1.2, 2.2)."""
+    d_model = model.token_embeddings.weight.shape[1]
+    scale = base_width / d_model
+    matrices = [p for n, p in model.named_parameters() if p.ndim >= 2 and n != "token_embeddings.weight"]
+    taken = {id(p) for p in matrices}
+    rest = [p for p in model.parameters() if id(p) not in taken]
+    groups = [{"params": matrices, "lr_scale": scale}, {"params": rest, "lr_scale": 1.0}]
+    opt = minilm.AdamW([g for g in groups if g["params"]], lr=lr, betas=betas, weight_decay=weight_decay)
+    for g in opt.param_groups:
+        g["lr"] = lr * g["lr_scale"]
+    return opt, (f"learning rate by width: the {len(matrices)} matrices train at lr × {base_width}/{d_model} = "
+                 f"{lr * scale:.3g}, the embeddings and gains at lr = {lr:g} (muP-style, docs/training.md)")
+
+
+def coordinate_check(widths: list[int], lr: float, base_width: int = 0, steps: int = 3, seed: int = 0,
+                     vocab_size: int = 256, context_length: int = 32, num_layers: int = 2) -> dict[int, list[float]]:
+    """A coordinate check (Yang et al. 2022): by width, how far `steps` AdamW steps on one batch of random
+    tokens move the logits, as the root mean square of logits_t − logits_0 after each step. With rates
+    that transfer the curves hardly depend on the width; with one rate for all they grow with it.
+    base_width > 0: width_scaled_adamw's rates; 0: every parameter at lr."""
+    g = torch.Generator().manual_seed(seed)
+    x, y = (torch.randint(0, vocab_size, (8, context_length), generator=g) for _ in range(2))
+    moved = {}
+    for d_model in widths:
+        torch.manual_seed(seed)
+        d_ff = 64 * -(-8 * d_model // 3 // 64)  # 8/3 d_model rounded up to a multiple of 64 (notebook 04)
+        model = minilm.TransformerLM(vocab_size, context_length, d_model, num_layers, max(1, d_model // 32), d_ff,
+                                     10000.0)
+        if base_width:
+            optimizer, _ = width_scaled_adamw(model, base_width, lr, (0.9, 0.95), 0.0)
+        else:
+            optimizer = minilm.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
+        with torch.no_grad():
+            start = model(x)
+        moved[d_model] = []
+        for _ in range(steps):
+            optimizer.zero_grad()
+            minilm.cross_entropy(model(x), y).backward()
+            optimizer.step()
+            with torch.no_grad():
+                moved[d_model].append((model(x) - start).pow(2).mean().sqrt().item())
+    return moved
 
 
 def scheduled_lr(recipe: Recipe, progress: float, it: int, lr: float, min_lr: float, warmup: int, steps: int) -> float:

@@ -17,13 +17,18 @@ CONFIG_FILE, CHECKPOINT_FILE, VOCAB_FILE = "config.json", "checkpoint.pt", "voca
 RESULT_FILE = "result.json"  # the final figures, for scripts (the benchmarks' time-to-quality race)
 # Options that fix the model's shape (the data fixes the vocabulary): --resume refuses other values.
 MODEL_KEYS = ("data", "tokenizer", "full_vocab", "vocab_size", "d_model", "num_layers", "num_heads", "d_ff",
-              "context_length", "rope_theta", "ffn", "qk_norm", "optimizer")
+              "context_length", "rope_theta", "ffn", "qk_norm", "optimizer", "lr_width")
+# What a run's config.json lacks when it was written before the option existed.
+SAVED_BEFORE = {"tokenizer": "gpt2", "lr_width": 0}
 # The recipe `minilm train` uses unless told otherwise, chosen by the measurements in docs/training.md
 # ("The recipe"): AdamW with the warmup–stable–decay schedule. Muon won per step at d_model 128 but its
 # Newton–Schulz makes a CPU step about 1.3× longer, and at equal time (400 Muon steps against 600)
 # it lost; the switches that stayed within the seed noise are off. While Task 14.4 is unwritten the
 # schedule falls back to the cosine (unwritten_tasks).
-DEFAULT_RECIPE = Recipe(schedule="wsd")
+# The matrices' rate scales with the width (--lr-width 128, muP-style): --lr was tuned at d_model 128, and
+# with one rate for every width the best rate moved about as 1/d_model (docs/training.md, "The rate
+# across widths"); with AdamW alone, since Muon and the decay groups build their own groups.
+DEFAULT_RECIPE = Recipe(schedule="wsd", lr_width=128)
 RECIPE_FLAGS = tuple(Recipe.__dataclass_fields__)
 
 
@@ -143,7 +148,7 @@ def build_parser(prog: str = "minilm train") -> argparse.ArgumentParser:
     g = p.add_argument_group("optimization")
     g.add_argument("--batch-size", type=int, default=16, metavar="N",
                    help="sequences per step and process")
-    g.add_argument("--lr", type=float, default=3e-3, help="peak learning rate")
+    g.add_argument("--lr", type=float, default=3e-3, help="peak learning rate (the matrices' at d_model --lr-width)")
     g.add_argument("--min-lr", type=float, default=3e-4, metavar="LR", help="the final learning rate")
     g.add_argument("--warmup", type=int, default=None, metavar="N",
                    help=f"warmup steps (default: a tenth of the run, ≤ {MAX_DEFAULT_WARMUP})")
@@ -208,20 +213,25 @@ def _add_recipe_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--reshuffle", action=argparse.BooleanOptionalAction, default=None,
                    help=f"each training window once per epoch, in shuffled order, not drawn at random (default: "
                         f"{_on(d.reshuffle)})")
+    g.add_argument("--lr-width", type=int, default=None, metavar="N",
+                   help=f"the matrices' learning rate × N/d_model (muP-style), so --lr tuned at width N carries "
+                        f"over; 0: off (default: {d.lr_width})")
 
 
 def validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     """Reject a bad configuration before any work starts (parser.error exits with status 2)."""
-    validate_recipe(args, parser)
     if args.out_dir is None:
         args.out_dir = str(corpus.data_dir() / "runs" / "minilm")
+    config = Path(args.out_dir) / CONFIG_FILE
+    if args.resume and args.lr_width is None and config.is_file():  # the optimizer's groups are its checkpoint's
+        args.lr_width = json.loads(config.read_text(encoding="utf-8")).get("lr_width", SAVED_BEFORE["lr_width"])
+    validate_recipe(args, parser)
     if args.budget is not None and args.steps is not None:
         parser.error(f"--budget {args.budget} and --steps {args.steps}: pick one (a budget chooses the steps; "
                      f"--steps trains that many, however long it takes)")
     if args.budget is not None and args.resume:
         parser.error("--resume continues a run to --steps (the total); a --budget always starts a new run")
     saved = {}
-    config = Path(args.out_dir) / CONFIG_FILE
     if args.resume and config.is_file():
         saved = json.loads(config.read_text(encoding="utf-8"))
         for key in ("d_model", "num_layers", "num_heads", "d_ff", "steps"):  # what the run chose, unless given
@@ -280,7 +290,7 @@ def validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     if args.resume and not (Path(args.out_dir) / CHECKPOINT_FILE).is_file():
         parser.error(f"--resume: no checkpoint at {Path(args.out_dir) / CHECKPOINT_FILE}")
     if saved:
-        changed = [k for k in MODEL_KEYS if saved.get(k, "gpt2" if k == "tokenizer" else None) != getattr(args, k)]
+        changed = [k for k in MODEL_KEYS if saved.get(k, SAVED_BEFORE.get(k)) != getattr(args, k)]
         if changed:
             parser.error("--resume: the checkpoint's model has different " + ", ".join(
                 f"{k} ({saved.get(k)} there, {getattr(args, k)} now)" for k in changed))
@@ -321,6 +331,13 @@ def validate_recipe(args: argparse.Namespace, parser: argparse.ArgumentParser) -
         parser.error(f"--muon-lr must be > 0, got {args.muon_lr}")
     if not 0 < args.decay_frac <= 1:
         parser.error(f"--decay-frac must lie in (0, 1], got {args.decay_frac}")
+    if "lr_width" not in given and (args.optimizer != "adamw" or args.decay_groups):
+        args.lr_width = 0
+    if args.lr_width < 0:
+        parser.error(f"--lr-width must be a width (the d_model --lr was tuned at) or 0 (off), got {args.lr_width}")
+    if args.lr_width and (args.optimizer != "adamw" or args.decay_groups):
+        parser.error(f"--lr-width {args.lr_width} scales AdamW's rates for the whole model; it does not combine "
+                     f"with --optimizer muon or --decay-groups: drop one of them")
     if args.softcap < 0 or not 0 <= args.dropout < 1:
         parser.error(f"need --softcap >= 0 (0: off) and 0 <= --dropout < 1, got softcap={args.softcap} and "
                      f"dropout={args.dropout}")
@@ -358,4 +375,5 @@ def recipe_of(args: argparse.Namespace) -> Recipe:
     """The run's recipe from its (validated) flags."""
     return Recipe(optimizer=args.optimizer, muon_lr=args.muon_lr, schedule=args.schedule, decay_frac=args.decay_frac,
                   decay_groups=args.decay_groups, zero_init=args.zero_init, qk_norm=args.qk_norm,
-                  softcap=args.softcap, ffn=args.ffn, dropout=args.dropout, reshuffle=args.reshuffle)
+                  softcap=args.softcap, ffn=args.ffn, dropout=args.dropout, reshuffle=args.reshuffle,
+                  lr_width=args.lr_width)
