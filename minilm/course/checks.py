@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 from minilm.course import rules, tasks
-from minilm.course.difference import how_it_differs, names_a_cause
+from minilm.course.difference import how_it_differs, named_cause
 
 PASS, FAIL, TODO, ERROR = "pass", "fail", "todo", "error"
 SYMBOL = {PASS: "✓", FAIL: "✗", TODO: "…", ERROR: "✗"}
@@ -53,7 +53,8 @@ class CheckFailed(AssertionError):
         # value is 2 times the expected one"): the second rung of `minilm hint`; None when the message is all.
         self.difference: str | None = None
         self.broken: str | None = None  # the spec's property that broke (its `says`), when one did
-        self.generic = False  # True when the message only says how values differ, naming no cause
+        self.generic = False  # True when the message says how values differ: a property, if one breaks, says more
+        self.cause: str | None = None  # the cause the values suggest (a factor, the squares), kept beside a property
 
 
 @dataclass(frozen=True)
@@ -467,7 +468,10 @@ def _judge(got, want, what: str, key: str | None, mistakes: dict[str, str] | Non
     if got.shape != want.shape:
         raise CheckFailed(f"{what}: expected {describe(want)}, got {describe(got)}")
     failed = CheckFailed(f"{what}: {how_it_differs(got, want, atol, rtol)}")
-    failed.generic = not names_a_cause(got, want, atol, rtol)  # a property then says more than where
+    # What the values alone suggest (a factor, an offset, the wrong places) is a guess at a cause; a broken
+    # property is a fact about the student's code, so run_spec asks the properties first.
+    failed.generic = True
+    failed.cause = named_cause(got, want, atol, rtol)
     raise failed
 
 
@@ -516,7 +520,9 @@ def _raise_broken_property(s, failed: CheckFailed | None) -> None:
             saw = f"your code raised {_one_line(e)}" + (f" ({where})" if where else "")
         if saw is None:
             continue
-        broken = CheckFailed(f"{prop.says}, but {saw}", where=where)
+        cause = failed.cause if failed is not None else None
+        broken = CheckFailed(f"{prop.says}, but {saw}" + (f"; and on the check's inputs {cause}" if cause else ""),
+                             where=where)
         broken.broken, broken.output = prop.says, failed.output if failed is not None else None
         broken.difference = (failed.difference or failed.message) if failed is not None else None
         raise broken from None
@@ -528,6 +534,7 @@ def _compare_cases(s) -> None:
     from minilm.course.exercises import tolerance
 
     for case in s.cases():
+        before = {k: v.detach().clone() for k, v in case.items() if isinstance(v, torch.Tensor)}
         try:
             got = s.collect(minilm, case)
         except NotImplementedError:
@@ -540,6 +547,8 @@ def _compare_cases(s) -> None:
             where = raised_at(e)
             error = " ".join(f"{type(e).__name__}: {e}".split()) + (f" ({where})" if where else "")
             raise CheckFailed(f"on {case['what']}: raised {error}. {advice}", mistake, where) from None
+        if _RUN.recording is None:
+            _raise_if_inputs_changed(case, before, s)
         if _RUN.recording is None and s.invariant is not None:
             problem = s.invariant(got, case)
             if problem is not None:
@@ -572,6 +581,26 @@ def _compare_cases(s) -> None:
             except CheckFailed as e:  # which output differs tells status which function to open
                 e.output = key
                 raise
+
+
+def _raise_if_inputs_changed(case: dict, before: dict[str, torch.Tensor], s) -> None:
+    """A case's tensors are the caller's: code that writes into its input (x += …, masked_fill_) changes
+    them for every later use, and its output may even look right."""
+    for key, old in before.items():
+        now = case[key]
+        if key in s.mutates or _same(now.detach(), old):
+            continue
+        raise CheckFailed(f"on {case['what']}: your code changed its input {key} in place (a +=, *=, or an "
+                          f"operation ending in _ on an argument): compute into a new tensor, leave the caller's "
+                          f"as it was")
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point() or a.is_complex():
+        return torch.allclose(a, b, rtol=0.0, atol=0.0, equal_nan=True)
+    return torch.equal(a, b)
 
 
 def _tensors(name: str, value) -> list[tuple[str, torch.Tensor]]:

@@ -34,17 +34,17 @@ def how_it_differs(got: torch.Tensor, want: torch.Tensor, atol: float = 1e-5, rt
     return f"{_pattern(g, w, close) or 'values differ from the expected ones'}; {largest}"
 
 
-def names_a_cause(got: torch.Tensor, want: torch.Tensor, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
-    """Whether how_it_differs names a cause (a factor, an offset, squares, a softmax, the wrong places)
-    rather than only where the values differ. NaN or inf where the expected values are finite lists
-    candidates (an overflow, a 0/0, a log of 0), not a cause: a broken property may name the one."""
+def named_cause(got: torch.Tensor, want: torch.Tensor, atol: float = 1e-5, rtol: float = 1e-4) -> str | None:
+    """The cause how_it_differs names (a factor, an offset, squares, a softmax, the wrong places), or None
+    when it only says where the values differ. NaN or inf where the expected values are finite lists
+    candidates (an overflow, a 0/0, a log of 0), not a cause."""
     g, w = got.detach().double(), want.detach().double()
     close = lambda a, b: torch.allclose(a, b, atol=atol, rtol=rtol)  # noqa: E731
     if g.numel() == 1:
-        return _square(g, w, close) is not None
+        return _square(g, w, close)
     if (~torch.isfinite(g)).any() and torch.isfinite(w).all():
-        return False
-    return _cause(g, w, close) is not None
+        return None
+    return _cause(g, w, close)
 
 
 def _pattern(g: torch.Tensor, w: torch.Tensor, close) -> str | None:
@@ -56,6 +56,8 @@ def _cause(g: torch.Tensor, w: torch.Tensor, close) -> str | None:
         nonzero = w.abs() > 1e-8 * max(w.abs().max().item(), 1e-30)
         if nonzero.any():
             factor = (g[nonzero] / w[nonzero]).median().item()
+            if close(g, torch.zeros_like(g)):
+                return "every value of yours is 0 (an output never filled in, or a mask or factor that zeroes it?)"
             if close(g, factor * w) and g.numel() > 1:
                 if abs(factor + 1) < 1e-6:
                     return "every value has the wrong sign (a minus sign, or a subtraction the wrong way round)"

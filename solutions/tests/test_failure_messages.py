@@ -185,11 +185,37 @@ def _sinusoid_base_typo(seq_len, d_model):
 
 # Slips that are in no catalogue (the checks store no output for them): the message still says in
 # words how the output differs, never only "values differ".
+def _silu_gate_detached(x):
+    return x * torch.sigmoid(x).detach()  # the right values, half the gradient
+
+
+def _softmax_through_numpy(x, dim):
+    import numpy as np
+
+    e = np.exp(x.detach().numpy() - x.detach().numpy().max(axis=dim, keepdims=True))
+    return torch.from_numpy(e / e.sum(axis=dim, keepdims=True)).to(x.dtype)
+
+
+def _block_adds_in_place(self, x, token_positions=None):
+    x += self.attn(self.ln1(x), token_positions)  # the caller's tensor changes
+    return x + self.ffn(self.ln2(x))
+
+
+def _rms_norm_zeros(x, weight, eps=1e-5):
+    return torch.zeros_like(x)
+
+
 SLIPS = [
     ("5.1", "solutions.rope", "rope_angles", _angles_theta_typo, "position 0 matches and every later one differs"),
     ("10.2", "solutions.training", "clip_grad_norm", _clip_returns_squared_norm, "squares of the expected ones"),
     ("13.2", "solutions.classic", "sinusoidal_positions", _sinusoid_base_typo,
      "position 0 matches and every later one differs"),
+    # Right values, wrong gradient: only the gradient property sees it.
+    ("4.1", "solutions.swiglu", "silu", _silu_gate_detached, "autograd's gradient of silu is the derivative"),
+    ("6.1", "solutions.attention", "softmax", _softmax_through_numpy, "the gradient is cut"),
+    # Writing into an argument: the check compares each case's tensors before and after the call.
+    ("7.1", "solutions.block", "TransformerBlock.forward", _block_adds_in_place, "changed its input x in place"),
+    ("3.1", "solutions.rmsnorm", "rms_norm", _rms_norm_zeros, "every value of yours is 0"),
 ]
 
 

@@ -137,6 +137,50 @@ def keeps_inputs(name: str, make_args: Callable[[], tuple], what: str) -> Proper
                          "tensor")
 
 
+def gradient_follows(name: str, make_args: Callable[[], tuple], what: str, wrt: tuple[int, ...] = (0,),
+                     call: str = "x") -> Property:
+    """The property that autograd's gradient of `name` (a function of the task) is the derivative of what it
+    computes: along a random direction v, ⟨∇(r · f), v⟩ equals (f(x + εv) − f(x − εv)) · r / 2ε. A piece
+    that leaves autograd (.detach(), .item(), .data, torch.no_grad, a NumPy round trip) gives the right values
+    and the wrong gradient, which no comparison of values sees. Arguments in `wrt` are float64 tensors."""
+    def probe(m):
+        args = list(make_args())
+        fn = getattr(m, name)
+        g = torch.Generator().manual_seed(7)
+        out = fn(*args)
+        if type(out) is not torch.Tensor:
+            return f"{what}: {name} returned {type(out).__name__}, expected a tensor"
+        weights = torch.randn(out.shape, generator=g, dtype=torch.float64)
+
+        def total(xs) -> torch.Tensor:
+            call = list(args)
+            for i, x in zip(wrt, xs):
+                call[i] = x
+            return (fn(*call).double() * weights).sum()
+
+        leaves = [args[i].detach().clone().requires_grad_(True) for i in wrt]
+        value = total(leaves)
+        if not value.requires_grad:
+            return f"{what}: the output does not depend on the inputs for autograd (no grad_fn): the gradient is cut"
+        grads = torch.autograd.grad(value, leaves, allow_unused=True)
+        eps = 1e-3
+        for i, leaf, grad in zip(wrt, leaves, grads):
+            v = torch.randn(leaf.shape, generator=g, dtype=torch.float64)
+            with torch.no_grad():
+                slope = (total([x + eps * v if x is leaf else x.detach() for x in leaves])
+                         - total([x - eps * v if x is leaf else x.detach() for x in leaves])).item() / (2 * eps)
+            autograd = 0.0 if grad is None else (grad.double() * v).sum().item()
+            if abs(autograd - slope) > 2e-3 * max(1.0, abs(slope)):
+                return (f"{what}: along a random direction, autograd's derivative with respect to argument {i + 1} "
+                        f"is {autograd:.6g}, but the output changes at the rate {slope:.6g}")
+        return None
+    return Property(f"autograd's gradient of {name} is the derivative of what it computes", probe,
+                    example=f"from torch.autograd import gradcheck\nx = torch.randn(3, 4, dtype=torch.float64, "
+                            f"requires_grad=True)\nprint(gradcheck(lambda x: minilm.{name}({call}), (x,)))  # True",
+                    idea="keep every step inside autograd: .detach(), .item(), .data, .numpy() or torch.no_grad() "
+                         "give the right values but cut or change the gradient, which training then follows")
+
+
 @dataclass(frozen=True)
 class Spec:
     task: str
@@ -147,6 +191,7 @@ class Spec:
     mistakes: dict[str, str] = field(default_factory=dict)
     invariant: Callable[[dict, dict], Problem | None] | None = None
     free: tuple[str, ...] = ()
+    mutates: tuple[str, ...] = ()  # the case's tensors the task may change (an optimizer's parameters)
     atol: float = 1e-5
     rtol: float = 1e-4
     # A case where an error names a mistake (code that assumes 1-D positions): (mistake, advice).
@@ -163,7 +208,11 @@ class Spec:
 SPECS: dict[str, Spec] = {}
 
 
-def spec(task: str, **kw) -> Spec:
+def spec(task: str, gradient: Property | None = None, **kw) -> Spec:
+    """Register task's spec; `gradient` (gradient_follows) comes after its other properties, since a
+    value that is wrong also breaks it."""
+    if gradient is not None:
+        kw["properties"] = (*kw.get("properties", ()), gradient)
     SPECS[task] = s = Spec(task, **kw)
     return s
 

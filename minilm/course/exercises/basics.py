@@ -11,6 +11,7 @@ from minilm.course.exercises import (
     Property,
     differs,
     first,
+    gradient_follows,
     init_problem,
     keeps_inputs,
     keys_problem,
@@ -72,7 +73,11 @@ LINEAR_PROPERTIES = (
              idea="y = x Wᵀ acts on the last dim only: flatten nothing across vectors, mix no rows"),
 )
 
-spec("1.1", collect=lambda m, c: {"y": m.linear(c["x"], c["w"])}, cases=_linear_cases,
+spec("1.1",
+     gradient=gradient_follows("linear", lambda: (randn(120, 3, 5).double(), randn(121, 4, 5).double()),
+                               "on x (3, 5) and W (4, 5)",
+                               wrt=(0, 1), call="x, torch.randn(2, 4, dtype=torch.float64)"),
+     collect=lambda m, c: {"y": m.linear(c["x"], c["w"])}, cases=_linear_cases,
      outputs={"y": "linear(x, W)"}, properties=LINEAR_PROPERTIES,
      mistakes={"not_transposed": "you computed x W; the contract is y = x Wᵀ (W is (d_out, d_in))"},
      passed="matches F.linear for 1-D, 2-D and 3-D inputs")
@@ -242,7 +247,10 @@ RMS_PROPERTIES = (
              idea="divide x by the square root of the mean of its squares: a scale of x cancels out"),
 )
 
-spec("3.1", collect=lambda m, c: {"y": m.rms_norm(c["x"], c["w"], **({"eps": c["eps"]} if "eps" in c else {}))},
+spec("3.1",
+     gradient=gradient_follows("rms_norm", lambda: (randn(122, 3, 6).double(), randn(123, 6).double()), "on x (3, 6)",
+                               wrt=(0, 1), call="x, torch.ones(4, dtype=torch.float64)"),
+     collect=lambda m, c: {"y": m.rms_norm(c["x"], c["w"], **({"eps": c["eps"]} if "eps" in c else {}))},
      cases=_rms_norm_cases, invariant=_same_dtype, outputs={"y": "rms_norm"}, mistakes=RMS_MISTAKES,
      properties=RMS_PROPERTIES,
      passed="matches F.rms_norm (small, large and bfloat16 inputs)")
@@ -303,7 +311,9 @@ def _silu_far_out(m):
     return d and f"far from 0, silu(x) and (x > 0) · x: {d}"
 
 
-spec("4.1", properties=(
+spec("4.1",
+     gradient=gradient_follows("silu", lambda: (randn(124, 3, 5).double(),), "on x (3, 5)"),
+     properties=(
          keeps_inputs("silu", lambda: (randn(95, 2, 7),), "on x (2, 7)"),
          Property("far from 0, silu is finite: 0 for x ≪ 0 and x for x ≫ 0 (±100, ±1e4)", _silu_far_out,
                   example="print(minilm.silu(torch.tensor([-1e4, -100.0, 100.0, 1e4])))  # 0, 0, 100, 10000",
@@ -330,7 +340,12 @@ def _swiglu_gate_multiplies(m):
     return d and f"with w3 all zeros (the value W3 x is 0), the output and 0: {d}"
 
 
-spec("4.2", properties=(keeps_inputs("swiglu", lambda: (randn(96, 2, 8), randn(97, 12, 8), randn(98, 8, 12),
+spec("4.2",
+     gradient=gradient_follows("swiglu", lambda: (randn(125, 2, 8).double(), randn(126, 12, 8).double(),
+                                                 randn(127, 8, 12).double(), randn(128, 12, 8).double()),
+                               "on x (2, 8), d_ff 12", wrt=(0, 1, 2, 3),
+                               call="x, *(torch.randn(s, dtype=torch.float64) for s in [(6, 4), (4, 6), (6, 4)])"),
+     properties=(keeps_inputs("swiglu", lambda: (randn(96, 2, 8), randn(97, 12, 8), randn(98, 8, 12),
                                                        randn(99, 12, 8)), "on x (2, 8), d_ff 12"),
                         Property("the gate multiplies the value: with w3 all zeros the output is 0",
                                  _swiglu_gate_multiplies,

@@ -16,6 +16,7 @@ from minilm.course.exercises import (
     differs,
     first,
     gen,
+    gradient_follows,
     keeps_inputs,
     keys_problem,
     randn,
@@ -206,7 +207,11 @@ LAYER_NORM_PROPERTIES = (
              idea="compute in float32 (x.float()) and return the input's dtype"),
 )
 
-spec("13.1", properties=LAYER_NORM_PROPERTIES,
+spec("13.1",
+     gradient=gradient_follows("layer_norm", lambda: (randn(135, 3, 6).double(), randn(136, 6).double(),
+                                                    randn(137, 6).double()), "on x (3, 6)", wrt=(0, 1, 2),
+                                call="x, torch.ones(4, dtype=torch.float64), torch.zeros(4, dtype=torch.float64)"),
+     properties=LAYER_NORM_PROPERTIES,
      collect=_layer_norm_collect, cases=_layer_norm_cases, invariant=_layer_norm_invariant,
      outputs={"y": "layer_norm"}, mistakes=LN_MISTAKES,
      passed="matches F.layer_norm (biased variance, eps inside the root), weight at ones and bias at zeros")
@@ -295,7 +300,9 @@ GELU_PROPERTIES = (
              idea="GELU is x · Φ(x), Φ(x) = ½ (1 + erf(x / √2)): the factor x and the one half are easy to drop"),
 )
 
-spec("13.3", properties=GELU_PROPERTIES,
+spec("13.3",
+     gradient=gradient_follows("gelu", lambda: (randn(138, 3, 5).double(),), "on x (3, 5)"),
+     properties=GELU_PROPERTIES,
      collect=lambda m, c: {"y": m.gelu(c["x"])},
      cases=lambda: [dict(x=torch.linspace(-6, 6, 121), what="x on [-6, 6]"),
                     dict(x=randn(68, 2, 3, 4, scale=2), what="x (2, 3, 4)"),

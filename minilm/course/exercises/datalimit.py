@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import torch
 
-from minilm.course.exercises import Problem, Property, differs, dtype_shown, gen, keeps_inputs, randn, shown, spec
+from minilm.course.exercises import (
+    Problem,
+    Property,
+    differs,
+    dtype_shown,
+    gen,
+    gradient_follows,
+    keeps_inputs,
+    randn,
+    shown,
+    spec,
+)
 
 # ---------------------------------------------------------------- 16.1: dropout
 
@@ -222,7 +233,11 @@ def _distill_mean(m):
     return None if one.shape == () else f"the loss has shape {tuple(one.shape)}, not a 0-dim tensor"
 
 
-spec("16.2", collect=_distill_collect, cases=_distill_cases, atol=1e-5, rtol=1e-4,
+spec("16.2",
+     gradient=gradient_follows("distillation_loss", lambda: (randn(140, 4, 9).double(), randn(141, 4, 9).double(),
+                                torch.tensor([0, 3, 8, 2]), 2.0, 0.5), "on logits (4, 9), T 2, α 0.5",
+                                call="x, torch.randn(3, 4, dtype=torch.float64), torch.tensor([0, 1, 2]), 2.0, 0.5"),
+     collect=_distill_collect, cases=_distill_cases, atol=1e-5, rtol=1e-4,
      outputs={"loss": "the loss", "student_grad": "the gradient on student_logits",
               "teacher_gets_gradient": "whether teacher_logits get a gradient"},
      properties=(

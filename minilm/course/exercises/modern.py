@@ -12,6 +12,7 @@ from minilm.course.exercises import (
     differs,
     dtype_shown,
     first,
+    gradient_follows,
     keeps_inputs,
     keys_problem,
     off_points,
@@ -289,7 +290,11 @@ def _softcap_bounded(m):
     return d and f"for |x| ≤ 1 and cap 30, softcap(x) and x: {d}"
 
 
-spec("14.5", properties=(
+spec("14.5",
+     gradient=gradient_follows("softcap", lambda: (20 * randn(139, 3, 5).double(), 15.0),
+                                "on logits (3, 5) of about ±20, cap 15",
+                                call="x, 15.0"),
+     properties=(
          keeps_inputs("softcap", lambda: (randn(112, 3, 5) * 50, 30.0), "on logits (3, 5) and cap 30"),
          Property("the output stays within ±cap and is about x where |x| ≪ cap", _softcap_bounded,
                   example="print(minilm.softcap(torch.tensor([-1e4, -1.0, 0.5, 1e4]), 30.0))  # ≈ [-30, -1, 0.5, 30]",

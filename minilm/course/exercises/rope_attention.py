@@ -10,6 +10,7 @@ from minilm.course.exercises import (
     attention_shapes,
     differs,
     gen,
+    gradient_follows,
     keeps_inputs,
     keys_problem,
     learns,
@@ -117,7 +118,10 @@ ROPE_PROPERTIES = (
 
 # Angles computed in float32 (as common as float64) are off by ~1e-7·p rad, so rotated outputs at
 # positions in the thousands differ from the reference's by up to ~5e-4: within atol, unlike any mistake.
-spec("5.1", collect=_rope_collect, cases=_rope_cases, invariant=_float32_angles, on_error=_rope_on_error,
+spec("5.1",
+     gradient=gradient_follows("rope", lambda: (randn(129, 2, 5, 8).double(), torch.arange(5)), "on x (2, 5, 8)",
+                               call="x, torch.arange(4)"),
+     collect=_rope_collect, cases=_rope_cases, invariant=_float32_angles, on_error=_rope_on_error,
      outputs={"angles": "rope_angles", "y": "rope"}, mistakes=ROPE_MISTAKES, atol=1e-3, properties=ROPE_PROPERTIES,
      passed="angles and rotation match complex-number RoPE on adjacent pairs (1-D and batched positions, any theta)")
 
@@ -247,7 +251,9 @@ SOFTMAX_PROPERTIES = (
              idea="subtract each slice's max along dim before exp: the result is the same, and exp never overflows"),
 )
 
-spec("6.1", properties=SOFTMAX_PROPERTIES,
+spec("6.1",
+     gradient=gradient_follows("softmax", lambda: (randn(130, 3, 7).double(), -1), "on x (3, 7)", call="x, dim=-1"),
+     properties=SOFTMAX_PROPERTIES,
      collect=lambda m, c: {"y": m.softmax(c["x"], dim=c["dim"])},  # release: not a task (the code under test)
      cases=_softmax_cases, outputs={"y": "softmax"},
      mistakes={**{f"softmax_wrong_dim ({d})": f"you normalized over dim {d}, not over the dim asked: use the dim "
@@ -318,7 +324,11 @@ SDPA_PROPERTIES = (
              idea="where mask is False the score becomes -inf before the softmax, so that key's weight is exactly 0"),
 )
 
-spec("6.2", properties=SDPA_PROPERTIES,
+spec("6.2",
+     gradient=gradient_follows("scaled_dot_product_attention", lambda: (randn(131, 2, 4, 8).double(),
+                               randn(132, 2, 6, 8).double(), randn(133, 2, 6, 3).double()),
+                               "on q (2, 4, 8), k (2, 6, 8), v (2, 6, 3)", wrt=(0, 1, 2), call="x, x, x"),
+     properties=SDPA_PROPERTIES,
      collect=lambda m, c: {"y": m.scaled_dot_product_attention(c["q"], c["k"], c["v"],
                                                                *([c["mask"]] if "mask" in c else []))},
      cases=_sdpa_cases, outputs={"y": "attention"},

@@ -12,7 +12,18 @@ import numpy as np
 import torch
 from torch import nn
 
-from minilm.course.exercises import Problem, Property, differs, gen, keeps_inputs, off_points, randn, shown, spec
+from minilm.course.exercises import (
+    Problem,
+    Property,
+    differs,
+    gen,
+    gradient_follows,
+    keeps_inputs,
+    off_points,
+    randn,
+    shown,
+    spec,
+)
 
 # ---------------------------------------------------------------- 9.1: get_batch
 
@@ -356,7 +367,10 @@ CE_PROPERTIES = (
              idea="one loss per position over every leading dim, then one mean over all of them"),
 )
 
-spec("10.1", properties=CE_PROPERTIES, collect=lambda m, c: {"loss": m.cross_entropy(c["logits"], c["targets"])},
+spec("10.1",
+     gradient=gradient_follows("cross_entropy", lambda: (randn(134, 4, 9).double(), torch.tensor([0, 3, 8, 2])),
+                                "on logits (4, 9)", call="x, torch.tensor([0, 1, 2])"),
+     properties=CE_PROPERTIES, collect=lambda m, c: {"loss": m.cross_entropy(c["logits"], c["targets"])},
      cases=_cross_entropy_cases,
      invariant=_cross_entropy_invariant, outputs={"loss": "cross_entropy"}, atol=1e-4,
      mistakes={"sum_not_mean": "you summed the losses; the contract is the mean over every position"},
