@@ -201,6 +201,19 @@ def _block_adds_in_place(self, x, token_positions=None):
     return x + self.ffn(self.ln2(x))
 
 
+def _embedding_one_hot(token_ids, weight):
+    return torch.nn.functional.one_hot(token_ids, weight.shape[0]).float() @ weight  # float32 only
+
+
+def _sdpa_sizes_from_dim_2(q, k, v, mask=None):
+    from solutions.attention import softmax
+
+    scores = q @ k.transpose(-2, -1) / q.shape[2] ** 0.5  # d_k for (batch, seq, d_k) only
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return softmax(scores, dim=-1) @ v
+
+
 def _rms_norm_zeros(x, weight, eps=1e-5):
     return torch.zeros_like(x)
 
@@ -212,10 +225,14 @@ SLIPS = [
      "position 0 matches and every later one differs"),
     # Right values, wrong gradient: only the gradient property sees it.
     ("4.1", "solutions.swiglu", "silu", _silu_gate_detached, "autograd's gradient of silu is the derivative"),
-    ("6.1", "solutions.attention", "softmax", _softmax_through_numpy, "the gradient is cut"),
+    ("6.1", "solutions.attention", "softmax", _softmax_through_numpy, "in bfloat16: your code raised TypeError"),
     # Writing into an argument: the check compares each case's tensors before and after the call.
     ("7.1", "solutions.block", "TransformerBlock.forward", _block_adds_in_place, "changed its input x in place"),
     ("3.1", "solutions.rmsnorm", "rms_norm", _rms_norm_zeros, "every value of yours is 0"),
+    # Coverage the visible cases lack: other dtypes, and a batch dim more or less.
+    ("2.1", "solutions.embedding", "embedding", _embedding_one_hot, "in float64: your code raised RuntimeError"),
+    ("6.2", "solutions.attention", "scaled_dot_product_attention", _sdpa_sizes_from_dim_2,
+     "your code raised IndexError: tuple index out of range"),
 ]
 
 

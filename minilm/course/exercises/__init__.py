@@ -137,6 +137,70 @@ def keeps_inputs(name: str, make_args: Callable[[], tuple], what: str) -> Proper
                          "tensor")
 
 
+def each_row_alone(name: str, make_args: Callable[[], tuple], what: str, batched: tuple[int, ...] = (0,)) -> Property:
+    """The property that `name` (a function of the task) treats its leading dim as a batch: row i of the
+    output on the whole batch is the output on row i alone (the arguments in `batched` sliced together),
+    so nothing mixes rows (a max or mean over the whole tensor) and one row less does not change the shapes
+    it reads (x.shape[1] taken as the sequence)."""
+    def probe(m):
+        args = make_args()
+        fn = getattr(m, name)
+        whole = fn(*args)
+        if type(whole) is not torch.Tensor:
+            return f"{what}: {name} returned {type(whole).__name__}, expected a tensor"
+        size = args[batched[0]].shape[0]
+        for i in (0, size - 1):
+            alone = [a[i] if j in batched else a for j, a in enumerate(args)]
+            try:
+                row = fn(*alone)
+            except Exception as e:  # noqa: BLE001 - raising without the batch dim is breaking the property
+                return (f"{what}, row {i} alone (without the batch dim): your code raised {type(e).__name__}: "
+                        f"{' '.join(str(e).split())[:160]}")
+            d = differs(whole[i], row)
+            if d:
+                return f"{what}, row {i} of the batch's output and the output on row {i} alone: {d}"
+        return None
+    return Property(f"{name} treats the leading dims as a batch: row i's output is what row i alone gives", probe,
+                    example=f"# compare minilm.{name} on a batch, row 0 of its output, with {name} on row 0 alone",
+                    idea="work along the dims the contract names (dim=-1, the last two for attention) and read "
+                         "sizes from the end (x.shape[-2], x.shape[-1]): a reduction over the whole tensor, or "
+                         "x.shape[1] as the sequence, ties the rows together")
+
+
+def keeps_dtype(name: str, make_args: Callable[[], tuple], what: str,
+                dtypes: tuple[torch.dtype, ...] = (torch.float64, torch.bfloat16)) -> Property:
+    """The property that `name` (a function of the task) works in every float dtype its signature allows
+    (Float[Tensor, …]): its float arguments cast to float64 or bfloat16 give an output of that dtype with
+    the float32 output's values, to the dtype's precision. Code that builds a float32 tensor of its own (a
+    one-hot .float(), torch.tensor(…) without a dtype) breaks it, or returns float32."""
+    def cast(args, dtype):
+        return [a.to(dtype) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+
+    def probe(m):
+        args = make_args()
+        fn = getattr(m, name)
+        base = fn(*args)
+        for dtype in dtypes:
+            dname = str(dtype).replace("torch.", "")
+            try:
+                out = fn(*cast(args, dtype))
+            except Exception as e:  # noqa: BLE001 - raising on another dtype is breaking the property
+                return f"{what}, in {dname}: your code raised {type(e).__name__}: {' '.join(str(e).split())[:160]}"
+            if type(out) is not torch.Tensor or out.dtype != dtype:
+                got = str(out.dtype).replace("torch.", "") if type(out) is torch.Tensor else type(out).__name__
+                return f"{what}, in {dname}: expected a {dname} tensor, got {got}"
+            atol = 5e-2 if dtype in (torch.bfloat16, torch.float16) else 1e-4
+            d = differs(out.float(), base.float(), atol=atol, rtol=atol)
+            if d:
+                return f"{what}, the {dname} output and the float32 one: {d}"
+        return None
+    return Property(f"{name} works in float64 and bfloat16 and returns that dtype", probe,
+                    example=f"# give minilm.{name} float64 inputs: the output should be float64 with the same values",
+                    idea="build every new tensor from the inputs' dtype (torch.zeros_like, x.new_tensor, "
+                         "dtype=x.dtype) and compute with the inputs themselves; a .float() or a float32 "
+                         "constant tensor changes the dtype or mixes two")
+
+
 def gradient_follows(name: str, make_args: Callable[[], tuple], what: str, wrt: tuple[int, ...] = (0,),
                      call: str = "x") -> Property:
     """The property that autograd's gradient of `name` (a function of the task) is the derivative of what it
@@ -208,11 +272,11 @@ class Spec:
 SPECS: dict[str, Spec] = {}
 
 
-def spec(task: str, gradient: Property | None = None, **kw) -> Spec:
-    """Register task's spec; `gradient` (gradient_follows) comes after its other properties, since a
-    value that is wrong also breaks it."""
-    if gradient is not None:
-        kw["properties"] = (*kw.get("properties", ()), gradient)
+def spec(task: str, rows: Property | None = None, dtypes: Property | None = None, gradient: Property | None = None,
+         **kw) -> Spec:
+    """Register task's spec; the shared properties, `rows` (each_row_alone), `dtypes` (keeps_dtype) and
+    `gradient` (gradient_follows), come after its own, since a value that is wrong also breaks them."""
+    kw["properties"] = (*kw.get("properties", ()), *(p for p in (rows, dtypes, gradient) if p is not None))
     SPECS[task] = s = Spec(task, **kw)
     return s
 

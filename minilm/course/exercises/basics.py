@@ -10,9 +10,11 @@ from minilm.course.exercises import (
     Problem,
     Property,
     differs,
+    each_row_alone,
     first,
     gradient_follows,
     init_problem,
+    keeps_dtype,
     keeps_inputs,
     keys_problem,
     learns,
@@ -74,6 +76,7 @@ LINEAR_PROPERTIES = (
 )
 
 spec("1.1",
+     dtypes=keeps_dtype("linear", lambda: (randn(150, 3, 5), randn(151, 4, 5)), "on x (3, 5) and W (4, 5)"),
      gradient=gradient_follows("linear", lambda: (randn(120, 3, 5).double(), randn(121, 4, 5).double()),
                                "on x (3, 5) and W (4, 5)",
                                wrt=(0, 1), call="x, torch.randn(2, 4, dtype=torch.float64)"),
@@ -126,7 +129,12 @@ def _embedding_cases():
             dict(ids=torch.tensor(5), w=w, what="a single id (a 0-d tensor)")]
 
 
-spec("2.1", collect=lambda m, c: {"y": m.embedding(c["ids"], c["w"])}, cases=_embedding_cases,
+spec("2.1",
+     rows=each_row_alone("embedding", lambda: (torch.tensor([[0, 3, 1], [2, 2, 4]]), randn(171, 5, 4)),
+                         "on ids (2, 3)"),
+     dtypes=keeps_dtype("embedding", lambda: (torch.tensor([[0, 3], [2, 2]]), randn(152, 5, 4)),
+                        "on ids (2, 2), W (5, 4)"),
+     collect=lambda m, c: {"y": m.embedding(c["ids"], c["w"])}, cases=_embedding_cases,
      outputs={"y": "embedding(ids, W)"}, passed="matches F.embedding for any shape of ids")
 
 
@@ -248,6 +256,8 @@ RMS_PROPERTIES = (
 )
 
 spec("3.1",
+     rows=each_row_alone("rms_norm", lambda: (randn(172, 3, 4, 6), randn(173, 6)), "on x (3, 4, 6)"),
+     dtypes=keeps_dtype("rms_norm", lambda: (randn(153, 3, 6), randn(154, 6)), "on x (3, 6)"),
      gradient=gradient_follows("rms_norm", lambda: (randn(122, 3, 6).double(), randn(123, 6).double()), "on x (3, 6)",
                                wrt=(0, 1), call="x, torch.ones(4, dtype=torch.float64)"),
      collect=lambda m, c: {"y": m.rms_norm(c["x"], c["w"], **({"eps": c["eps"]} if "eps" in c else {}))},
@@ -312,6 +322,8 @@ def _silu_far_out(m):
 
 
 spec("4.1",
+     rows=each_row_alone("silu", lambda: (randn(174, 3, 5),), "on x (3, 5)"),
+     dtypes=keeps_dtype("silu", lambda: (randn(155, 3, 5),), "on x (3, 5)"),
      gradient=gradient_follows("silu", lambda: (randn(124, 3, 5).double(),), "on x (3, 5)"),
      properties=(
          keeps_inputs("silu", lambda: (randn(95, 2, 7),), "on x (2, 7)"),
@@ -341,6 +353,10 @@ def _swiglu_gate_multiplies(m):
 
 
 spec("4.2",
+     rows=each_row_alone("swiglu", lambda: (randn(175, 3, 4, 8), randn(176, 12, 8), randn(177, 8, 12),
+                                           randn(178, 12, 8)), "on x (3, 4, 8), d_ff 12"),
+     dtypes=keeps_dtype("swiglu", lambda: (randn(156, 2, 8), randn(157, 12, 8), randn(158, 8, 12), randn(159, 12, 8)),
+                          "on x (2, 8), d_ff 12"),
      gradient=gradient_follows("swiglu", lambda: (randn(125, 2, 8).double(), randn(126, 12, 8).double(),
                                                  randn(127, 8, 12).double(), randn(128, 12, 8).double()),
                                "on x (2, 8), d_ff 12", wrt=(0, 1, 2, 3),

@@ -14,9 +14,11 @@ from minilm.course.exercises import (
     attention_shapes,
     count,
     differs,
+    each_row_alone,
     first,
     gen,
     gradient_follows,
+    keeps_dtype,
     keeps_inputs,
     keys_problem,
     randn,
@@ -208,6 +210,8 @@ LAYER_NORM_PROPERTIES = (
 )
 
 spec("13.1",
+     rows=each_row_alone("layer_norm", lambda: (randn(184, 3, 4, 6), randn(185, 6), randn(186, 6)), "on x (3, 4, 6)"),
+     dtypes=keeps_dtype("layer_norm", lambda: (randn(165, 3, 6), randn(166, 6), randn(167, 6)), "on x (3, 6)"),
      gradient=gradient_follows("layer_norm", lambda: (randn(135, 3, 6).double(), randn(136, 6).double(),
                                                     randn(137, 6).double()), "on x (3, 6)", wrt=(0, 1, 2),
                                 call="x, torch.ones(4, dtype=torch.float64), torch.zeros(4, dtype=torch.float64)"),
@@ -301,6 +305,8 @@ GELU_PROPERTIES = (
 )
 
 spec("13.3",
+     rows=each_row_alone("gelu", lambda: (randn(187, 3, 5),), "on x (3, 5)"),
+     dtypes=keeps_dtype("gelu", lambda: (randn(168, 3, 5),), "on x (3, 5)"),
      gradient=gradient_follows("gelu", lambda: (randn(138, 3, 5).double(),), "on x (3, 5)"),
      properties=GELU_PROPERTIES,
      collect=lambda m, c: {"y": m.gelu(c["x"])},

@@ -11,8 +11,10 @@ from minilm.course.exercises import (
     count,
     differs,
     dtype_shown,
+    each_row_alone,
     first,
     gradient_follows,
+    keeps_dtype,
     keeps_inputs,
     keys_problem,
     off_points,
@@ -291,6 +293,8 @@ def _softcap_bounded(m):
 
 
 spec("14.5",
+     rows=each_row_alone("softcap", lambda: (20 * randn(188, 3, 5), 15.0), "on logits (3, 5), cap 15"),
+     dtypes=keeps_dtype("softcap", lambda: (20 * randn(169, 3, 5), 15.0), "on logits (3, 5), cap 15"),
      gradient=gradient_follows("softcap", lambda: (20 * randn(139, 3, 5).double(), 15.0),
                                 "on logits (3, 5) of about ±20, cap 15",
                                 call="x, 15.0"),

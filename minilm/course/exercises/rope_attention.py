@@ -9,8 +9,10 @@ from minilm.course.exercises import (
     Property,
     attention_shapes,
     differs,
+    each_row_alone,
     gen,
     gradient_follows,
+    keeps_dtype,
     keeps_inputs,
     keys_problem,
     learns,
@@ -119,6 +121,8 @@ ROPE_PROPERTIES = (
 # Angles computed in float32 (as common as float64) are off by ~1e-7·p rad, so rotated outputs at
 # positions in the thousands differ from the reference's by up to ~5e-4: within atol, unlike any mistake.
 spec("5.1",
+     rows=each_row_alone("rope", lambda: (randn(179, 3, 5, 8), torch.arange(5)), "on x (3, 5, 8)"),
+     dtypes=keeps_dtype("rope", lambda: (randn(160, 2, 5, 8), torch.arange(5)), "on x (2, 5, 8)"),
      gradient=gradient_follows("rope", lambda: (randn(129, 2, 5, 8).double(), torch.arange(5)), "on x (2, 5, 8)",
                                call="x, torch.arange(4)"),
      collect=_rope_collect, cases=_rope_cases, invariant=_float32_angles, on_error=_rope_on_error,
@@ -179,6 +183,19 @@ def _rope_module_own_position(m):
     return d and f"token 2 (at position 3) rotated within x (2, 3, 8) and alone: {d}"
 
 
+def _rope_tables_float32(m):
+    rope = m.RotaryPositionalEmbedding(10000.0, 8, 64, dtype=torch.bfloat16)
+    tables = {n: b.dtype for n, b in rope.named_buffers()}
+    low = {n: str(d).replace("torch.", "") for n, d in tables.items() if d != torch.float32}
+    if low:
+        return f"RotaryPositionalEmbedding(10000.0, 8, 64, dtype=torch.bfloat16) stores {low}"
+    y = rope(randn(170, 3, 8).to(torch.bfloat16), torch.tensor([0, 1, 2]))
+    if type(y) is not torch.Tensor or y.dtype != torch.bfloat16:
+        got = str(y.dtype).replace("torch.", "") if type(y) is torch.Tensor else type(y).__name__
+        return f"on a bfloat16 x it returned {got}, expected bfloat16"
+    return None
+
+
 spec("5.2", properties=(
          Property("each token is turned by its own position in token_positions, wherever it sits in the sequence",
                   _rope_module_own_position,
@@ -194,7 +211,14 @@ spec("5.2", properties=(
                   example="rope = minilm.RotaryPositionalEmbedding(10000.0, 8, 64)\n" + ROPE_RELATIVE_EXAMPLE.replace(
                       "minilm.rope", "rope"),
                   idea="index the cos and sin tables by each token's position and rotate the adjacent pairs as "
-                       "rope does")),
+                       "rope does"),
+         Property("the cos and sin tables stay float32 whatever dtype the module is given, and the output has "
+                  "x's dtype", _rope_tables_float32,
+                  example="rope = minilm.RotaryPositionalEmbedding(10000.0, 8, 64, dtype=torch.bfloat16)\n"
+                          "print({n: b.dtype for n, b in rope.named_buffers()})  # float32",
+                  idea="bfloat16 keeps 8 bits of mantissa: an angle of 60 rad is off by a quarter turn. Build the "
+                       "tables in float32 (or float64, then float32), ignore dtype for them, and cast the rotated "
+                       "x back to x's dtype")),
      collect=_RoPE_collect, cases=_RoPE_cases, atol=1e-3, free=("tables",), outputs={"y": "the rotation"},
      mistakes=ROPE_MISTAKES,
      invariant=_RoPE_invariant,
@@ -252,6 +276,8 @@ SOFTMAX_PROPERTIES = (
 )
 
 spec("6.1",
+     rows=each_row_alone("softmax", lambda: (randn(180, 3, 4, 7), -1), "on x (3, 4, 7), dim -1"),
+     dtypes=keeps_dtype("softmax", lambda: (randn(161, 3, 7), -1), "on x (3, 7)"),
      gradient=gradient_follows("softmax", lambda: (randn(130, 3, 7).double(), -1), "on x (3, 7)", call="x, dim=-1"),
      properties=SOFTMAX_PROPERTIES,
      collect=lambda m, c: {"y": m.softmax(c["x"], dim=c["dim"])},  # release: not a task (the code under test)
@@ -325,6 +351,11 @@ SDPA_PROPERTIES = (
 )
 
 spec("6.2",
+     rows=each_row_alone("scaled_dot_product_attention", lambda: (randn(181, 3, 4, 8), randn(182, 3, 6, 8),
+                                                                         randn(183, 3, 6, 3)),
+                         "on q (3, 4, 8), k (3, 6, 8), v (3, 6, 3)", batched=(0, 1, 2)),
+     dtypes=keeps_dtype("scaled_dot_product_attention", lambda: (randn(162, 2, 4, 8), randn(163, 2, 6, 8),
+                          randn(164, 2, 6, 3)), "on q (2, 4, 8), k (2, 6, 8), v (2, 6, 3)"),
      gradient=gradient_follows("scaled_dot_product_attention", lambda: (randn(131, 2, 4, 8).double(),
                                randn(132, 2, 6, 8).double(), randn(133, 2, 6, 3).double()),
                                "on q (2, 4, 8), k (2, 6, 8), v (2, 6, 3)", wrt=(0, 1, 2), call="x, x, x"),
