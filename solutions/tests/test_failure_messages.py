@@ -214,6 +214,29 @@ def _sdpa_sizes_from_dim_2(q, k, v, mask=None):
     return softmax(scores, dim=-1) @ v
 
 
+def _wsd_cosine_decay(progress, max_lr, min_lr, warmup, decay):
+    import math
+
+    if progress < warmup:
+        return max_lr * progress / warmup
+    if progress < 1 - decay:
+        return max_lr
+    if progress < 1:  # a cosine where the contract says linear: equal at both ends and at the midpoint
+        return min_lr + (max_lr - min_lr) * (1 + math.cos(math.pi * (progress - (1 - decay)) / decay)) / 2
+    return min_lr
+
+
+def _softcap_beyond_the_cap_only(logits, cap):
+    return torch.where(logits.abs() > cap, cap * torch.tanh(logits / cap), logits)
+
+
+def _dropout_one_mask_for_the_rows(x, p, training, generator=None):
+    if not training or p == 0:
+        return x
+    keep = torch.rand(x.shape[-1:], generator=generator) >= p  # one draw per feature, shared by every row
+    return torch.where(keep, x / (1 - p), torch.zeros((), dtype=x.dtype))
+
+
 def _rms_norm_zeros(x, weight, eps=1e-5):
     return torch.zeros_like(x)
 
@@ -221,8 +244,7 @@ def _rms_norm_zeros(x, weight, eps=1e-5):
 SLIPS = [
     ("5.1", "solutions.rope", "rope_angles", _angles_theta_typo, "position 0 matches and every later one differs"),
     ("10.2", "solutions.training", "clip_grad_norm", _clip_returns_squared_norm, "squares of the expected ones"),
-    ("13.2", "solutions.classic", "sinusoidal_positions", _sinusoid_base_typo,
-     "position 0 matches and every later one differs"),
+    ("13.2", "solutions.classic", "sinusoidal_positions", _sinusoid_base_typo, "position 1's angles by pair"),
     # Right values, wrong gradient: only the gradient property sees it.
     ("4.1", "solutions.swiglu", "silu", _silu_gate_detached, "autograd's gradient of silu is the derivative"),
     ("6.1", "solutions.attention", "softmax", _softmax_through_numpy, "in bfloat16: your code raised TypeError"),
@@ -231,6 +253,10 @@ SLIPS = [
     ("3.1", "solutions.rmsnorm", "rms_norm", _rms_norm_zeros, "every value of yours is 0"),
     # Coverage the visible cases lack: other dtypes, and a batch dim more or less.
     ("2.1", "solutions.embedding", "embedding", _embedding_one_hot, "in float64: your code raised RuntimeError"),
+    # Properties that fix a value the visible cases do not reach.
+    ("14.4", "solutions.modern", "lr_wsd_schedule", _wsd_cosine_decay, "progress 0.7: 1.78033, expected 1.625"),
+    ("14.5", "solutions.modern", "softcap", _softcap_beyond_the_cap_only, "between the two it bends smoothly"),
+    ("16.1", "solutions.datalimit", "dropout", _dropout_one_mask_for_the_rows, "one mask shared by the rows"),
     ("6.2", "solutions.attention", "scaled_dot_product_attention", _sdpa_sizes_from_dim_2,
      "your code raised IndexError: tuple index out of range"),
 ]

@@ -240,8 +240,10 @@ def _sinusoid_turns(m):
 def _sinusoid_slower(m):
     pe = m.sinusoidal_positions(64, 8).double()
     angles = torch.atan2(pe[1, 0::2], pe[1, 1::2])  # position 1's angle in each pair (sin, cos)
-    if not (angles[1:] < angles[:-1]).all():
-        return f"position 1's angles by pair: {[round(float(a), 4) for a in angles]}, expected shrinking"
+    want = 10000.0 ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 8)
+    if not torch.allclose(angles, want, atol=1e-5, rtol=1e-4):
+        return (f"position 1's angles by pair, d_model 8: {[round(float(a), 4) for a in angles]}, expected "
+                f"{[round(float(a), 4) for a in want]}")
     return None
 
 

@@ -106,10 +106,29 @@ def _dropout_invariant(got, c):
     return None
 
 
+def _dropout_independent(m):
+    y = m.dropout(torch.ones(64, 64), 0.5, True, generator=gen(5))
+    if type(y) is not torch.Tensor or y.shape != (64, 64):
+        return None  # the shape and type are the comparison's to judge
+    kept = y != 0
+    if not 0.3 < kept.float().mean().item() < 0.7:
+        return None  # dropping about p of the entries is another property's to judge
+    if bool((kept == kept[0]).all()):
+        return "on x = ones(64, 64), p 0.5: every row kept the same entries (one mask shared by the rows)"
+    if bool((kept == kept[:, :1]).all()):
+        return "on x = ones(64, 64), p 0.5: each row was kept or dropped whole (one draw per row)"
+    return None
+
+
 spec("16.1", collect=_dropout_collect, cases=_dropout_cases, invariant=_dropout_invariant,
      outputs={"y": "the output", "x_changed": "whether x changed", "dtype": "the dtype", "shape": "the shape"},
      atol=1e-6, rtol=1e-5,
      properties=(
+         Property("each entry is kept or dropped on its own: no mask shared by rows, no row dropped whole",
+                  _dropout_independent,
+                  example="print((minilm.dropout(torch.ones(4, 6), 0.5, True) != 0).int())  # no pattern",
+                  idea="draw one uniform number per entry of x, a mask of x's full shape, not of one row or one "
+                       "column"),
          Property("not training, or with p = 0, dropout returns x unchanged", _dropout_identity,
                   example="x = torch.randn(3, 7)\nprint(torch.equal(minilm.dropout(x, 0.5, False), x))  # True",
                   idea="at evaluation the model must see every activation as it is: return x when not training "

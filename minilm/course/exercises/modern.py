@@ -253,7 +253,8 @@ def _wsd_collect(m, c):
 
 def _wsd_boundaries(m):
     return off_points(lambda p: m.lr_wsd_schedule(p, 2.0, 0.5, 0.1, 0.4),
-                      {0.0: 0.0, 0.05: 1.0, 0.1: 2.0, 0.4: 2.0, 0.6: 2.0, 0.8: 1.25, 1.0: 0.5, 1.5: 0.5},
+                      {0.0: 0.0, 0.05: 1.0, 0.1: 2.0, 0.4: 2.0, 0.6: 2.0, 0.7: 1.625, 0.8: 1.25, 0.9: 0.875, 1.0: 0.5,
+                       1.5: 0.5},
                       "max_lr 2, min_lr 0.5, warmup 0.1 and decay 0.4", "progress")
 
 
@@ -292,6 +293,12 @@ def _softcap_bounded(m):
     return d and f"for |x| ≤ 1 and cap 30, softcap(x) and x: {d}"
 
 
+def _softcap_bends(m):
+    y = m.softcap(torch.tensor([-5.0, 5.0, 10.0, 20.0]), 10.0)
+    d = differs(y, torch.tensor([-4.6211716, 4.6211716, 7.6159416, 9.6402758]), atol=1e-4)
+    return d and f"softcap([-5, 5, 10, 20], cap 10) and [-4.621, 4.621, 7.616, 9.640]: {d}"
+
+
 spec("14.5",
      rows=each_row_alone("softcap", lambda: (20 * randn(188, 3, 5), 15.0), "on logits (3, 5), cap 15"),
      dtypes=keeps_dtype("softcap", lambda: (20 * randn(169, 3, 5), 15.0), "on logits (3, 5), cap 15"),
@@ -302,7 +309,11 @@ spec("14.5",
          keeps_inputs("softcap", lambda: (randn(112, 3, 5) * 50, 30.0), "on logits (3, 5) and cap 30"),
          Property("the output stays within ±cap and is about x where |x| ≪ cap", _softcap_bounded,
                   example="print(minilm.softcap(torch.tensor([-1e4, -1.0, 0.5, 1e4]), 30.0))  # ≈ [-30, -1, 0.5, 30]",
-                  idea="cap · tanh(x / cap): tanh keeps it within ±1, and dividing by cap first keeps small x as x")),
+                  idea="cap · tanh(x / cap): tanh keeps it within ±1, and dividing by cap first keeps small x as x"),
+         Property("between the two it bends smoothly: with cap 10, x = ±5, 10, 20 give ±4.621, 7.616, 9.640 "
+                  "(10 · tanh(x / 10))", _softcap_bends,
+                  example="print(minilm.softcap(torch.tensor([-5.0, 5.0, 10.0, 20.0]), 10.0))",
+                  idea="one formula for every x, cap · tanh(x / cap): no case for |x| beyond cap, and no clamp")),
      collect=lambda m, c: {"y": m.softcap(c["x"], c["cap"])},
      cases=lambda: [dict(x=torch.linspace(-100, 100, 21), cap=30.0, what="logits on [-100, 100], cap 30"),
                     dict(x=randn(145, 2, 5, scale=5), cap=15.0, what="logits (2, 5), cap 15"),

@@ -71,6 +71,10 @@ def _quantize_invariant(got, c) -> Problem | None:
                        "positive partner)", "range_128")
     if bool(((w == 0).all(-1) & (q != 0).any(-1)).any()):
         return Problem("an all-zero row must quantize to zeros")
+    zero_rows = (w == 0).all(-1) if c["per_channel"] else (w == 0).all().reshape(1)
+    if bool(zero_rows.any()) and not bool((scale.reshape(-1)[zero_rows] == 1).all()):
+        return Problem(f"an all-zero {'row' if c['per_channel'] else 'weight'} gets scale exactly 1 (the contract: max "
+                       f"|w| / 127 would be 0, use 1 instead), got {scale.reshape(-1)[zero_rows].tolist()}")
     back = got["back"]
     if type(back) is not torch.Tensor or back.dtype != torch.float32 or back.shape != w.shape:
         return Problem(f"dequantize_int8 must return a float32 tensor of q's shape, got {_kind(back)}")

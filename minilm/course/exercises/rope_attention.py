@@ -443,15 +443,27 @@ def causal_property(make, what: str) -> Property:
                                 "sees keys 0 … t and nothing after")
 
 
+def _one_line(e: Exception) -> str:
+    return " ".join(f"{type(e).__name__}: {e}".split())[:200]
+
+
 def batch_rows_property(make, what: str) -> Property:
     """Each batch row on its own: the output for row 1 of a batch equals the output for row 1 alone."""
     def probe(m):
         call, x, _ = make(m)
         d = differs(call(x)[1], call(x[1:2])[0], atol=1e-4)
-        return d and f"the output of batch row 1 in a batch of 2 and alone: {d}"
-    return Property(f"{what} treats each batch row on its own", probe,
+        if d:
+            return f"the output of batch row 1 in a batch of 2 and alone: {d}"
+        try:
+            alone = call(x[1])
+        except Exception as e:  # noqa: BLE001 - the contract's "..." allows no batch dim at all
+            return f"on batch row 1 without its batch dim, {tuple(x[1].shape)}: your code raised {_one_line(e)}"
+        d = differs(call(x)[1], alone, atol=1e-4)
+        return d and f"the output of batch row 1 in a batch of 2 and of that row without a batch dim: {d}"
+    return Property(f"{what} treats each batch row on its own, and works without a batch dim", probe,
                     idea="split and merge the heads with the batch dims left where they are: rearrange "
-                         "'b seq (heads d_k) -> b heads seq d_k' and back, never mixing b with seq or heads")
+                         "'... seq (heads d_k) -> ... heads seq d_k' and back, never mixing them with seq or heads, "
+                         "and read seq as x.shape[-2], not x.shape[1]")
 
 
 def _mhsa_inputs(m):

@@ -748,7 +748,14 @@ def _steps_and_batches(m):
     steps = [d.step for d in done]
     if r.asked != [2, 3, 4]:
         return f"from start = 2 until lr_at(5) is None, it asked for batch({shown(r.asked)}), expected batch([2, 3, 4])"
-    return None if steps == [3, 4, 5] else f"from start = 2 to 5 it yielded steps {shown(steps)}, expected [3, 4, 5]"
+    if steps != [3, 4, 5]:
+        return f"from start = 2 to 5 it yielded steps {shown(steps)}, expected [3, 4, 5]"
+    r = Regression()
+    r.run(m, 0, 3, lambda step: 0.0 if step == 0 else 0.01, None)
+    if r.asked != [0, 1, 2]:
+        return (f"with lr_at(0) = 0.0 (a warmup's first rate) until lr_at(3) is None, it asked for "
+                f"batch({shown(r.asked)}), expected batch([0, 1, 2]): a rate of 0 is a rate, only None ends the run")
+    return None
 
 
 def _loss_before_the_update(m):
