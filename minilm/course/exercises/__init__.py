@@ -137,6 +137,11 @@ def keeps_inputs(name: str, make_args: Callable[[], tuple], what: str) -> Proper
                          "tensor")
 
 
+def one_line(e: Exception) -> str:
+    """An exception as the one line a property's message quotes: 'TypeError: …', at most 200 characters."""
+    return " ".join(f"{type(e).__name__}: {e}".split())[:200]
+
+
 def each_row_alone(name: str, make_args: Callable[[], tuple], what: str, batched: tuple[int, ...] = (0,)) -> Property:
     """The property that `name` (a function of the task) treats its leading dim as a batch: row i of the
     output on the whole batch is the output on row i alone (the arguments in `batched` sliced together),
@@ -154,8 +159,7 @@ def each_row_alone(name: str, make_args: Callable[[], tuple], what: str, batched
             try:
                 row = fn(*alone)
             except Exception as e:  # noqa: BLE001 - raising without the batch dim is breaking the property
-                return (f"{what}, row {i} alone (without the batch dim): your code raised {type(e).__name__}: "
-                        f"{' '.join(str(e).split())[:160]}")
+                return f"{what}, row {i} alone (without the batch dim): your code raised {one_line(e)}"
             d = differs(whole[i], row)
             if d:
                 return f"{what}, row {i} of the batch's output and the output on row {i} alone: {d}"
@@ -185,7 +189,7 @@ def keeps_dtype(name: str, make_args: Callable[[], tuple], what: str,
             try:
                 out = fn(*cast(args, dtype))
             except Exception as e:  # noqa: BLE001 - raising on another dtype is breaking the property
-                return f"{what}, in {dname}: your code raised {type(e).__name__}: {' '.join(str(e).split())[:160]}"
+                return f"{what}, in {dname}: your code raised {one_line(e)}"
             if type(out) is not torch.Tensor or out.dtype != dtype:
                 got = str(out.dtype).replace("torch.", "") if type(out) is torch.Tensor else type(out).__name__
                 return f"{what}, in {dname}: expected a {dname} tensor, got {got}"

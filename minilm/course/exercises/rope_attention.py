@@ -17,6 +17,7 @@ from minilm.course.exercises import (
     keys_problem,
     learns,
     load_state,
+    one_line,
     randn,
     shown,
     spec,
@@ -443,10 +444,6 @@ def causal_property(make, what: str) -> Property:
                                 "sees keys 0 … t and nothing after")
 
 
-def _one_line(e: Exception) -> str:
-    return " ".join(f"{type(e).__name__}: {e}".split())[:200]
-
-
 def batch_rows_property(make, what: str) -> Property:
     """Each batch row on its own: the output for row 1 of a batch equals the output for row 1 alone."""
     def probe(m):
@@ -457,7 +454,7 @@ def batch_rows_property(make, what: str) -> Property:
         try:
             alone = call(x[1])
         except Exception as e:  # noqa: BLE001 - the contract's "..." allows no batch dim at all
-            return f"on batch row 1 without its batch dim, {tuple(x[1].shape)}: your code raised {_one_line(e)}"
+            return f"on batch row 1 without its batch dim, {tuple(x[1].shape)}: your code raised {one_line(e)}"
         d = differs(call(x)[1], alone, atol=1e-4)
         return d and f"the output of batch row 1 in a batch of 2 and of that row without a batch dim: {d}"
     return Property(f"{what} treats each batch row on its own, and works without a batch dim", probe,
