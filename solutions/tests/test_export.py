@@ -332,9 +332,10 @@ def test_results_json_keeps_hidden_verdicts_until_grades_are_published():
     assert "`notebooks/01_linear.ipynb`, check cell (code cell 3): failed" in cell["output"]
 
 
-def float32_linear() -> str:
-    """Right on the notebook's inputs (all float32), wrong on the hidden float64 ones."""
-    return replace_region(reference("linear"), "1.1", "return x.float() @ weight.float().T")
+def three_dims_linear() -> str:
+    """Right on every input the check shows (at most 3 dims), wrong on the hidden 4-D one, whose extra
+    leading dims it flattens: written for (batch, seq, d_in) only."""
+    return replace_region(reference("linear"), "1.1", "return (x.flatten(1, -2) if x.ndim > 3 else x) @ weight.T")
 
 
 @pytest.fixture(scope="module")
@@ -343,7 +344,7 @@ def gradescope_runs(bundle, tmp_path_factory) -> dict[str, tuple[subprocess.Comp
     subs = {
         "reference": {f"minilm/{m}.py": reference(m) for m in tasks.EXERCISE_MODULES},
         "stubs": {f"minilm/{m}.py": stub(m) for m in tasks.EXERCISE_MODULES},
-        "partial": {"linear.py": float32_linear()},  # uploaded loose, the other modules missing
+        "partial": {"linear.py": three_dims_linear()},  # uploaded loose, the other modules missing
     }
     runs = {}
     for name, files in subs.items():
@@ -385,11 +386,11 @@ def test_run_autograder_feedback_students_can_act_on(gradescope_runs):
     partial = results_of(gradescope_runs, "partial")
     tests = {t["name"]: t for t in partial["tests"]}
     seen = tests["Task 1.1: linear: y = x Wᵀ: notebook inputs, rules, check cells"]
-    assert seen["status"] == "passed" and seen["output"] == gradescope.VISIBLE_PASSED
+    assert seen["status"] == "passed" and seen["output"] == gradescope.VISIBLE_PASSED, seen["output"]
     graded = tests["Task 1.1: linear: y = x Wᵀ: graded"]
     assert graded["status"] == "failed" and graded["score"] == 0
-    assert graded["output"].startswith("0/2 points\nlinear on an input the notebook does not show (float64 inputs): ")
-    assert "dtype float64" in graded["output"] and "shape (5, 3)" in graded["output"]
+    assert graded["output"].startswith("0/2 points\nlinear on an input the notebook does not show (x (2, 1, 3, ")
+    assert re.search(r"expected a tensor of shape \(2, 1, 3, \d+\), dtype float32, got a tensor of shape \(2, 3, \d+\)", graded["output"])
     assert tests["Task 1.2: Linear module and its initialization: graded"]["status"] == "passed"
     assert "minilm/rmsnorm.py is missing: graded as the stub" in partial["output"]
     # the grader's words only: no test source, no values
@@ -543,7 +544,7 @@ def test_classroom50_scores_the_visible_checks_in_a_student_edition(classroom50,
     assert [t["test-name"] for t in doc["tests"]] == [f"Task {t}: {tasks.get(t).title}" for t in TASK_IDS]
     assert doc["tests"][0]["output"] == f"… {tasks.get('1.1').todo_message()}"
     assert output.splitlines() == ["status=failure", f"summary=minilm visible checks: 0/{P11 + P12} points"]
-    (repo / "minilm" / "linear.py").write_text(float32_linear(), encoding="utf-8")  # the visible checks cannot tell
+    (repo / "minilm" / "linear.py").write_text(three_dims_linear(), encoding="utf-8")  # the visible checks cannot tell
     r, doc, output = run_classroom50(classroom50, repo, tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert classroom50_problems(doc) == [] and doc["score"] == P11 + P12 and all(t["passed"] for t in doc["tests"])
