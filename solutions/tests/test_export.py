@@ -390,7 +390,8 @@ def test_run_autograder_feedback_students_can_act_on(gradescope_runs):
     graded = tests["Task 1.1: linear: y = x Wᵀ: graded"]
     assert graded["status"] == "failed" and graded["score"] == 0
     assert graded["output"].startswith("0/2 points\nlinear on an input the notebook does not show (x (2, 1, 3, ")
-    assert re.search(r"expected a tensor of shape \(2, 1, 3, \d+\), dtype float32, got a tensor of shape \(2, 3, \d+\)", graded["output"])
+    shapes = r"expected a tensor of shape \(2, 1, 3, \d+\), dtype float32, got a tensor of shape \(2, 3, \d+\)"
+    assert re.search(shapes, graded["output"])
     assert tests["Task 1.2: Linear module and its initialization: graded"]["status"] == "passed"
     assert "minilm/rmsnorm.py is missing: graded as the stub" in partial["output"]
     # the grader's words only: no test source, no values
