@@ -548,7 +548,7 @@ def _compare_cases(s) -> None:
             error = " ".join(f"{type(e).__name__}: {e}".split()) + (f" ({where})" if where else "")
             raise CheckFailed(f"on {case['what']}: raised {error}. {advice}", mistake, where) from None
         if _RUN.recording is None:
-            _raise_if_inputs_changed(case, before, s)
+            _raise_if_inputs_changed(case, before)
         if _RUN.recording is None and s.invariant is not None:
             problem = s.invariant(got, case)
             if problem is not None:
@@ -583,12 +583,12 @@ def _compare_cases(s) -> None:
                 raise
 
 
-def _raise_if_inputs_changed(case: dict, before: dict[str, torch.Tensor], s) -> None:
+def _raise_if_inputs_changed(case: dict, before: dict[str, torch.Tensor]) -> None:
     """A case's tensors are the caller's: code that writes into its input (x += …, masked_fill_) changes
     them for every later use, and its output may even look right."""
     for key, old in before.items():
         now = case[key]
-        if key in s.mutates or _same(now.detach(), old):
+        if _same(now.detach(), old):
             continue
         raise CheckFailed(f"on {case['what']}: your code changed its input {key} in place (a +=, *=, or an "
                           f"operation ending in _ on an argument): compute into a new tensor, leave the caller's "

@@ -263,7 +263,6 @@ class Spec:
     mistakes: dict[str, str] = field(default_factory=dict)
     invariant: Callable[[dict, dict], Problem | None] | None = None
     free: tuple[str, ...] = ()
-    mutates: tuple[str, ...] = ()  # the case's tensors the task may change (an optimizer's parameters)
     atol: float = 1e-5
     rtol: float = 1e-4
     # A case where an error names a mistake (code that assumes 1-D positions): (mistake, advice).
