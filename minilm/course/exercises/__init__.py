@@ -140,10 +140,10 @@ def keeps_inputs(name: str, make_args: Callable[[], tuple], what: str) -> Proper
 def one_line(e: Exception) -> str:
     """An exception as the one line a property's message quotes: 'TypeError: …', at most 200 characters, and
     the student's line it came from, as a check's own error messages give it."""
-    from minilm.course.checks import raised_at  # at call time: checks imports this module
+    from minilm.course.checks import _one_line, raised_at  # at call time: checks imports this module
 
     where = raised_at(e)
-    return " ".join(f"{type(e).__name__}: {e}".split())[:200] + (f" ({where})" if where else "")
+    return _one_line(e) + (f" ({where})" if where else "")
 
 
 def each_row_alone(name: str, make_args: Callable[[], tuple], what: str, batched: tuple[int, ...] = (0,)) -> Property:
