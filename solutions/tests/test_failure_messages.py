@@ -19,6 +19,8 @@ import torch
 from minilm.course import checks, exercises, tasks
 from minilm.course.difference import how_it_differs
 from solutions import make_stubs, mistakes
+from solutions.classic import ClassicLM
+from solutions.linear import Linear
 from solutions.tests.test_release import student_env
 
 ROOT = tasks.ROOT
@@ -241,6 +243,28 @@ def _rms_norm_zeros(x, weight, eps=1e-5):
     return torch.zeros_like(x)
 
 
+def _swiglu_module_reads_weights(self, x):
+    from solutions.swiglu import swiglu
+
+    return swiglu(x, self.w1.weight, self.w2.weight, self.w3.weight)  # an Int8Linear has no weight
+
+
+def _gelu_ffn_without_dtype(self, d_model, d_ff, device=None, dtype=None):
+    torch.nn.Module.__init__(self)
+    self.d_model = d_model
+    self.w1, self.w2 = Linear(d_model, d_ff), Linear(d_ff, d_model)  # dtype and device dropped
+
+
+_CLASSIC_LM_INIT = ClassicLM.__init__
+
+
+def _classic_lm_tied_to_the_head(self, config, device=None, dtype=None):
+    _CLASSIC_LM_INIT(self, config, device, dtype)
+    if config.tied_head:  # the head's fresh Glorot matrix shared, where the contract shares the embedding's
+        self.lm_head.weight = Linear(config.d_model, config.vocab_size).weight
+        self.token_embeddings.weight = self.lm_head.weight
+
+
 SLIPS = [
     ("5.1", "solutions.rope", "rope_angles", _angles_theta_typo, "position 0 matches and every later one differs"),
     ("10.2", "solutions.training", "clip_grad_norm", _clip_returns_squared_norm, "squares of the expected ones"),
@@ -259,6 +283,11 @@ SLIPS = [
     ("16.1", "solutions.datalimit", "dropout", _dropout_one_mask_for_the_rows, "one mask shared by the rows"),
     ("6.2", "solutions.attention", "scaled_dot_product_attention", _sdpa_sizes_from_dim_2,
      "your code raised IndexError: tuple index out of range"),
+    # How a module is built: what quantize_model swaps, the dtype it is given, the init of what it ties.
+    ("4.3", "solutions.swiglu", "SwiGLU.forward", _swiglu_module_reads_weights, "has no attribute 'weight'"),
+    ("13.4", "solutions.classic", "GeluFFN.__init__", _gelu_ffn_without_dtype, "w1.weight is float32"),
+    ("13.6", "solutions.classic", "ClassicLM.__init__", _classic_lm_tied_to_the_head,
+     "token_embeddings.weight starts with std"),
 ]
 
 

@@ -357,6 +357,134 @@ def learns(make: Callable[[object], tuple], what: str) -> Property:
                          "made in __init__: the gradient flows only through what forward computes from it")
 
 
+def _contract_init(m, module: nn.Module) -> list[tuple[str, str, float | None, torch.Tensor]]:
+    """Each parameter of `module` with what the contract starts it at: (name, "normal", std, p) for an
+    Embedding's N(0, 1) or a Linear's N(0, 2 / (d_in + d_out)), both cut at ±3 std; "ones" for a norm's
+    gain, "zeros" for a bias, "" when the contract says nothing. A parameter counts as the kind of the
+    module it is registered in first (a tied matrix as the embedding); one made by hand in a composite
+    module is judged by its name and shape."""
+    out, seen = [], set()
+    for prefix, owner in module.named_modules():
+        for leaf, p in owner._parameters.items():
+            if p is None or id(p) in seen:
+                continue
+            seen.add(id(p))
+            name, kind, std = f"{prefix}.{leaf}".lstrip("."), "", None
+            if isinstance(owner, m.Embedding) or name.endswith("embeddings.weight"):
+                kind, std = "normal", 1.0
+            elif leaf == "bias":
+                kind = "zeros"
+            elif p.ndim == 1 and leaf == "weight":
+                kind = "ones"
+            elif p.ndim == 2 and (isinstance(owner, m.Linear) or leaf == "weight"):
+                kind, std = "normal", (2 / (p.shape[0] + p.shape[1])) ** 0.5
+            out.append((name, kind, std, p))
+    return out
+
+
+def _init_gap(name: str, kind: str, std: float | None, p: torch.Tensor) -> str | None:
+    """How parameter `name` of a fresh module misses its contract init (see `_contract_init`), or None.
+    The std's tolerance is 4 standard errors of a sample std (at least 5%), so a right init passes
+    whatever order it drew its numbers in."""
+    w = p.detach().double()
+    if kind in ("ones", "zeros"):
+        want = 1.0 if kind == "ones" else 0.0
+        return None if torch.all(w == want) else f"{name} starts at values from {w.min().item():.3g} to " \
+                                                   f"{w.max().item():.3g}, expected all {want:g}"
+    if kind != "normal" or w.numel() < 64:
+        return None
+    got, expected = w.std().item(), 0.9866 * std  # a normal cut at ±3σ has std 0.9866σ
+    if abs(got / expected - 1) > max(0.05, 4 / (2 * w.numel()) ** 0.5) or abs(w.mean().item()) > 0.1 * std:
+        source = "an Embedding's N(0, 1)" if std == 1.0 else f"a Linear({p.shape[1]}, {p.shape[0]})'s N(0, 2/(in+out))"
+        return f"{name} starts with std {got:.3g} and mean {w.mean().item():.2g}, expected {source} cut at ±3 std: " \
+               f"std {expected:.3g}, mean 0"
+    if w.abs().max().item() > 3 * std * 1.0001:
+        return f"{name} has weights at {w.abs().max().item() / std:.2f} std, beyond the cut at ±3 std"
+    return None
+
+
+class _Sealed(nn.Module):
+    """A submodule that computes what the Linear it wraps computes, but shows no weight, as an Int8Linear
+    (Task 12.3) shows none: code that reads self.w1.weight instead of calling self.w1(x) stops here."""
+
+    def __init__(self, inner: nn.Module):
+        super().__init__()
+        object.__setattr__(self, "inner", inner)  # not a registered child: its weight stays out of sight
+
+    def forward(self, *args, **kwargs):
+        return self.inner(*args, **kwargs)
+
+    def __getattr__(self, name: str):
+        raise AttributeError(f"a Linear swapped by quantize_model has no attribute {name!r}")
+
+
+def module_contract(make: Callable[..., nn.Module], inputs: Callable[[nn.Module], tuple], what: str,
+                    calls_linears: bool = False) -> tuple[Property, ...]:
+    """The properties every module task shares, about how it is built: make(m, **kw) builds a fresh module of
+    the task (kw: dtype, device, passed on as the constructor's own), inputs(module) gives forward's arguments.
+
+    - a fresh module's parameters start as the contract's init for their kind (`_contract_init`): a
+      composite module that draws its own torch.randn, or ties a weight the other way round, breaks it;
+    - dtype= reaches every parameter (device= goes the same way, untestable on a CPU), and a float64
+      module returns float64;
+    - with calls_linears, forward calls its Linears rather than reading their weights (Task 12.3 swaps
+      every Linear of the model for an Int8Linear, which has none)."""
+    def starts(m):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            module = make(m)
+        gaps = [gap for name, kind, std, p in _contract_init(m, module) if (gap := _init_gap(name, kind, std, p))]
+        return gaps and "; ".join(gaps[:2]) or None
+
+    def builds_in(m):
+        module = make(m, dtype=torch.float64)
+        wrong = [(n, p.dtype) for n, p in module.named_parameters() if p.dtype != torch.float64]
+        if wrong:
+            return (f"{what} built with dtype=torch.float64: {wrong[0][0]} is {str(wrong[0][1])[6:]}"
+                    + (f" (and {len(wrong) - 1} more)" if len(wrong) > 1 else ""))
+        args = [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in inputs(module)]
+        out = module(*args)
+        if type(out) is torch.Tensor and out.dtype != torch.float64:
+            return f"{what} built with dtype=torch.float64 returns {str(out.dtype)[6:]} on float64 inputs"
+        return None
+
+    def calls(m):
+        module = make(m)
+        args = inputs(module)
+        with torch.no_grad():
+            plain = module(*args)
+            for parent in list(module.modules()):
+                for name, child in list(parent._modules.items()):
+                    if isinstance(child, m.Linear):
+                        parent._modules[name] = _Sealed(child)
+            try:
+                sealed = module(*args)
+            except AttributeError as e:
+                return f"with its Linears swapped for modules that have no .weight, {what} raised {one_line(e)}"
+        d = differs(sealed, plain)
+        return d and f"with its Linears swapped for modules that compute the same but hide .weight, {what}'s " \
+                     f"output changed: {d}"
+
+    props = (
+        Property(f"a fresh {what} starts each parameter at the contract's init", starts,
+                 example=f"# build a fresh {what} as `module`, then\n"
+                         "for name, p in module.named_parameters():\n    print(name, p.std().item(), p.mean().item())",
+                 idea="build every part from your own Linear, Embedding and norm modules, whose __init__ draws the "
+                      "contract's init, and tie nothing the contract does not tie; a torch.randn or nn.Parameter "
+                      "made by hand in a composite module skips it"),
+        Property(f"{what} builds every parameter in the dtype it is given", builds_in,
+                 example=f"# build {what} with dtype=torch.float64 as `module`, then\n"
+                         "print({name: p.dtype for name, p in module.named_parameters()})",
+                 idea="pass device=device, dtype=dtype on to every submodule and tensor you create in __init__"),
+    )
+    if calls_linears:
+        props += (Property(f"{what}'s forward calls its Linears (self.w1(x)) and never reads their weights", calls,
+                           example="# in forward: self.w1(x), not x @ self.w1.weight.T or F.linear(x, self.w1.weight)",
+                           idea="call each submodule on its input; Task 12.3 replaces every Linear by an Int8Linear, "
+                                "which holds int8 codes and a scale, no weight"),)
+    return props
+
+
 def weights(g: torch.Generator | int, shapes: dict[str, tuple[int, ...]],
             scale: float = 0.3) -> dict[str, torch.Tensor]:
     """Random weights for a state_dict, in the order of `shapes`: norm gains (ln…) near 1 and their

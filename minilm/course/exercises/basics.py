@@ -19,6 +19,7 @@ from minilm.course.exercises import (
     keys_problem,
     learns,
     load_state,
+    module_contract,
     randn,
     shown,
     spec,
@@ -112,7 +113,9 @@ def _Linear_invariant(got, c) -> Problem | None:
             "Linear(..., dtype=torch.float64) must create a float64 weight", "ignores_dtype"))
 
 
-spec("1.2", properties=(learns(lambda m: (m.Linear(6, 4), (randn(115, 3, 6),)), "Linear(6, 4)"),),
+spec("1.2", properties=(learns(lambda m: (m.Linear(6, 4), (randn(115, 3, 6),)), "Linear(6, 4)"),
+                        *module_contract(lambda m, **kw: m.Linear(48, 80, **kw), lambda _: (randn(118, 3, 48),),
+                                         "Linear(48, 80)")),
      collect=_Linear_collect, invariant=_Linear_invariant, free=("init",),
      cases=lambda: [dict(seed=0, init_in=512, init_out=256, d_in=64, d_out=32,
                          w=weights(35, {"weight": (32, 64)})["weight"],
@@ -162,7 +165,9 @@ def _Embedding_invariant(got, c) -> Problem | None:
         init_problem(got["init"], 1.0, f"{what} init"))
 
 
-spec("2.2", properties=(learns(lambda m: (m.Embedding(10, 4), (torch.arange(10),)), "Embedding(10, 4)"),),
+spec("2.2", properties=(learns(lambda m: (m.Embedding(10, 4), (torch.arange(10),)), "Embedding(10, 4)"),
+                        *module_contract(lambda m, **kw: m.Embedding(100, 32, **kw), lambda _: (torch.arange(10),),
+                                         "Embedding(100, 32)")),
      collect=_Embedding_collect, invariant=_Embedding_invariant, free=("init",),
      cases=lambda: [dict(seed=0, vocab=1000, d=64, w=randn(36, 1000, 64), ids=torch.tensor([[1, 999, 0]]),
                          what="Embedding(1000, 64) and ids (1, 3)")],
@@ -293,7 +298,9 @@ spec("3.2", properties=(learns(lambda m: (m.RMSNorm(8), (randn(116, 3, 8),)), "R
                         Property("its default eps is the contract's 1e-5", _RMSNorm_default_eps,
                                  example="x = 1e-3 * torch.randn(3, 8)\n"
                                          "print(minilm.RMSNorm(8)(x) - minilm.RMSNorm(8, eps=1e-5)(x))  # zeros",
-                                 idea="keep the signature's default, eps: float = 1e-5, and use self.eps in forward")),
+                                 idea="keep the signature's default, eps: float = 1e-5, and use self.eps in forward"),
+                        *module_contract(lambda m, **kw: m.RMSNorm(32, **kw), lambda _: (randn(120, 2, 3, 32),),
+                                         "RMSNorm(32)")),
      collect=_RMSNorm_collect, invariant=_RMSNorm_invariant,
      cases=lambda: [dict(d=24, w=randn(12, 24), x=randn(13, 2, 3, 24), what="RMSNorm(24) and x (2, 3, 24)"),
                     dict(d=24, eps=1e-2, w=torch.ones(24), x=randn(14, 2, 24, scale=1e-3),
@@ -393,7 +400,9 @@ def _SwiGLU_invariant(got, c) -> Problem | None:
                      f"{shown(got['shapes'])}", "weight_shapes"))
 
 
-spec("4.3", properties=(learns(lambda m: (m.SwiGLU(8, 12), (randn(117, 3, 8),)), "SwiGLU(8, 12)"),),
+spec("4.3", properties=(learns(lambda m: (m.SwiGLU(8, 12), (randn(117, 3, 8),)), "SwiGLU(8, 12)"),
+                        *module_contract(lambda m, **kw: m.SwiGLU(32, 80, **kw), lambda _: (randn(119, 2, 3, 32),),
+                                         "SwiGLU(32, 80)", calls_linears=True)),
      collect=_SwiGLU_collect, invariant=_SwiGLU_invariant,
      cases=lambda: [dict(d=16, f=40,
                          state=weights(37, {"w1.weight": (40, 16), "w2.weight": (16, 40), "w3.weight": (40, 16)}),

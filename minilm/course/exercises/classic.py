@@ -21,6 +21,7 @@ from minilm.course.exercises import (
     keeps_dtype,
     keeps_inputs,
     keys_problem,
+    module_contract,
     randn,
     shown,
     spec,
@@ -358,7 +359,9 @@ def _gelu_ffn_any_width(m):
 spec("13.4", properties=(
          Property("GeluFFN(d_model, d_ff) uses the d_ff it is given, any d_ff", _gelu_ffn_any_width,
                   example="print({k: v.shape for k, v in minilm.GeluFFN(8, 20).state_dict().items()})",
-                  idea="size the inner layer by the d_ff argument, not by a fixed 4 · d_model"),),
+                  idea="size the inner layer by the d_ff argument, not by a fixed 4 · d_model"),
+         *module_contract(lambda m, **kw: m.GeluFFN(32, 80, **kw), lambda _: (randn(83, 2, 3, 32),),
+                          "GeluFFN(32, 80)")),
      collect=_gelu_ffn_collect, invariant=_gelu_ffn_invariant,
      cases=lambda: [dict(d=16, f=64, state=weights(69, {"w1.weight": (64, 16), "w2.weight": (16, 64)}),
                          x=randn(70, 2, 7, 16), what="GeluFFN(16, 64) and x (2, 7, 16)")],
@@ -392,7 +395,9 @@ def _block_collect(m, c):
     return out
 
 
-spec("13.5", collect=_block_collect, atol=1e-4,
+spec("13.5", properties=module_contract(lambda m, **kw: m.ClassicBlock(m.ClassicConfig(**BASE | CLASSIC), **kw),
+                                        lambda _: (randn(84, 2, 5, 32),), "ClassicBlock (classic)"),
+     collect=_block_collect, atol=1e-4,
      cases=lambda: [dict(config=BASE | changes, state=weights(72 + i, classic_block_shapes(BASE | changes)),
                          x=randn(71, 2, 7, 32), what=f"ClassicBlock ({name}) and x (2, 7, 32)")
                     for i, (name, changes) in enumerate(BLOCK_CHANGES.items())],
@@ -440,7 +445,10 @@ def _lm_invariant(got, c) -> Problem | None:
             f"ClassicLM ({name}) has {count(got['parameters'])} parameters, expected {n_params:,}", "parameter_count"))
 
 
-spec("13.6", collect=_lm_collect, invariant=_lm_invariant, atol=1e-4,
+spec("13.6", properties=module_contract(
+         lambda m, **kw: m.ClassicLM(m.ClassicConfig(**BASE | CLASSIC | dict(positions="learned")), **kw),
+         lambda _: (torch.randint(0, 97, (2, 5), generator=gen(85)),), "ClassicLM (classic, learned positions)"),
+     collect=_lm_collect, invariant=_lm_invariant, atol=1e-4,
      cases=lambda: [dict(config=BASE | changes, name=name, state=classic_lm_state(81 + i, BASE | changes),
                          ids=torch.randint(0, 97, (2, 12), generator=gen(80)),
                          what=f"ClassicLM ({name}) and ids (2, 12)")

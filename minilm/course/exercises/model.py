@@ -18,6 +18,7 @@ from minilm.course.exercises import (
     lm_shapes,
     lm_state_dict_keys,
     load_state,
+    module_contract,
     randn,
     spec,
     state_keys,
@@ -105,6 +106,8 @@ BLOCK_PROPERTIES = (
                      "print(block(x, torch.tensor([0, 5, 1, 9, 2, 2, 7, 30])) - block(x))  # not all zero",
              idea="forward(x, token_positions) calls self.attn(self.ln1(x), token_positions): RoPE needs them"),
     learns(lambda m: (lambda block, x, _: (block, (x,)))(*_block_inputs(m)), "the block"),
+    *module_contract(lambda m, **kw: m.TransformerBlock(32, 4, 80, 32, 10000.0, **kw),
+                     lambda _: (randn(80, 2, 5, 32),), "TransformerBlock(32, 4, 80)", calls_linears=True),
 )
 
 spec("7.1", properties=BLOCK_PROPERTIES,
@@ -164,6 +167,9 @@ LM_PROPERTIES = (
                      "for layer in lm.layers:\n    h = layer(h)\nprint(lm(ids) - lm.lm_head(lm.ln_final(h)))  # zeros",
              idea="each block carries its own residuals: x = layer(x) in the loop, no x + layer(x)"),
     causal_property(_lm_inputs, "the model"), batch_rows_property(_lm_inputs, "the model"),
+    *module_contract(lambda m, **kw: m.TransformerLM(97, 32, 32, 2, 4, 80, 10000.0, **kw),
+                     lambda _: (torch.randint(0, 97, (2, 5), generator=gen(81)),),
+                     "TransformerLM(97, 32, 32, 2, 4, 80)", calls_linears=True),
 )
 
 spec("8.1", properties=LM_PROPERTIES,

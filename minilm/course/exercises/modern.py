@@ -17,6 +17,7 @@ from minilm.course.exercises import (
     keeps_dtype,
     keeps_inputs,
     keys_problem,
+    module_contract,
     off_points,
     randn,
     shown,
@@ -362,6 +363,8 @@ RELU2_PROPERTIES = (
              example="ffn = minilm.ReLUSquaredFFN(8, 24)\nffn.w1.weight.data = -ffn.w1.weight.data.abs()\n"
                      "print(ffn(torch.rand(2, 8) + 0.1))  # zeros",
              idea="clamp the pre-activations at 0 from below (torch.relu, or clamp(min=0)), then square"),
+    *module_contract(lambda m, **kw: m.ReLUSquaredFFN(32, 80, **kw), lambda _: (randn(149, 2, 3, 32),),
+                     "ReLUSquaredFFN(32, 80)"),
 )
 
 spec("14.6", properties=RELU2_PROPERTIES, collect=_relu2_collect, invariant=_relu2_invariant,

@@ -17,6 +17,7 @@ from minilm.course.exercises import (
     keys_problem,
     learns,
     load_state,
+    module_contract,
     one_line,
     randn,
     shown,
@@ -488,7 +489,10 @@ MHSA_PROPERTIES = (causal_property(_mhsa_inputs, "attention"), batch_rows_proper
                                     "print(attn(x, p + 7) - attn(x, p))  # zeros",
                             idea="rotate both q and k with self.rope at the same positions, after splitting the "
                                  "heads: q·k then depends on the positions' difference only"),
-                   learns(lambda m: (lambda layer, x, _: (layer, (x,)))(*_mhsa_inputs(m)), "the attention"))
+                   learns(lambda m: (lambda layer, x, _: (layer, (x,)))(*_mhsa_inputs(m)), "the attention"),
+                   *module_contract(lambda m, **kw: m.MultiHeadSelfAttention(32, 4, 32, 10000.0, **kw),
+                                    lambda _: (randn(82, 2, 5, 32),), "MultiHeadSelfAttention(32, 4, 32, 10000.0)",
+                                    calls_linears=True))
 
 spec("6.3", properties=MHSA_PROPERTIES,
      collect=lambda m, c: layer_collect(_mhsa(m, c), c), cases=_mhsa_cases, outputs={"y": "the output"},
