@@ -463,8 +463,10 @@ def _judge(got, want, what: str, key: str | None, mistakes: dict[str, str] | Non
                                                else f"expected {describe(want)}, got {describe(got)}")
             raise failed
     why = explain(got, want) if explain is not None else None
-    if why:
-        raise CheckFailed(f"{what}: {why}")
+    if why:  # a locator's restated rule is a guess too: a broken property comes first
+        failed = CheckFailed(f"{what}: {why}")
+        failed.generic, failed.cause = True, None
+        raise failed
     if got.shape != want.shape:
         raise CheckFailed(f"{what}: expected {describe(want)}, got {describe(got)}")
     failed = CheckFailed(f"{what}: {how_it_differs(got, want, atol, rtol)}")

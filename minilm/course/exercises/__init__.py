@@ -485,6 +485,23 @@ def module_contract(make: Callable[..., nn.Module], inputs: Callable[[nn.Module]
     return props
 
 
+def ffn_adds_no_residual(make: Callable[[object], nn.Module], what: str) -> Property:
+    """The property that a feed-forward module (make(m) → a fresh one, with a w2) is w2(…) alone: with w2 at
+    zero its output is 0, since the residual x + ffn(…) belongs to the block."""
+    def probe(m):
+        ffn = make(m)
+        with torch.no_grad():
+            ffn.w2.weight.zero_()
+            x = randn(186, 2, 3, ffn.w2.weight.shape[0])
+            d = differs(ffn(x), torch.zeros_like(x))
+        return d and f"{what} with w2 at zero, on x (2, 3, {x.shape[-1]}), the output and 0: {d}"
+    return Property(f"{what} ends in w2: with w2 at zero the output is 0 (the block adds the residual, not the FFN)",
+                    probe, example=f"# build {what} as `ffn`, then\nffn.w2.weight.data.zero_()\n"
+                                   "print(ffn(torch.randn(2, 3, ffn.w2.weight.shape[0])))  # zeros",
+                    idea="return w2 of the activated hidden layer and nothing else: x + … is the block's residual, "
+                         "added once there")
+
+
 def weights(g: torch.Generator | int, shapes: dict[str, tuple[int, ...]],
             scale: float = 0.3) -> dict[str, torch.Tensor]:
     """Random weights for a state_dict, in the order of `shapes`: norm gains (ln…) near 1 and their

@@ -11,6 +11,7 @@ from minilm.course.exercises import (
     Property,
     differs,
     each_row_alone,
+    ffn_adds_no_residual,
     first,
     gradient_follows,
     init_problem,
@@ -235,7 +236,23 @@ def _rms_norm_scale_free(m):
     return d and f"for x (4, 16) around 1 {d}"
 
 
+def _rms_norm_eps_added(m):
+    x = torch.full((1, 4), 1e-3)  # mean(x²) = 1e-6; with eps = 1e-6 the root is of 2e-6
+    y = m.rms_norm(x, torch.ones(4), eps=1e-6)
+    want = 1e-3 / (2e-6) ** 0.5  # 1/√2
+    got = float(y[0, 0]) if type(y) is torch.Tensor and y.numel() else float("nan")
+    return None if abs(got - want) < 1e-4 else (
+        f"x = [0.001] × 4 has mean(x²) = 1e-6; with eps 1e-6 each value comes out {got:.5g}, expected "
+        f"0.001 / √(1e-6 + 1e-6) = {want:.5g}")
+
+
 RMS_PROPERTIES = (
+    Property("eps is added to the mean square under the root: a row whose mean square equals eps comes out at 1/√2 "
+             "(with weight 1)", _rms_norm_eps_added,
+             example="x = torch.full((1, 4), 1e-3)  # mean(x²) = 1e-6\n"
+                     "print(minilm.rms_norm(x, torch.ones(4), eps=1e-6))  # 0.7071 = 1/√2",
+             idea="x / sqrt(mean(x²) + eps): eps is added inside the square root, not used as a floor (max, clamp) "
+                  "nor added after it"),
     keeps_inputs("rms_norm", lambda: (randn(93, 3, 16), randn(94, 16)), "on x (3, 16)"),
     Property("with weight 1, every vector along the last dim comes out with mean square 1, for any number of leading "
              "dims", _rms_norm_unit_rms,
@@ -353,6 +370,21 @@ SWIGLU_MISTAKES = {
     "no_gate": "multiply SiLU(W1 x) by W3 x before W2",
 }
 
+def _swiglu_gate_is_silu(m):
+    # x = e₀, w3 = ones in column 0, w2 = I: the value W3 x is 1 and W2 the identity, so the output is the gate alone
+    z = torch.linspace(-4, 4, 8)
+    x, w1 = torch.eye(8)[0], torch.zeros(8, 8)
+    w1[:, 0] = z
+    w3 = torch.zeros(8, 8)
+    w3[:, 0] = 1.0
+    got = m.swiglu(x, w1, torch.eye(8), w3)
+    want = z * torch.sigmoid(z)
+    d = differs(got, want, atol=1e-5)
+    return d and (f"with W1 x = z = {[round(v, 2) for v in z.tolist()]}, W3 x = 1 and W2 = I, the output (the gate "
+                  f"alone) is {[round(float(v), 3) for v in got]}, expected SiLU(z) = z·σ(z) = "
+                  f"{[round(float(v), 3) for v in want]}")
+
+
 def _swiglu_gate_multiplies(m):
     x, w1, w2 = randn(96, 2, 8), randn(97, 12, 8), randn(98, 8, 12)
     d = differs(m.swiglu(x, w1, w2, torch.zeros(12, 8)), torch.zeros(2, 8))
@@ -370,6 +402,13 @@ spec("4.2",
                                call="x, *(torch.randn(s, dtype=torch.float64) for s in [(6, 4), (4, 6), (6, 4)])"),
      properties=(keeps_inputs("swiglu", lambda: (randn(96, 2, 8), randn(97, 12, 8), randn(98, 8, 12),
                                                        randn(99, 12, 8)), "on x (2, 8), d_ff 12"),
+                        Property("the gate is SiLU(W1 x) = W1 x · σ(W1 x): with W3 x = 1 and W2 = I the output is "
+                                 "the gate alone", _swiglu_gate_is_silu,
+                                 example="z = torch.linspace(-4, 4, 8); w1 = torch.zeros(8, 8); w1[:, 0] = z\n"
+                                         "w3 = torch.zeros(8, 8); w3[:, 0] = 1\n"
+                                         "print(minilm.swiglu(torch.eye(8)[0], w1, torch.eye(8), w3))  # z·σ(z)",
+                                 idea="the gate is your silu of W1 x (x·σ(x), not σ(x) alone, nor GELU or ReLU), "
+                                      "multiplied element by element with W3 x"),
                         Property("the gate multiplies the value: with w3 all zeros the output is 0",
                                  _swiglu_gate_multiplies,
                                  example="x, w1, w2 = torch.randn(2, 8), torch.randn(12, 8), torch.randn(8, 12)\n"
@@ -401,6 +440,7 @@ def _SwiGLU_invariant(got, c) -> Problem | None:
 
 
 spec("4.3", properties=(learns(lambda m: (m.SwiGLU(8, 12), (randn(117, 3, 8),)), "SwiGLU(8, 12)"),
+                        ffn_adds_no_residual(lambda m: m.SwiGLU(8, 12), "SwiGLU(8, 12)"),
                         *module_contract(lambda m, **kw: m.SwiGLU(32, 80, **kw), lambda _: (randn(119, 2, 3, 32),),
                                          "SwiGLU(32, 80)", calls_linears=True)),
      collect=_SwiGLU_collect, invariant=_SwiGLU_invariant,

@@ -15,6 +15,7 @@ from minilm.course.exercises import (
     count,
     differs,
     each_row_alone,
+    ffn_adds_no_residual,
     first,
     gen,
     gradient_follows,
@@ -248,7 +249,24 @@ def _sinusoid_slower(m):
     return None
 
 
+def _sinusoid_rows_are_positions(m):
+    pe = m.sinusoidal_positions(12, 8).double()
+    d = differs(pe[0], torch.tensor([0.0, 1.0] * 4, dtype=torch.float64))
+    if d:
+        return f"sinusoidal_positions(12, 8): row 0 is {[round(float(v), 4) for v in pe[0]]}, expected position 0's " \
+               "[0, 1, 0, 1, 0, 1, 0, 1]"
+    radius = pe[:, 0::2] ** 2 + pe[:, 1::2] ** 2  # each pair (sin a, cos a) of one angle lies on the unit circle
+    d = differs(radius, torch.ones_like(radius))
+    return d and f"sinusoidal_positions(12, 8): sin² + cos² of each pair (columns 2i, 2i + 1) and 1: {d}"
+
+
 SINUSOID_PROPERTIES = (
+    Property("row p holds position p: row 0 is sin 0, cos 0 = [0, 1, 0, 1, …], and each pair is the sine and cosine "
+             "of one angle", _sinusoid_rows_are_positions,
+             example="pe = minilm.sinusoidal_positions(12, 8)\nprint(pe[0])  # 0, 1, 0, 1, …\n"
+                     "print(pe[:, 0::2] ** 2 + pe[:, 1::2] ** 2)  # ones",
+             idea="the angles are positions (seq_len, 1) times frequencies (1, d_model/2): rows are positions, "
+                  "columns pairs; then put each angle's sin and cos side by side, pair by pair"),
     Property("pair i turns more slowly as i grows: position 1's angle is 10000^(−2i/d), shrinking with i",
              _sinusoid_slower,
              example="pe = minilm.sinusoidal_positions(64, 8)\n"
@@ -360,6 +378,7 @@ spec("13.4", properties=(
          Property("GeluFFN(d_model, d_ff) uses the d_ff it is given, any d_ff", _gelu_ffn_any_width,
                   example="print({k: v.shape for k, v in minilm.GeluFFN(8, 20).state_dict().items()})",
                   idea="size the inner layer by the d_ff argument, not by a fixed 4 · d_model"),
+         ffn_adds_no_residual(lambda m: m.GeluFFN(8, 20), "GeluFFN(8, 20)"),
          *module_contract(lambda m, **kw: m.GeluFFN(32, 80, **kw), lambda _: (randn(83, 2, 3, 32),),
                           "GeluFFN(32, 80)")),
      collect=_gelu_ffn_collect, invariant=_gelu_ffn_invariant,
@@ -395,8 +414,42 @@ def _block_collect(m, c):
     return out
 
 
-spec("13.5", properties=module_contract(lambda m, **kw: m.ClassicBlock(m.ClassicConfig(**BASE | CLASSIC), **kw),
-                                        lambda _: (randn(84, 2, 5, 32),), "ClassicBlock (classic)"),
+def _block_sublayers(m):
+    """With one sublayer's output projection at zero, a block is its other half, from its own modules:
+    pre-norm x + attn(ln1(x)) or x + ffn(ln2(x)); post-norm ln2(ln1(x + attn(x))) or ln2(h + ffn(h)), h = ln1(x)."""
+    halves = {("pre", "ffn"): ("x + attn(ln1(x))", lambda b, x: x + b.attn(b.ln1(x))),
+              ("pre", "attn"): ("x + ffn(ln2(x))", lambda b, x: x + b.ffn(b.ln2(x))),
+              ("post", "ffn"): ("ln2(ln1(x + attn(x))): attention reads x itself",
+                                lambda b, x: b.ln2(b.ln1(x + b.attn(x)))),
+              ("post", "attn"): ("ln2(h + ffn(h)) with h = ln1(x): the FFN reads h itself",
+                                 lambda b, x: b.ln2(b.ln1(x) + b.ffn(b.ln1(x))))}
+    x = randn(86, 2, 5, 32)
+    for (position, zeroed), (rule, half) in halves.items():
+        block = m.ClassicBlock(m.ClassicConfig(**BASE | dict(norm_position=position, norm="layernorm")))
+        with torch.no_grad():
+            (block.ffn.w2 if zeroed == "ffn" else block.attn.output_proj).weight.zero_()
+            for i, norm in enumerate((block.ln1, block.ln2)):  # distinct gains and biases: a norm used twice shows
+                norm.weight.copy_(1 + 0.3 * randn(87 + i, 32))
+                norm.bias.copy_(0.2 * randn(89 + i, 32))
+            d = differs(block(x), half(block, x), atol=1e-4)
+        if d:
+            return f"norm_position='{position}', with {zeroed}'s output projection at zero, the block and {rule}: {d}"
+    return None
+
+
+CLASSIC_BLOCK_PROPERTIES = (
+    Property("each sublayer reads what its norm position says: pre-norm x + attn(ln1(x)); post-norm "
+             "ln1(x + attn(x)), attention reading the stream itself", _block_sublayers,
+             example="cfg = minilm.ClassicConfig(97, 32, 32, 2, 4, norm_position='post', norm='layernorm')\n"
+                     "block = minilm.ClassicBlock(cfg); block.ffn.w2.weight.data.zero_()\nx = torch.randn(1, 5, 32)\n"
+                     "print(block(x) - block.ln2(block.ln1(x + block.attn(x))))  # zeros",
+             idea="pre-norm: h = x + attn(ln1(x)), out = h + ffn(ln2(h)); post-norm: h = ln1(x + attn(x)), out = "
+                  "ln2(h + ffn(h)): the sublayers see the unnormalized sum, the norm comes after the add"),
+    *module_contract(lambda m, **kw: m.ClassicBlock(m.ClassicConfig(**BASE | CLASSIC), **kw),
+                     lambda _: (randn(84, 2, 5, 32),), "ClassicBlock (classic)"),
+)
+
+spec("13.5", properties=CLASSIC_BLOCK_PROPERTIES,
      collect=_block_collect, atol=1e-4,
      cases=lambda: [dict(config=BASE | changes, state=weights(72 + i, classic_block_shapes(BASE | changes)),
                          x=randn(71, 2, 7, 32), what=f"ClassicBlock ({name}) and x (2, 7, 32)")

@@ -103,7 +103,20 @@ def _probs_top_p(m):
     return d and f"probabilities [0.15, 0.5, 0.05, 0.3] and top_p 0.7 (keep 0.5 and 0.3, renormalized): {d}"
 
 
+def _probs_top_k_then_top_p(m):
+    probs = torch.tensor([[0.4, 0.35, 0.25]])
+    got = m.next_token_probs(probs.log(), top_k=2, top_p=0.5)  # after top_k: 0.533, 0.467; 0.533 already reaches 0.5
+    d = differs(got, torch.tensor([[1.0, 0.0, 0.0]]), atol=1e-5)
+    return d and ("probabilities [0.4, 0.35, 0.25] with top_k 2 then top_p 0.5 (renormalized after top_k to "
+                  f"[0.533, 0.467]: the first alone reaches 0.5), the result and [1, 0, 0]: {d}")
+
+
 PROBS_PROPERTIES = (
+    Property("top_k applies first, then top_p on the kept tokens renormalized", _probs_top_k_then_top_p,
+             example="p = torch.tensor([[0.4, 0.35, 0.25]])\n"
+                     "print(minilm.next_token_probs(p.log(), top_k=2, top_p=0.5))  # [1, 0, 0]",
+             idea="drop the logits below the k-th largest first; compute the probabilities for top_p from what is "
+                  "left (a softmax after the -inf), so its cumulative sums are over the kept tokens only"),
     Property("top_p keeps the most likely tokens until they reach p, in the logits' own order", _probs_top_p,
              example="p = torch.tensor([[0.15, 0.5, 0.05, 0.3]])\n"
                      "print(minilm.next_token_probs(p.log(), top_p=0.7))  # [0, 0.625, 0, 0.375]",
@@ -320,6 +333,55 @@ CACHE_PATH = {
 }
 
 
+def _kv_updates(n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """n (k, v) pairs of shape (2, 3, new, 4): new = 3, 2, 1, …; every tensor distinct."""
+    return [(randn(150 + 2 * i, 2, 3, max(3 - i, 1), 4), randn(151 + 2 * i, 2, 3, max(3 - i, 1), 4)) for i in range(n)]
+
+
+def _kv_returns_what_it_was_given(m):
+    (k1, v1), (k2, v2) = _kv_updates(2)
+    cache = m.KVCache()
+    for step, (k, v) in enumerate(((k1, v1), (k2, v2))):
+        got_k, got_v = cache.update(k, v)
+        want_k = torch.cat((k1, k2)[: step + 1], dim=-2)
+        want_v = torch.cat((v1, v2)[: step + 1], dim=-2)
+        for name, got, want, other in (("keys", got_k, want_k, want_v), ("values", got_v, want_v, want_k)):
+            d = differs(got, want)
+            if d:
+                swapped = differs(got, other) is None
+                return (f"after update {step + 1} of 2 (3 new positions, then 2), the {name} it returns and all the "
+                        f"{name} given so far: {d}" + (f" (they are the {'values' if name == 'keys' else 'keys'})"
+                                                          if swapped else ""))
+    return None
+
+
+def _kv_caches_apart(m):
+    (k1, v1), (k2, v2), (k3, v3), (k4, v4) = _kv_updates(4)
+    a, b = m.KVCache(), m.KVCache()
+    a.update(k1, v1)
+    b.update(k2, v2)
+    a.update(k3, v3)
+    got_k, _ = b.update(k4, v4)
+    d = differs(got_k, torch.cat((k2, k4), dim=-2))
+    return d and f"with two caches updated in turn, cache b's keys and b's own keys k2, k4: {d}"
+
+
+KV_PROPERTIES = (
+    Property("update returns every key and value given so far, in order: the cached ones, then the new",
+             _kv_returns_what_it_was_given,
+             example="cache = minilm.KVCache()\nk1, v1, k2, v2 = (torch.randn(1, 2, n, 4) for n in (3, 3, 1, 1))\n"
+                     "cache.update(k1, v1)\nk, v = cache.update(k2, v2)\n"
+                     "print((k - torch.cat((k1, k2), -2)).abs().max(), (v - torch.cat((v1, v2), -2)).abs().max())",
+             idea="keep the keys and the values in two buffers of their own, append each update's k to the keys "
+                  "and its v to the values along the sequence dim (-2), and return both"),
+    Property("two caches keep their own keys and values (one per layer)", _kv_caches_apart,
+             example="a, b = minilm.KVCache(), minilm.KVCache()\n"
+                     "a.update(torch.ones(1, 1, 2, 4), torch.ones(1, 1, 2, 4))\nprint(len(b))  # 0",
+             idea="create the buffers in __init__ (self.k = None), not as class attributes, which every cache "
+                  "shares"),
+)
+
+
 def _kv_cases():
     return [dict(k1=randn(1, 1, 2, 3, 4), v1=randn(2, 1, 2, 3, 4), k2=randn(3, 1, 2, 1, 4), v2=randn(4, 1, 2, 1, 4),
                  attn_config=(16, 2, 32), attn_state=weights(41, attention_shapes(16)), x=randn(6, 2, 10, 16),
@@ -331,7 +393,7 @@ def _kv_cases():
                  what="a 6-token prompt, then 4 single tokens through the cache")]
 
 
-spec("11.3", collect=_kv_collect, cases=_kv_cases, invariant=_kv_invariant, atol=1e-4,
+spec("11.3", properties=KV_PROPERTIES, collect=_kv_collect, cases=_kv_cases, invariant=_kv_invariant, atol=1e-4,
      outputs={"k": "minilm/generation.py, KVCache: the keys returned by the second update (the cached ones, then "
                    "the new)",
               "v": "minilm/generation.py, KVCache: the values returned by the second update",

@@ -12,6 +12,7 @@ from minilm.course.exercises import (
     differs,
     dtype_shown,
     each_row_alone,
+    ffn_adds_no_residual,
     first,
     gradient_follows,
     keeps_dtype,
@@ -119,7 +120,73 @@ def _muon_cases():
                  what="2 steps without Nesterov, ns_steps=3")]
 
 
-spec("14.2", collect=_muon_collect, cases=_muon_cases, atol=1e-5,
+def _muon_moves(m, shape, grads, **hparams) -> list[torch.Tensor]:
+    """How far each of len(grads) steps moves one (rows × cols) matrix: p before minus p after, with ns_steps 0,
+    where O = U / (‖U‖ + eps): its direction is U's, its size 1."""
+    p = nn.Parameter(randn(170, *shape, scale=0.3))
+    opt = m.Muon([p], **{"ns_steps": 0, "weight_decay": 0.0} | hparams)
+    moves = []
+    for g in grads:
+        before = p.detach().clone()
+        p.grad = g.clone()
+        opt.step()
+        moves.append(before - p.detach())
+    return moves
+
+
+def _muon_step_size(m):
+    for shape, scale in (((8, 2), 2.0), ((2, 8), 1.0)):
+        (move,) = _muon_moves(m, shape, [randn(171, *shape)], lr=0.01)
+        size = move.norm().item()
+        if abs(size - 0.01 * scale) > 1e-4 * scale:
+            rows, cols = shape
+            return (f"with ns_steps 0 (so ‖O‖ = 1), lr 0.01, one step moved a {rows} × {cols} matrix by {size:.5g} "
+                    f"(Frobenius norm), expected lr · sqrt(max(1, {rows}/{cols})) = {0.01 * scale:g}")
+    return None
+
+
+def _muon_momentum(m):
+    g1, g2 = randn(172, 4, 4), randn(173, 4, 4)
+    for nesterov, mu in ((True, 0.9), (False, 0.9)):
+        moves = _muon_moves(m, (4, 4), [g1, g2], lr=0.01, momentum=mu, nesterov=nesterov)
+        # B₁ = (1 − μ)g₁, B₂ = μB₁ + (1 − μ)g₂; U₂ = (1 − μ)g₂ + μB₂ with Nesterov, else B₂
+        want = (1 + mu) * g2 + mu * mu * g1 if nesterov else mu * g1 + g2
+        got = moves[1] / moves[1].norm()
+        d = differs(got, want / want.norm(), atol=1e-4)
+        if d:
+            rule = "(1 + μ)·g₂ + μ²·g₁ (Nesterov)" if nesterov else "μ·g₁ + g₂ (the buffer B, nesterov=False)"
+            return f"with ns_steps 0 and μ {mu}, the second step's direction and {rule}: {d}"
+    return None
+
+
+def _muon_decay(m):
+    (move,) = _muon_moves(m, (3, 5), [torch.zeros(3, 5)], lr=0.1, weight_decay=0.5)
+    p0 = randn(170, 3, 5, scale=0.3)
+    d = differs(move, p0 * 0.05, atol=1e-6)
+    return d and f"with a zero gradient, lr 0.1 and weight_decay 0.5, the step and lr · weight_decay · p: {d}"
+
+
+MUON_PROPERTIES = (
+    Property("one step moves p by lr · sqrt(max(1, rows / cols)) times an O of norm 1", _muon_step_size,
+             example="p = torch.nn.Parameter(torch.randn(8, 2)); before = p.detach().clone()\n"
+                     "opt = minilm.Muon([p], lr=0.01, ns_steps=0); p.grad = torch.randn(8, 2); opt.step()\n"
+                     "print((before - p.detach()).norm())  # 0.02: ns_steps=0 gives O = U / ‖U‖",
+             idea="p ← p − lr · sqrt(max(1, rows / cols)) · O with rows, cols = p.shape: a tall matrix steps further"),
+    Property("the buffer moves once per step, B ← μ·B + (1 − μ)·g, and Nesterov looks ahead with (1 − μ)·g + μ·B",
+             _muon_momentum,
+             example="# with ns_steps=0 each step moves p along U / ‖U‖: after g1, g2 (μ 0.9, Nesterov)\n"
+                     "# the second move points along 1.9·g2 + 0.81·g1",
+             idea="update the buffer in place once (B.mul_(μ).add_(g, alpha=1 − μ)), then build the look-ahead U "
+                  "as a new tensor from g and B, without writing into B again"),
+    Property("with a zero gradient only the decay acts: p ← p − lr · weight_decay · p", _muon_decay,
+             example="p = torch.nn.Parameter(torch.ones(3, 5))\n"
+                     "opt = minilm.Muon([p], lr=0.1, weight_decay=0.5); p.grad = torch.zeros(3, 5); opt.step()\n"
+                     "print(p)  # 0.95 everywhere",
+             idea="decay first, p ← p · (1 − lr · weight_decay), decoupled from the gradient, then the orthogonal "
+                  "step; newton_schulz of a zero matrix is zero"),
+)
+
+spec("14.2", properties=MUON_PROPERTIES, collect=_muon_collect, cases=_muon_cases, atol=1e-5,
      invariant=lambda got, c: None if type(got["lr_zero_step"]) is torch.Tensor and torch.equal(
          got["lr_zero_step"], torch.ones(3, 2)) else Problem(
          "after setting param_groups[0]['lr'] = 0 a step must not move the parameters: read lr from the param group "
@@ -230,10 +297,32 @@ def _groups_invariant(got, c) -> Problem | None:
     return None
 
 
+def _groups_by_type(m):
+    model = nn.Module()
+    model.wte, model.embed_proj = m.Embedding(11, 6), m.Linear(6, 6)  # names that say the opposite of the types
+    model.lm_head, model.gain = m.Linear(6, 11), nn.Parameter(torch.ones(6))
+    groups = m.parameter_groups(model)
+    names = {id(p): n for n, p in model.named_parameters()}
+    got = {k: sorted(names.get(id(p), "?") for p in groups.get(k, [])) for k in ("muon", "decay", "no_decay")}
+    want = {"muon": ["embed_proj.weight"], "decay": ["lm_head.weight"], "no_decay": ["gain", "wte.weight"]}
+    return None if got == want else (f"on a model with an Embedding named wte and a Linear named embed_proj, the "
+                                     f"groups are {got}, expected {want}")
+
+
+GROUPS_PROPERTIES = (
+    Property("an Embedding is found by its type, whatever its name: a Linear named embed_proj is a hidden matrix",
+             _groups_by_type,
+             example="model = torch.nn.Module()\nmodel.wte, model.embed_proj = minilm.Embedding(11, 6), "
+                     "minilm.Linear(6, 6)\nmodel.lm_head = minilm.Linear(6, 11)\n"
+                     "print({k: len(v) for k, v in minilm.parameter_groups(model).items()})  # 1 each",
+             idea="collect the weights of the modules that are instances of your Embedding class (model.modules()), "
+                  "and compare parameters by identity (id(p), or p is head), not by their names"),
+)
+
 GROUP_CASES = [dict(vocab=11, d=6, f=10, layers=2, tied=False, positions=True),
                dict(vocab=11, d=6, f=10, layers=1, tied=True, positions=False)]
 
-spec("14.3", collect=_groups_collect, invariant=_groups_invariant,
+spec("14.3", properties=GROUPS_PROPERTIES, collect=_groups_collect, invariant=_groups_invariant,
      outputs={"groups": "each parameter's group (muon=True)", "groups_adamw": "each parameter's group (muon=False)"},
      free=tuple(f"{k}{s}" for k in ("muon", "decay", "no_decay") for s in ("", "_adamw")),
      cases=lambda: [dict(config=GROUP_CASES[0], what="a 2-layer model with learned positions"),
@@ -363,6 +452,7 @@ RELU2_PROPERTIES = (
              example="ffn = minilm.ReLUSquaredFFN(8, 24)\nffn.w1.weight.data = -ffn.w1.weight.data.abs()\n"
                      "print(ffn(torch.rand(2, 8) + 0.1))  # zeros",
              idea="clamp the pre-activations at 0 from below (torch.relu, or clamp(min=0)), then square"),
+    ffn_adds_no_residual(lambda m: m.ReLUSquaredFFN(8, 24), "ReLUSquaredFFN(8, 24)"),
     *module_contract(lambda m, **kw: m.ReLUSquaredFFN(32, 80, **kw), lambda _: (randn(149, 2, 3, 32),),
                      "ReLUSquaredFFN(32, 80)"),
 )

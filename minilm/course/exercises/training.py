@@ -79,7 +79,30 @@ def _get_batch_invariant(got, c) -> Problem | None:
     return None
 
 
-spec("9.1", collect=_get_batch_collect, invariant=_get_batch_invariant, free=("x", "y", "again", "starts"),
+def _get_batch_reads_windows(m):
+    import tracemalloc
+
+    tokens = 4_000_000
+    data = np.zeros(tokens, dtype=np.uint16)  # stands for a memmap: NumPy reports what it allocates to tracemalloc
+    tracemalloc.start()
+    try:
+        m.get_batch(data, 4, 8, "cpu")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    if peak > tokens // 2:  # a quarter of the corpus's bytes: far above 4 windows, far below a whole copy
+        return (f"get_batch(a {tokens:,}-token uint16 array, batch 4, context 8) made NumPy arrays of "
+                f"{peak / 1e6:.0f} MB at once, for 4 windows of 9 tokens: it copied the whole corpus")
+    return None
+
+
+spec("9.1", properties=(
+         Property("it reads only the windows it returns, never the whole corpus (a memmap may not fit in memory)",
+                  _get_batch_reads_windows,
+                  example="# np.asarray(dataset, dtype=np.int64) copies every token: 8 bytes × the corpus",
+                  idea="slice each window from the dataset first, dataset[i : i + context_length + 1], and convert "
+                       "only those slices to int64"),),
+     collect=_get_batch_collect, invariant=_get_batch_invariant, free=("x", "y", "again", "starts"),
      cases=lambda: [dict(data=torch.arange(1000), np_dtype="int64", batch=4, ctx=8, seed=0, small=True,
                          what="1000 int64 tokens, batch 4, context 8"),
                     dict(data=torch.arange(50), np_dtype="uint16", batch=2, ctx=5, seed=0, what="a uint16 dataset")],
@@ -246,8 +269,10 @@ def _explain_ids(key: str, got: torch.Tensor, want: torch.Tensor) -> str | None:
     first = next((i for i, (a, b) in enumerate(zip(got.tolist(), want.tolist())) if a != b), None)
     if first is None:
         return f"you gave {len(got)} ids, expected {len(want)}"
-    return (f"id {first} is {int(got[first])}, expected {int(want[first])} ({len(got)} ids, expected {len(want)}): "
-            "inside each chunk, merge the adjacent pair with the lowest rank until no pair is a merge")
+    ids = f"id {first} is {int(got[first])}, expected {int(want[first])} ({len(got)} ids, expected {len(want)})"
+    if max(int(got[first]), int(want[first])) >= 256 + len(CORPUS_MERGES):  # beyond every case's merges: special
+        return f"{ids}: a special token's id, the one vocab gives its bytes, else a new one after the largest"
+    return f"{ids}: inside each chunk, merge the adjacent pair with the lowest rank until no pair is a merge"
 
 
 def _new_specials_distinct(m):
@@ -261,7 +286,47 @@ def _new_specials_distinct(m):
     return None
 
 
+def _special_in_vocab_keeps_its_id(m):
+    merges = [(bytes(a), bytes(b)) for a, b in CORPUS_MERGES]
+    vocab = tokenizer_vocab(merges)
+    vocab = {**{i: t for i, t in vocab.items() if i != 120}, 120: EOT.encode(), 400: b"x"}  # its bytes at 120
+    tok = m.Tokenizer(vocab, merges, [EOT, "<|new|>"])
+    got, new = tok.encode(EOT), tok.encode("<|new|>")
+    if got != [120] or new != [401]:
+        return (f"with <|endoftext|>'s bytes at id 120 of a vocab whose largest id is 400 (ids with gaps), encode "
+                f"gives <|endoftext|> {shown(got)} and a new special token {shown(new)}, expected [120] and [401]")
+    return None
+
+
+def _tokenizers_keep_their_own_state(m):
+    merges = [(bytes(a), bytes(b)) for a, b in CORPUS_MERGES]
+    vocab = tokenizer_vocab(merges)
+    swapped = {i: vocab[{97: 98, 98: 97}.get(i, i)] for i in vocab}  # the ids of a and b exchanged
+    text = "a bab abba, a caab: ab ba"
+    first, second = m.Tokenizer(vocab, merges), m.Tokenizer(swapped, merges)
+    first.encode(text)
+    back = second.decode(second.encode(text))
+    if back != text:
+        return (f"after a Tokenizer encoded {text!r}, a second Tokenizer whose vocab has the ids of a and b "
+                f"exchanged gives decode(encode(text)) = {back!r}")
+    return None
+
+
 TOKENIZER_PROPERTIES = (
+    Property("a special token whose bytes vocab already holds keeps that id; a new one gets the largest id + 1",
+             _special_in_vocab_keeps_its_id,
+             example="vocab = {b: bytes([b]) for b in range(256)} | {300: b'<|endoftext|>'}  # a gap: 256 … 299\n"
+                     "tok = minilm.Tokenizer(vocab, [], ['<|endoftext|>', '<|new|>'])\n"
+                     "print(tok.encode('<|endoftext|>'), tok.encode('<|new|>'))  # [300] [301]",
+             idea="look each special token's bytes up among vocab's tokens first; only a token vocab lacks gets a new "
+                  "id, max(vocab) + 1 (not len(vocab): ids may have gaps)"),
+    Property("two Tokenizers keep their own state: one's vocab and cache never reach the other",
+             _tokenizers_keep_their_own_state,
+             example="a = minilm.Tokenizer({i: bytes([i]) for i in range(256)}, [])\n"
+                     "b = minilm.Tokenizer({i: bytes([255 - i]) for i in range(256)}, [])\n"
+                     "a.encode('hi'); print(b.decode(b.encode('hi')))  # 'hi'",
+             idea="create every dict and list in __init__ (self.cache = {}), never as a class attribute or a "
+                  "module-level variable, which every Tokenizer shares"),
     Property("two new special tokens get two ids of their own, after the largest id of vocab", _new_specials_distinct,
              example="vocab = {b: bytes([b]) for b in range(256)}  # the single bytes\n"
                      "tok = minilm.Tokenizer(vocab, [], ['<|a|>', '<|b|>'])\n"
