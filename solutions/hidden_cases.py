@@ -384,7 +384,9 @@ def _generate(g):
             dict(table=table, ctx=ctx, prompt=torch.tensor(prompt), n=30, gen_seed=_int(g, 0, 10**6),
                  kw=dict(temperature=1.2), what="temperature 1.2, 30 tokens"),
             dict(table=table, ctx=ctx, prompt=torch.tensor(prompt), n=30, gen_seed=_int(g, 0, 10**6),
-                 kw=dict(temperature=0.9, top_k=3), what="temperature 0.9, top_k 3")]
+                 kw=dict(temperature=0.9, top_k=3), what="temperature 0.9, top_k 3"),
+            dict(table=table, ctx=ctx, prompt=torch.tensor(prompt), n=0, kw=dict(temperature=0.0),
+                 what="max_new_tokens 0 (the prompt alone)")]
 
 
 @hidden("11.3")
