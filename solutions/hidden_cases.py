@@ -558,7 +558,8 @@ def _newton_schulz(g):
     return [dict(G=G * (0.3 / G.norm()), what="G (7, 4) with Frobenius norm 0.3"),
             dict(G=_randn(g, r, c, scale=10.0), what=f"G ({r}, {c})"),
             dict(G=_randn(g, 1, c), what=f"a single row (1, {c})"),
-            dict(G=_randn(g, 9, 6, dtype=torch.float64), steps=_int(g, 1, 7), what="float64 G (9, 6), other steps")]
+            dict(G=_randn(g, 9, 6, dtype=torch.float64), steps=_int(g, 1, 7), what="float64 G (9, 6), other steps"),
+            dict(G=torch.zeros(r, c), what=f"an all-zero G ({r}, {c})")]
 
 
 @hidden("14.2")

@@ -8,6 +8,7 @@ from torch import nn
 from minilm.course.exercises import (
     Problem,
     Property,
+    at_edge,
     count,
     differs,
     dtype_shown,
@@ -19,6 +20,7 @@ from minilm.course.exercises import (
     keys_problem,
     module_contract,
     off_points,
+    optimizer_edges,
     randn,
     shown,
     spec,
@@ -66,12 +68,20 @@ def _ns_orthogonal(m):
         "all near 1 (0.7 … 1.2 for the quintic)")
 
 
+def _ns_zero(m):
+    return at_edge("on an all-zero G (4, 6), the result and zeros", lambda: m.newton_schulz(torch.zeros(4, 6)),
+                   torch.zeros(4, 6))
+
+
 NS_PROPERTIES = (
     keeps_inputs("newton_schulz", lambda: (randn(110, 4, 6),), "on G (4, 6)"),
     Property("newton_schulz(Gᵀ) is newton_schulz(G)ᵀ (a tall G is orthogonalized in its wide orientation)",
              _ns_transpose,
              example="G = torch.randn(4, 9)\nprint(minilm.newton_schulz(G.T) - minilm.newton_schulz(G).T)",
              idea="transpose a tall G (rows > cols) before the iteration and the result back after it"),
+    Property("an all-zero G gives an all-zero result: G / (‖G‖_F + eps) is 0, and the iteration keeps it 0", _ns_zero,
+             example="print(minilm.newton_schulz(torch.zeros(4, 6)))  # zeros, not NaN",
+             idea="divide by the Frobenius norm plus eps, G / (G.norm() + eps): without eps a zero gradient is 0 / 0"),
     Property("the result's singular values are all near 1", _ns_orthogonal,
              example="print(torch.linalg.svdvals(minilm.newton_schulz(torch.randn(6, 10))))",
              idea="normalize by the Frobenius norm first, then X ← aX + (bA + cA²)X with A = X Xᵀ, `steps` times"),
@@ -119,7 +129,27 @@ def _muon_cases():
                  what="2 steps without Nesterov, ns_steps=3")]
 
 
-spec("14.2", collect=_muon_collect, cases=_muon_cases, atol=1e-5,
+def _muon_zero_gradient(m):
+    p = nn.Parameter(randn(131, 4, 6))
+    before = p.detach().clone()
+    opt = m.Muon([p], lr=0.1, weight_decay=0.5)
+    p.grad = torch.zeros(4, 6)
+    return at_edge("with a zero gradient on the first step (lr 0.1, weight_decay 0.5), p after the step and "
+                   "0.95 · p", lambda: (opt.step(), p.detach().clone())[1], 0.95 * before)
+
+
+MUON_PROPERTIES = (
+    Property("with a zero gradient, a step only decays: p ← (1 − lr · weight_decay) · p", _muon_zero_gradient,
+             example="p = torch.nn.Parameter(torch.randn(4, 6))\nopt = minilm.Muon([p], lr=0.1, weight_decay=0.5)\n"
+                     "p.grad = torch.zeros(4, 6)\nbefore = p.detach().clone()\nopt.step()\n"
+                     "print(p / before)  # 0.95 everywhere",
+             idea="a zero gradient makes a zero momentum and a zero update; newton_schulz of zeros is zeros (G / "
+                  "(‖G‖ + eps)), so only the decay p ← p − lr · weight_decay · p moves p; never divide by the "
+                  "update's own norm"),
+    *optimizer_edges(lambda m, params: m.Muon(params, lr=0.1), "Muon"),
+)
+
+spec("14.2", properties=MUON_PROPERTIES, collect=_muon_collect, cases=_muon_cases, atol=1e-5,
      invariant=lambda got, c: None if type(got["lr_zero_step"]) is torch.Tensor and torch.equal(
          got["lr_zero_step"], torch.ones(3, 2)) else Problem(
          "after setting param_groups[0]['lr'] = 0 a step must not move the parameters: read lr from the param group "
