@@ -216,7 +216,9 @@ def _get_batch(g):
     return [dict(data=torch.arange(off, off + n), np_dtype="int64", batch=4, ctx=8, seed=_int(g, 0, 10**6), small=True,
                  what=f"{n} int64 tokens, batch 4, context 8"),
             dict(data=torch.arange(off, off + 50), np_dtype="uint16", batch=2, ctx=5, seed=_int(g, 0, 10**6),
-                 what="a uint16 dataset")]
+                 what="a uint16 dataset"),
+            dict(data=torch.arange(off, off + 9), np_dtype="int64", batch=3, ctx=8, seed=_int(g, 0, 10**6),
+                 what="context_length + 1 tokens: one window")]
 
 
 # Pieces of text for the BPE cases: repeated words and their overlaps, contractions, digits,
@@ -288,14 +290,18 @@ def _clip(g):
         params = [_randn(g, *s) for s in ((3, 4), (5,), (2, 2, 2))]
         out.append(dict(params=params, grads=[_randn(g, *p.shape, scale=scale) for p in params], max_norm=max_norm,
                         what=f"gradients of size ~{scale:g}, max_norm {max_norm:g}"))
-    return out
+    params = [_randn(g, 3, 4), _randn(g, 5)]
+    return out + [dict(params=params, grads=[torch.zeros_like(p) for p in params], max_norm=1.0,
+                       what="all-zero gradients")]
 
 
 @hidden("10.3")
 def _lr(g):
     w = _int(g, 1, 20)
     return [dict(args=dict(max_lr=3e-3, min_lr=1e-4, warmup_iters=w, cosine_cycle_iters=w + _int(g, 1, 50)),
-                 its=list(range(80)), what="other settings")]
+                 its=list(range(80)), what="other settings"),
+            dict(args=dict(max_lr=1.0, min_lr=0.1, warmup_iters=0, cosine_cycle_iters=_int(g, 1, 30)),
+                 its=list(range(35)), what="warmup_iters 0 (max_lr at it = 0)")]
 
 
 @hidden("10.4")
@@ -378,7 +384,9 @@ def _generate(g):
             dict(table=table, ctx=ctx, prompt=torch.tensor(prompt), n=30, gen_seed=_int(g, 0, 10**6),
                  kw=dict(temperature=1.2), what="temperature 1.2, 30 tokens"),
             dict(table=table, ctx=ctx, prompt=torch.tensor(prompt), n=30, gen_seed=_int(g, 0, 10**6),
-                 kw=dict(temperature=0.9, top_k=3), what="temperature 0.9, top_k 3")]
+                 kw=dict(temperature=0.9, top_k=3), what="temperature 0.9, top_k 3"),
+            dict(table=table, ctx=ctx, prompt=torch.tensor(prompt), n=0, kw=dict(temperature=0.0),
+                 what="max_new_tokens 0 (the prompt alone)")]
 
 
 @hidden("11.3")
@@ -550,7 +558,8 @@ def _newton_schulz(g):
     return [dict(G=G * (0.3 / G.norm()), what="G (7, 4) with Frobenius norm 0.3"),
             dict(G=_randn(g, r, c, scale=10.0), what=f"G ({r}, {c})"),
             dict(G=_randn(g, 1, c), what=f"a single row (1, {c})"),
-            dict(G=_randn(g, 9, 6, dtype=torch.float64), steps=_int(g, 1, 7), what="float64 G (9, 6), other steps")]
+            dict(G=_randn(g, 9, 6, dtype=torch.float64), steps=_int(g, 1, 7), what="float64 G (9, 6), other steps"),
+            dict(G=torch.zeros(r, c), what=f"an all-zero G ({r}, {c})")]
 
 
 @hidden("14.2")

@@ -20,8 +20,11 @@ from minilm.course import checks, exercises, tasks
 from minilm.course.difference import how_it_differs
 from solutions import make_stubs, mistakes
 from solutions.classic import ClassicLM
+from solutions.generation import generate, next_token_probs
 from solutions.linear import Linear
+from solutions.modern import newton_schulz
 from solutions.tests.test_release import student_env
+from solutions.training import AdamW
 
 ROOT = tasks.ROOT
 
@@ -265,6 +268,52 @@ def _classic_lm_tied_to_the_head(self, config, device=None, dtype=None):
         self.token_embeddings.weight = self.lm_head.weight
 
 
+# Slips that only an input at the contract's boundary shows: every visible case passes.
+def _probs_topk_unguarded(logits, temperature=1.0, top_k=None, top_p=None):
+    if top_k is not None and temperature != 0:  # torch.topk raises for k beyond the vocabulary
+        kth = torch.topk(logits.float() / temperature, top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits.float() / temperature < kth, float("-inf"))
+    return next_token_probs(logits, temperature, None, top_p)
+
+
+def _cosine_warmup_through_its_end(it, max_lr, min_lr, warmup_iters, cosine_cycle_iters):
+    import math
+
+    if it <= warmup_iters:  # the same rate at it = warmup_iters, but 0 / 0 when warmup_iters is 0
+        return it / warmup_iters * max_lr
+    if it <= cosine_cycle_iters:
+        progress = (it - warmup_iters) / (cosine_cycle_iters - warmup_iters)
+        return min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (max_lr - min_lr)
+    return min_lr
+
+
+def _ns_without_eps(G, steps=5, eps=1e-7):
+    return newton_schulz(G / G.norm(), steps, eps)  # 0 / 0 for a zero G
+
+
+def _quantize_tests_the_max(w, per_channel=True):
+    w = w.float()
+    absmax = w.abs().amax(dim=1, keepdim=True) if per_channel else w.abs().amax().reshape(1, 1)
+    scale = torch.where(absmax > 0, absmax / 127, torch.ones_like(absmax))  # 5e-44 / 127 is still 0
+    return torch.round(w / scale).clamp(-127, 127).to(torch.int8), scale
+
+
+_ADAMW_STEP = AdamW.step  # the reference's, kept: the slip replaces AdamW.step
+
+
+@torch.no_grad()
+def _adamw_closure_without_grad(self, closure=None):
+    loss = closure() if closure is not None else None  # under step's no_grad: backward raises
+    _ADAMW_STEP(self)
+    return loss
+
+
+def _generate_stacks_the_new_tokens(model, prompt_ids, max_new_tokens, **kw):
+    ids = generate(model, prompt_ids, max_new_tokens, **kw)
+    prompt = torch.as_tensor(prompt_ids)
+    return torch.cat((prompt, torch.stack(list(ids[len(prompt):]))))  # no new token: an empty stack
+
+
 SLIPS = [
     ("5.1", "solutions.rope", "rope_angles", _angles_theta_typo, "position 0 matches and every later one differs"),
     ("10.2", "solutions.training", "clip_grad_norm", _clip_returns_squared_norm, "squares of the expected ones"),
@@ -288,6 +337,19 @@ SLIPS = [
     ("13.4", "solutions.classic", "GeluFFN.__init__", _gelu_ffn_without_dtype, "w1.weight is float32"),
     ("13.6", "solutions.classic", "ClassicLM.__init__", _classic_lm_tied_to_the_head,
      "token_embeddings.weight starts with std"),
+    # Boundary values the contract allows and no visible case reaches.
+    ("11.1", "solutions.generation", "next_token_probs", _probs_topk_unguarded,
+     "top_k 50 > the vocabulary's 12 against no filter: your code raised RuntimeError"),
+    ("10.3", "solutions.training", "lr_cosine_schedule", _cosine_warmup_through_its_end,
+     "warmup 0 and cycle 40, it = 0: your code raised ZeroDivisionError"),
+    ("14.1", "solutions.modern", "newton_schulz", _ns_without_eps, "on an all-zero G (4, 6), the result and zeros: "
+     "24 of 24 values are NaN or inf"),
+    ("12.1", "solutions.quantization", "quantize_int8", _quantize_tests_the_max,
+     "row 1 is all 5e-44, per channel (max |w| / 127 underflows to 0)"),
+    ("10.4", "solutions.training", "AdamW.step", _adamw_closure_without_grad,
+     "AdamW.step(closure), with a closure that runs backward: your code raised RuntimeError"),
+    ("11.2", "solutions.generation", "generate", _generate_stacks_the_new_tokens,
+     "max_new_tokens=0, use_cache=False) and the prompt: your code raised RuntimeError"),
 ]
 
 

@@ -116,9 +116,34 @@ def differs(got, want, atol: float = 1e-5, rtol: float = 1e-4) -> str | None:
 def off_points(f: Callable[[float], float], want: dict, setting: str, at: str) -> str | None:
     """Where f misses the contract's values (a schedule at its boundaries): "with <setting>, <at> 5: 0.9,
     expected 1; …", or None when it hits every one."""
-    got = {x: float(f(x)) for x in want}
+    got = {}
+    for x in want:
+        try:
+            got[x] = float(f(x))
+        except Exception as e:  # noqa: BLE001 - raising at a boundary (warmup 0: 0 / 0) is missing its value
+            return f"with {setting}, {at} {x:g}: your code raised {one_line(e)}"
     wrong = [f"{at} {x:g}: {got[x]:.6g}, expected {v:g}" for x, v in want.items() if abs(got[x] - v) > 1e-9]
     return f"with {setting}, " + "; ".join(wrong[:3]) if wrong else None
+
+
+def at_edge(what: str, edge: Callable[[], object], want, atol: float = 1e-5, rtol: float = 1e-4) -> str | None:
+    """The student's output on a boundary input the contract allows (top_k beyond the vocabulary, an all-zero
+    matrix, no gradient at all) against what the contract fixes there: a number or tensor, or a callable giving
+    the student's own output on the input the edge must equal (the same logits without top_k). None when they
+    agree, else "<what>: …" naming the error the edge raised, its NaN or inf, or how the two differ."""
+    try:
+        got = edge()
+    except Exception as e:  # noqa: BLE001 - raising on an input the contract allows is missing its value
+        return f"{what}: your code raised {one_line(e)}"
+    expected = want() if callable(want) else want
+    got, expected = (torch.tensor(float(v), dtype=torch.float64) if type(v) in (int, float) else v
+                     for v in (got, expected))
+    if type(got) is torch.Tensor and got.is_floating_point() and type(expected) is torch.Tensor:
+        bad = int((~torch.isfinite(got.detach())).sum())
+        if bad and bool(torch.isfinite(expected).all()):
+            return f"{what}: {bad} of {got.numel()} values are NaN or inf"
+    d = differs(got, expected, atol, rtol)
+    return d and f"{what}: {d}"
 
 
 def keeps_inputs(name: str, make_args: Callable[[], tuple], what: str) -> Property:
@@ -144,6 +169,53 @@ def one_line(e: Exception) -> str:
 
     where = raised_at(e)
     return _one_line(e) + (f" ({where})" if where else "")
+
+
+def optimizer_edges(make: Callable[[object, list], torch.optim.Optimizer], what: str) -> tuple[Property, Property]:
+    """The properties every optimizer task shares at the contract's edges; make(m, params) builds the task's
+    optimizer over `params` ((3, 2) matrices):
+    - a parameter whose .grad is None (frozen, or out of the loss's reach) is skipped and left as it is;
+    - step(closure) calls the closure with gradients on, so the closure may run backward, and returns its loss."""
+    def skips(m):
+        a, b = nn.Parameter(torch.ones(3, 2)), nn.Parameter(torch.ones(3, 2))
+        opt = make(m, [a, b])
+        a.grad = torch.tensor([[1.0, -2.0], [0.5, 3.0], [-1.0, 2.0]])
+        return at_edge(f"{what} over two (3, 2) weights of ones, the second's .grad None: the second after a step "
+                       "and ones", lambda: (opt.step(), b.detach().clone())[1], torch.ones(3, 2))
+
+    def closure(m):
+        w = nn.Parameter(torch.ones(3, 2))
+        opt = make(m, [w])
+        c = torch.tensor([[1.0, -2.0], [0.5, 3.0], [-1.0, 0.0]])
+
+        def loss_of():
+            opt.zero_grad()
+            loss = (w * c).sum()  # 1.5 at w = ones
+            loss.backward()
+            return loss
+
+        try:
+            got = opt.step(loss_of)
+        except Exception as e:  # noqa: BLE001 - raising on a closure is breaking the property
+            return f"{what}.step(closure), with a closure that runs backward: your code raised {one_line(e)}"
+        if type(got) is not torch.Tensor:
+            return f"{what}.step(closure) returned {shown(got) if got is None else type(got).__name__}, expected " \
+                   "the closure's loss 1.5"
+        d = differs(got.detach().double().reshape(()), torch.tensor(1.5, dtype=torch.float64))
+        return d and f"{what}.step(closure): the value returned and the closure's loss 1.5: {d}"
+
+    return (Property(f"{what}.step() leaves a parameter whose .grad is None as it is", skips,
+                     example="a, b = torch.nn.Parameter(torch.ones(3, 2)), torch.nn.Parameter(torch.ones(3, 2))\n"
+                             f"opt = minilm.{what}([a, b])\na.grad = torch.randn(3, 2)\nopt.step()\n"
+                             "print(b)  # still ones",
+                     idea="skip every parameter whose .grad is None (continue) before touching its state or its "
+                          "weight: a frozen weight, or one the loss did not reach, has no gradient"),
+            Property(f"{what}.step(closure) runs the closure with gradients on and returns its loss", closure,
+                     example=f"w = torch.nn.Parameter(torch.ones(3, 2))\nopt = minilm.{what}([w])\n"
+                             "def closure():\n    opt.zero_grad()\n    loss = w.sum()\n    loss.backward()\n"
+                             "    return loss\nprint(opt.step(closure))  # the loss",
+                     idea="step runs under torch.no_grad(): call closure() inside torch.enable_grad(), keep its "
+                          "value, and return it at the end (None without a closure)"))
 
 
 def each_row_alone(name: str, make_args: Callable[[], tuple], what: str, batched: tuple[int, ...] = (0,)) -> Property:

@@ -9,6 +9,7 @@ import torch
 from minilm.course.exercises import (
     Problem,
     Property,
+    at_edge,
     differs,
     each_row_alone,
     ffn_adds_no_residual,
@@ -246,6 +247,12 @@ def _rms_norm_eps_added(m):
         f"0.001 / √(1e-6 + 1e-6) = {want:.5g}")
 
 
+def _rms_norm_zero_vector(m):
+    x = torch.cat((torch.zeros(1, 8), randn(61, 1, 8)))
+    return at_edge("on x (2, 8) whose row 0 is all zeros, row 0 of the output and zeros",
+                   lambda: m.rms_norm(x, randn(62, 8))[0], torch.zeros(8))
+
+
 RMS_PROPERTIES = (
     Property("eps is added to the mean square under the root: a row whose mean square equals eps comes out at 1/√2 "
              "(with weight 1)", _rms_norm_eps_added,
@@ -271,6 +278,10 @@ RMS_PROPERTIES = (
                      "print(minilm.rms_norm(x, w)[2] - minilm.rms_norm(x[2:], w)[0])",
              idea="take the mean of x² over the last dim only, keeping it (keepdim=True) to divide each vector by "
                   "its own RMS"),
+    Property("an all-zero vector comes out as zeros: eps keeps the division finite", _rms_norm_zero_vector,
+             example="print(minilm.rms_norm(torch.zeros(2, 8), torch.ones(8)))  # zeros, not NaN",
+             idea="add eps to the mean of x² inside the square root, sqrt(mean(x²) + eps): without it a zero vector "
+                  "is 0 / 0"),
     Property("scaling x by 10 leaves rms_norm(x) unchanged (for x well above eps)", _rms_norm_scale_free,
              example="x, w = torch.randn(4, 16), torch.ones(16)\nprint(minilm.rms_norm(10 * x, w) - "
                      "minilm.rms_norm(x, w))",

@@ -11,6 +11,7 @@ import torch
 from minilm.course.exercises import (
     Problem,
     Property,
+    at_edge,
     attention_shapes,
     count,
     differs,
@@ -194,6 +195,13 @@ def _layer_norm_module_bias(m):
     return d and f"LayerNorm(8) with weight 0 and bias 0, 1, …, 7: the output and the bias: {d}"
 
 
+def _layer_norm_constant_rows(m):
+    x, bias = torch.tensor([[2.5] * 8, [0.0] * 8, [-4.0] * 8]), torch.arange(8.0) / 4
+    return at_edge("on x (3, 8) whose rows are all 2.5, all 0 and all −4 (variance 0), weight 1 and bias 0, 0.25, "
+                   "…, 1.75: the output and the bias in every row", lambda: m.layer_norm(x, torch.ones(8), bias),
+                   bias.expand(3, 8))
+
+
 LAYER_NORM_PROPERTIES = (
     keeps_inputs("layer_norm", lambda: (randn(106, 3, 16), randn(107, 16), randn(108, 16)), "on x (3, 16)"),
     Property("with weight 1 and bias 0, each row comes out with mean 0 and mean square 1", _layer_norm_standardizes,
@@ -201,6 +209,11 @@ LAYER_NORM_PROPERTIES = (
                      "print(y.mean(-1), y.pow(2).mean(-1))  # 0 and 1",
              idea="subtract each row's mean, divide by the square root of the mean of the squared deviations "
                   "(the biased variance) + eps, over the last dim"),
+    Property("a row whose entries are all equal (variance 0) comes out as the bias: eps keeps 0 / 0 away",
+             _layer_norm_constant_rows,
+             example="print(minilm.layer_norm(torch.full((2, 8), 2.5), torch.ones(8), torch.zeros(8)))  # zeros",
+             idea="add eps to the variance inside the square root, sqrt(var + eps): a constant row's deviations are "
+                  "0, and 0 / sqrt(0) is NaN"),
     Property("LayerNorm multiplies by weight, then adds bias: with weight 0 the output is the bias",
              _layer_norm_module_bias,
              example="norm = minilm.LayerNorm(8)\n"

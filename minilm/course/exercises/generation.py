@@ -11,6 +11,7 @@ from torch import nn
 from minilm.course.exercises import (
     Problem,
     Property,
+    at_edge,
     attention_shapes,
     differs,
     first,
@@ -111,6 +112,19 @@ def _probs_top_k_then_top_p(m):
                   f"[0.533, 0.467]: the first alone reaches 0.5), the result and [1, 0, 0]: {d}")
 
 
+def _probs_filter_nothing(m):
+    logits = randn(86, 2, 12, scale=2.0)  # a vocabulary of 12
+    for kw, what in ((dict(top_k=12), "top_k 12, the vocabulary's size"), (dict(top_k=50), "top_k 50 > the "
+                     "vocabulary's 12"), (dict(top_p=1.0), "top_p 1"), (dict(top_k=50, top_p=1.0), "top_k 50 and "
+                     "top_p 1")):
+        found = at_edge(f"on logits (2, 12) at temperature 0.8, {what} against no filter",
+                        lambda: m.next_token_probs(logits, temperature=0.8, **kw),
+                        lambda: m.next_token_probs(logits, temperature=0.8))
+        if found:
+            return found
+    return None
+
+
 PROBS_PROPERTIES = (
     Property("top_k applies first, then top_p on the kept tokens renormalized", _probs_top_k_then_top_p,
              example="p = torch.tensor([[0.4, 0.35, 0.25]])\n"
@@ -128,6 +142,12 @@ PROBS_PROPERTIES = (
                      "print(minilm.next_token_probs(logits, top_k=3, top_p=0.6).sum(-1))",
              idea="divide a copy of the logits by the temperature, set the dropped tokens to -inf, then one softmax "
                   "over the last dim"),
+    Property("top_k at or beyond the vocabulary's size, or top_p 1, drops no token: the same distribution as no "
+             "filter", _probs_filter_nothing,
+             example="logits = torch.randn(2, 12)\n"
+                     "print(minilm.next_token_probs(logits, top_k=50) - minilm.next_token_probs(logits))  # zeros",
+             idea="top_k ≥ the vocabulary keeps every token: skip the filter then (torch.topk raises for k beyond "
+                  "the last dim's size); with top_p 1 only tokens after the cumulative sum reached 1 may go"),
     Property("top_k keeps exactly the k largest logits of each row", _probs_top_k,
              example="print(minilm.next_token_probs(torch.tensor([[0.1, 2.0, -1.0, 3.0, 0.5, 1.5]]), top_k=2))",
              idea="find each row's k-th largest logit (torch.topk(..., dim=-1).values[..., -1:]) and drop every logit "
@@ -213,6 +233,25 @@ def _explain_generate(key: str, got: torch.Tensor, want: torch.Tensor) -> str | 
             "stop right after emitting it. check('11.1') first: generate uses your next_token_probs)")
 
 
+def _generate_no_new_tokens(m):
+    prompt = torch.tensor([3, 14, 15, 9, 2])
+    for use_cache in (False, True):
+        found = at_edge(f"generate(model, [3, 14, 15, 9, 2], max_new_tokens=0, use_cache={use_cache}) and the "
+                        "prompt", lambda: m.generate(ToyLM(randn(0, 23, 23), 12), prompt, 0, temperature=0.0,
+                                                     use_cache=use_cache), prompt, atol=0, rtol=0)
+        if found:
+            return found
+    return None
+
+
+GENERATE_PROPERTIES = (
+    Property("max_new_tokens 0 returns the prompt alone", _generate_no_new_tokens,
+             example="print(minilm.generate(model, [3, 14, 15], 0))  # tensor([3, 14, 15])",
+             idea="loop max_new_tokens times and append each new token to the ids, starting from the prompt: zero "
+                  "times leaves the prompt (a torch.stack or torch.cat of the new tokens alone raises on none)"),
+)
+
+
 def _generate_cases():
     vocab, ctx, prompt = 23, 12, torch.tensor([3, 14, 15, 9, 2])
     table = randn(0, vocab, vocab, scale=2.0)
@@ -227,11 +266,14 @@ def _generate_cases():
                  what="temperature 1.3, 20 tokens"),
             dict(table=table, ctx=ctx, prompt=prompt, n=8, gen_seed=4, kw=dict(top_p=1e-6), what="top_p 1e-6 (greedy)"),
             dict(table=chain, ctx=ctx, prompt=torch.tensor([2]), n=10, kw=dict(temperature=0.0, eos_token_id=6),
-                 what="eos_token_id 6 (generation must stop right after it)")]
+                 what="eos_token_id 6 (generation must stop right after it)"),
+            dict(table=table, ctx=ctx, prompt=torch.arange(14) % vocab, n=4, kw=dict(temperature=0.0),
+                 what="a 14-token prompt, longer than context_length 12: the first step too sees its last 12 only")]
 
 
 # No top_p but 1e-6 (greedy for any top_p): 11.2's points depend on the loop, not on Task 11.1's top_p.
-spec("11.2", collect=_generate_collect, cases=_generate_cases, invariant=_generate_invariant, explain=_explain_generate,
+spec("11.2", properties=GENERATE_PROPERTIES, collect=_generate_collect, cases=_generate_cases,
+     invariant=_generate_invariant, explain=_explain_generate,
      outputs={"ids": "generate"},
      passed="greedy past context_length, sampling with your filter and the given generator, eos (no cache)")
 

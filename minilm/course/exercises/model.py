@@ -159,7 +159,22 @@ def _lm_cases():
                  what="TransformerLM(97, 32, 32, 2, 4, 48) and ids (2, 12)")]
 
 
+def _lm_full_context(m):
+    lm, ids, _ = _lm_inputs(m)  # context_length 32
+    full = torch.randint(0, 97, (2, 32), generator=gen(82))
+    with torch.no_grad():
+        logits = lm(full)
+        d = differs(logits[:, :8], lm(full[:, :8]), atol=1e-4)
+    return d and f"on ids (2, 32), as long as context_length, the first 8 positions' logits and ids[:, :8]'s: {d}"
+
+
 LM_PROPERTIES = (
+    Property("a sequence as long as context_length runs, and its first positions' logits are what a shorter "
+             "prefix gives", _lm_full_context,
+             example="lm = minilm.TransformerLM(97, 32, 32, 2, 4, 48, 10000.0)\nids = torch.randint(0, 97, (1, 32))\n"
+                     "print(lm(ids).shape)  # (1, 32, 97)",
+             idea="positions run 0 … seq − 1 ≤ context_length − 1, and every table (RoPE's) holds context_length "
+                  "rows: an off-by-one there fails only on a full context"),
     Property("the logits are lm_head(ln_final(·)) of the blocks applied one after the other to the token embeddings, "
              "with nothing added between them", _lm_composes,
              example="lm = minilm.TransformerLM(97, 32, 32, 2, 4, 48, 10000.0)\n"

@@ -8,6 +8,7 @@ from torch import nn
 from minilm.course.exercises import (
     Problem,
     Property,
+    at_edge,
     count,
     differs,
     dtype_shown,
@@ -20,6 +21,7 @@ from minilm.course.exercises import (
     keys_problem,
     module_contract,
     off_points,
+    optimizer_edges,
     randn,
     shown,
     spec,
@@ -67,12 +69,20 @@ def _ns_orthogonal(m):
         "all near 1 (0.7 … 1.2 for the quintic)")
 
 
+def _ns_zero(m):
+    return at_edge("on an all-zero G (4, 6), the result and zeros", lambda: m.newton_schulz(torch.zeros(4, 6)),
+                   torch.zeros(4, 6))
+
+
 NS_PROPERTIES = (
     keeps_inputs("newton_schulz", lambda: (randn(110, 4, 6),), "on G (4, 6)"),
     Property("newton_schulz(Gᵀ) is newton_schulz(G)ᵀ (a tall G is orthogonalized in its wide orientation)",
              _ns_transpose,
              example="G = torch.randn(4, 9)\nprint(minilm.newton_schulz(G.T) - minilm.newton_schulz(G).T)",
              idea="transpose a tall G (rows > cols) before the iteration and the result back after it"),
+    Property("an all-zero G gives an all-zero result: G / (‖G‖_F + eps) is 0, and the iteration keeps it 0", _ns_zero,
+             example="print(minilm.newton_schulz(torch.zeros(4, 6)))  # zeros, not NaN",
+             idea="divide by the Frobenius norm plus eps, G / (G.norm() + eps): without eps a zero gradient is 0 / 0"),
     Property("the result's singular values are all near 1", _ns_orthogonal,
              example="print(torch.linalg.svdvals(minilm.newton_schulz(torch.randn(6, 10))))",
              idea="normalize by the Frobenius norm first, then X ← aX + (bA + cA²)X with A = X Xᵀ, `steps` times"),
@@ -184,6 +194,7 @@ MUON_PROPERTIES = (
                      "print(p)  # 0.95 everywhere",
              idea="decay first, p ← p · (1 − lr · weight_decay), decoupled from the gradient, then the orthogonal "
                   "step; newton_schulz of a zero matrix is zero"),
+    *optimizer_edges(lambda m, params: m.Muon(params, lr=0.1), "Muon"),
 )
 
 spec("14.2", properties=MUON_PROPERTIES, collect=_muon_collect, cases=_muon_cases, atol=1e-5,
@@ -345,7 +356,9 @@ def _wsd_boundaries(m):
     return off_points(lambda p: m.lr_wsd_schedule(p, 2.0, 0.5, 0.1, 0.4),
                       {0.0: 0.0, 0.05: 1.0, 0.1: 2.0, 0.4: 2.0, 0.6: 2.0, 0.7: 1.625, 0.8: 1.25, 0.9: 0.875, 1.0: 0.5,
                        1.5: 0.5},
-                      "max_lr 2, min_lr 0.5, warmup 0.1 and decay 0.4", "progress")
+                      "max_lr 2, min_lr 0.5, warmup 0.1 and decay 0.4", "progress") or off_points(
+        lambda p: m.lr_wsd_schedule(p, 2.0, 0.5, 0.0, 0.5), {0.0: 2.0, 0.25: 2.0, 0.75: 1.25},
+        "no warmup (warmup 0), max_lr 2, min_lr 0.5 and decay 0.5", "progress")
 
 
 WSD_PROPERTIES = (

@@ -12,6 +12,7 @@ from torch import nn
 from minilm.course.exercises import (
     Problem,
     Property,
+    at_edge,
     first,
     gen,
     keeps_inputs,
@@ -109,8 +110,29 @@ def _quantize_error(m):
     return None
 
 
+def _quantize_underflow(m):
+    w = randn(87, 3, 5)
+    w[1] = 5e-44  # a float32 subnormal: 5e-44 / 127 rounds to 0
+    for per_channel, x, what in ((True, w, "w (3, 5) whose row 1 is all 5e-44, per channel"),
+                                 (False, torch.full((3, 5), 5e-44), "w (3, 5) all 5e-44, per tensor")):
+        row = 1 if per_channel else 0
+        found = at_edge(f"on {what} (max |w| / 127 underflows to 0), row {row}'s scale and q against 1 and zeros",
+                        lambda: torch.cat([t.double().reshape(t.shape[0], -1)[row] for t in
+                                           m.quantize_int8(x, per_channel=per_channel)[::-1]]),
+                        torch.tensor([1.0, 0, 0, 0, 0, 0], dtype=torch.float64), atol=0, rtol=0)
+        if found:
+            return found
+    return None
+
+
 QUANTIZE_PROPERTIES = (
     keeps_inputs("quantize_int8", lambda: (randn(111, 4, 6),), "on w (4, 6)"),
+    Property("a row so tiny that max |w| / 127 underflows to 0 gets scale 1 and quantizes to zeros",
+             _quantize_underflow,
+             example="w = torch.randn(3, 5)\nw[1] = 5e-44  # max |w| / 127 is 0 in float32\n"
+                     "q, scale = minilm.quantize_int8(w)\nprint(scale[1], q[1])  # 1 and zeros",
+             idea="compute max |w| / 127 first, then replace every scale that came out 0 by 1 (torch.where on the "
+                  "scale itself): testing max |w| > 0 misses a max too small to survive the division"),
     Property("dequantize(quantize(w)) lies within scale / 2 of w everywhere, zero rows included", _quantize_error,
              example="w = torch.randn(6, 10) * torch.tensor([[1e-3], [0.1], [1.0], [10.0], [0.0], [3.0]])\n"
                      "q, scale = minilm.quantize_int8(w)\nprint(((minilm.dequantize_int8(q, scale) - w).abs() - "

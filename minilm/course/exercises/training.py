@@ -15,11 +15,13 @@ from torch import nn
 from minilm.course.exercises import (
     Problem,
     Property,
+    at_edge,
     differs,
     gen,
     gradient_follows,
     keeps_inputs,
     off_points,
+    optimizer_edges,
     randn,
     shown,
     spec,
@@ -96,13 +98,29 @@ def _get_batch_reads_windows(m):
     return None
 
 
-spec("9.1", properties=(
-         Property("it reads only the windows it returns, never the whole corpus (a memmap may not fit in memory)",
-                  _get_batch_reads_windows,
-                  example="# np.asarray(dataset, dtype=np.int64) copies every token: 8 bytes × the corpus",
-                  idea="slice each window from the dataset first, dataset[i : i + context_length + 1], and convert "
-                       "only those slices to int64"),),
-     collect=_get_batch_collect, invariant=_get_batch_invariant, free=("x", "y", "again", "starts"),
+def _get_batch_one_window(m):
+    data = np.arange(100, 109, dtype=np.int64)  # context_length + 1 tokens: the only start is 0
+    want = torch.from_numpy(np.stack((data[:-1], data[1:]))).unsqueeze(1).expand(2, 3, 8)
+    return at_edge("on a dataset of 9 tokens 100 … 108 with context_length 8 (one window, start 0) and batch 3, "
+                   "(x, y) and (dataset[:8], dataset[1:]) in every row",
+                   lambda: torch.stack([t.long() for t in m.get_batch(data, 3, 8, "cpu")]), want, atol=0, rtol=0)
+
+
+GET_BATCH_PROPERTIES = (
+    Property("a dataset of context_length + 1 tokens has one window: x = dataset[:-1], y = dataset[1:]",
+             _get_batch_one_window,
+             example="x, y = minilm.get_batch(np.arange(9), 3, 8, 'cpu')\nprint(x, y)  # rows 0 … 7 and 1 … 8",
+             idea="the starts run over 0 … len(dataset) − context_length − 1, both included: torch.randint's high is "
+                  "exclusive, so torch.randint(0, len(dataset) − context_length, …), which is 1 here"),
+    Property("it reads only the windows it returns, never the whole corpus (a memmap may not fit in memory)",
+             _get_batch_reads_windows,
+             example="# np.asarray(dataset, dtype=np.int64) copies every token: 8 bytes × the corpus",
+             idea="slice each window from the dataset first, dataset[i : i + context_length + 1], and convert "
+                  "only those slices to int64"),
+)
+
+spec("9.1", properties=GET_BATCH_PROPERTIES, collect=_get_batch_collect, invariant=_get_batch_invariant,
+     free=("x", "y", "again", "starts"),
      cases=lambda: [dict(data=torch.arange(1000), np_dtype="int64", batch=4, ctx=8, seed=0, small=True,
                          what="1000 int64 tokens, batch 4, context 8"),
                     dict(data=torch.arange(50), np_dtype="uint16", batch=2, ctx=5, seed=0, what="a uint16 dataset")],
@@ -491,6 +509,22 @@ def _clip_returns_norm(m):
     return d and f"the returned value and the global norm before clipping: {d}"
 
 
+def _clip_nothing_to_clip(m):
+    zero = [nn.Parameter(torch.ones(3, 4)), nn.Parameter(torch.ones(5))]
+    for p in zero:
+        p.grad = torch.zeros_like(p)
+    found = at_edge("with two all-zero gradients and max_norm 1, the returned norm and 0",
+                    lambda: torch.as_tensor(m.clip_grad_norm(zero, 1.0)).double().reshape(()),
+                    torch.tensor(0.0, dtype=torch.float64))
+    found = found or at_edge("with two all-zero gradients, the gradients after clipping and zeros",
+                             lambda: torch.cat([p.grad.flatten() for p in zero]), torch.zeros(17))
+    none = [nn.Parameter(torch.ones(3, 4)), nn.Parameter(torch.ones(5))]  # .grad None: nothing to clip
+    return found or at_edge("with two parameters whose .grad is None (no gradient at all) and max_norm 1, the "
+                            "returned norm and 0",
+                            lambda: torch.as_tensor(m.clip_grad_norm(none, 1.0)).double().reshape(()),
+                            torch.tensor(0.0, dtype=torch.float64))
+
+
 CLIP_PROPERTIES = (
     Property("above max_norm, every gradient is scaled by one factor so that the global norm becomes max_norm",
              _clip_to_max_norm,
@@ -502,6 +536,12 @@ CLIP_PROPERTIES = (
                   "max_norm / (norm + 1e-6)"),
     Property("it returns the global norm before clipping", _clip_returns_norm,
              idea="compute the norm first, keep it, clip, then return the norm you kept"),
+    Property("with all-zero gradients, or none at all, the norm is 0 and nothing changes", _clip_nothing_to_clip,
+             example="a = torch.nn.Parameter(torch.ones(3))\nprint(minilm.clip_grad_norm([a], 1.0))  # a.grad is "
+                     "None: tensor(0.)\na.grad = torch.zeros(3)\nprint(minilm.clip_grad_norm([a], 1.0), a.grad)  # 0, "
+                     "zeros",
+             idea="sum the squares of the gradients there are, starting from 0 (torch.stack or torch.cat of an empty "
+                  "list raises), and scale only when the norm exceeds max_norm: 0 never does"),
 )
 
 spec("10.2", properties=CLIP_PROPERTIES, collect=_clip_collect, cases=_clip_cases,
@@ -525,6 +565,11 @@ def _schedule_boundaries(m):
                       "max_lr 2, min_lr 0.5, warmup 10 and cycle 50", "it =")
 
 
+def _schedule_no_warmup(m):
+    return off_points(lambda it: m.lr_cosine_schedule(int(it), 2.0, 0.5, 0, 40), {0: 2.0, 20: 1.25, 40: 0.5, 41: 0.5},
+                      "max_lr 2, min_lr 0.5, warmup 0 and cycle 40", "it =")
+
+
 SCHEDULE_PROPERTIES = (
     Property("the rate is 0 at it = 0, max_lr at the end of the warmup, halfway between at mid-cycle, and min_lr "
              "from the end of the cycle on", _schedule_boundaries,
@@ -532,6 +577,10 @@ SCHEDULE_PROPERTIES = (
                      "print([lr(it) for it in (0, 5, 10, 30, 50, 80)])  # [0, 1, 2, 1.25, 0.5, 0.5]",
              idea="three cases by it: it < warmup_iters rises linearly from 0; up to cosine_cycle_iters the cosine "
                   "falls from max_lr to min_lr over (it − warmup) / (cycle − warmup); after it, min_lr"),
+    Property("with warmup_iters 0 there is no warmup: the cosine starts at max_lr at it = 0", _schedule_no_warmup,
+             example="print(minilm.lr_cosine_schedule(0, 2.0, 0.5, 0, 40))  # 2.0",
+             idea="test it < warmup_iters before dividing by warmup_iters: with warmup_iters 0 no it is in the "
+                  "warmup, and it / warmup_iters would divide by 0"),
 )
 
 spec("10.3", properties=SCHEDULE_PROPERTIES,
@@ -626,6 +675,7 @@ ADAMW_PROPERTIES = (
              example="p = torch.nn.Parameter(torch.ones(4))\nopt = minilm.AdamW([p], lr=0.1, weight_decay=0.5)\n"
                      "p.grad = torch.zeros(4)\nopt.step()\nprint(p)  # 0.95",
              idea="the decay is decoupled: p ← p − lr · weight_decay · p, apart from the moments"),
+    *optimizer_edges(lambda m, params: m.AdamW(params, lr=0.1), "AdamW"),
     Property("the state of each parameter holds step and the moments exp_avg and exp_avg_sq, not bias-corrected",
              _adamw_state,
              idea="keep the step count and the two moments in self.state[p] under PyTorch's names; compute the "
@@ -815,6 +865,11 @@ def _steps_and_batches(m):
         return f"from start = 2 until lr_at(5) is None, it asked for batch({shown(r.asked)}), expected batch([2, 3, 4])"
     if steps != [3, 4, 5]:
         return f"from start = 2 to 5 it yielded steps {shown(steps)}, expected [3, 4, 5]"
+    r = Regression()
+    done = r.run(m, 4, 4, 0.01, None)
+    if r.asked or done:
+        return (f"from start = 4 with lr_at(4) None (a run resumed at its end), it asked for batch({shown(r.asked)}) "
+                f"and yielded {len(done)} Step(s), expected none: ask lr_at before the first step too")
     r = Regression()
     r.run(m, 0, 3, lambda step: 0.0 if step == 0 else 0.01, None)
     if r.asked != [0, 1, 2]:
