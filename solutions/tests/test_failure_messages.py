@@ -258,6 +258,15 @@ def _gelu_ffn_without_dtype(self, d_model, d_ff, device=None, dtype=None):
     self.w1, self.w2 = Linear(d_model, d_ff), Linear(d_ff, d_model)  # dtype and device dropped
 
 
+def _get_batch_on_cpu(dataset, batch_size, context_length, device="cpu"):
+    import numpy as np
+
+    starts = torch.randint(0, len(dataset) - context_length, (batch_size,)).tolist()
+    windows = torch.from_numpy(np.stack([np.asarray(dataset[i : i + context_length + 1], dtype=np.int64)
+                                         for i in starts]))
+    return windows[:, :-1].contiguous(), windows[:, 1:].contiguous()  # device ignored
+
+
 _CLASSIC_LM_INIT = ClassicLM.__init__
 
 
@@ -337,6 +346,7 @@ SLIPS = [
     ("13.4", "solutions.classic", "GeluFFN.__init__", _gelu_ffn_without_dtype, "w1.weight is float32"),
     ("13.6", "solutions.classic", "ClassicLM.__init__", _classic_lm_tied_to_the_head,
      "token_embeddings.weight starts with std"),
+    ("9.1", "solutions.data", "get_batch", _get_batch_on_cpu, "returned x and y on ['cpu', 'cpu']"),
     # Boundary values the contract allows and no visible case reaches.
     ("11.1", "solutions.generation", "next_token_probs", _probs_topk_unguarded,
      "top_k 50 > the vocabulary's 12 against no filter: your code raised RuntimeError"),

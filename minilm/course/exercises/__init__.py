@@ -491,14 +491,14 @@ class _Sealed(nn.Module):
 
 
 def module_contract(make: Callable[..., nn.Module], inputs: Callable[[nn.Module], tuple], what: str,
-                    calls_linears: bool = False) -> tuple[Property, ...]:
+                    calls_linears: bool = False, meta: bool = True) -> tuple[Property, ...]:
     """The properties every module task shares, about how it is built: make(m, **kw) builds a fresh module of
     the task (kw: dtype, device, passed on as the constructor's own), inputs(module) gives forward's arguments.
 
     - a fresh module's parameters start as the contract's init for their kind (`_contract_init`): a
       composite module that draws its own torch.randn, or ties a weight the other way round, breaks it;
-    - dtype= reaches every parameter (device= goes the same way, untestable on a CPU), and a float64
-      module returns float64;
+    - dtype= and device= reach every parameter, and a float64 module returns float64 (the device is
+      "meta", which holds no data, unless meta=False: RoPE's tables are computed and checked on build);
     - with calls_linears, forward calls its Linears rather than reading their weights (Task 12.3 swaps
       every Linear of the model for an Int8Linear, which has none)."""
     def starts(m):
@@ -518,6 +518,11 @@ def module_contract(make: Callable[..., nn.Module], inputs: Callable[[nn.Module]
         out = module(*args)
         if type(out) is torch.Tensor and out.dtype != torch.float64:
             return f"{what} built with dtype=torch.float64 returns {str(out.dtype)[6:]} on float64 inputs"
+        if meta:
+            elsewhere = [(n, p.device.type) for n, p in make(m, device="meta").named_parameters()
+                         if p.device.type != "meta"]
+            if elsewhere:
+                return f"{what} built with device='meta': {elsewhere[0][0]} is on {elsewhere[0][1]}"
         return None
 
     def calls(m):
@@ -544,7 +549,7 @@ def module_contract(make: Callable[..., nn.Module], inputs: Callable[[nn.Module]
                  idea="build every part from your own Linear, Embedding and norm modules, whose __init__ draws the "
                       "contract's init, and tie nothing the contract does not tie; a torch.randn or nn.Parameter "
                       "made by hand in a composite module skips it"),
-        Property(f"{what} builds every parameter in the dtype it is given", builds_in,
+        Property(f"{what} builds every parameter in the dtype and on the device it is given", builds_in,
                  example=f"# build {what} with dtype=torch.float64 as `module`, then\n"
                          "print({name: p.dtype for name, p in module.named_parameters()})",
                  idea="pass device=device, dtype=dtype on to every submodule and tensor you create in __init__"),

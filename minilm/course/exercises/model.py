@@ -107,7 +107,7 @@ BLOCK_PROPERTIES = (
              idea="forward(x, token_positions) calls self.attn(self.ln1(x), token_positions): RoPE needs them"),
     learns(lambda m: (lambda block, x, _: (block, (x,)))(*_block_inputs(m)), "the block"),
     *module_contract(lambda m, **kw: m.TransformerBlock(32, 4, 80, 32, 10000.0, **kw),
-                     lambda _: (randn(80, 2, 5, 32),), "TransformerBlock(32, 4, 80)", calls_linears=True),
+                     lambda _: (randn(80, 2, 5, 32),), "TransformerBlock(32, 4, 80)", calls_linears=True, meta=False),
 )
 
 spec("7.1", properties=BLOCK_PROPERTIES,
@@ -184,7 +184,7 @@ LM_PROPERTIES = (
     causal_property(_lm_inputs, "the model"), batch_rows_property(_lm_inputs, "the model"),
     *module_contract(lambda m, **kw: m.TransformerLM(97, 32, 32, 2, 4, 80, 10000.0, **kw),
                      lambda _: (torch.randint(0, 97, (2, 5), generator=gen(81)),),
-                     "TransformerLM(97, 32, 32, 2, 4, 80)", calls_linears=True),
+                     "TransformerLM(97, 32, 32, 2, 4, 80)", calls_linears=True, meta=False),
 )
 
 spec("8.1", properties=LM_PROPERTIES,

@@ -492,7 +492,7 @@ MHSA_PROPERTIES = (causal_property(_mhsa_inputs, "attention"), batch_rows_proper
                    learns(lambda m: (lambda layer, x, _: (layer, (x,)))(*_mhsa_inputs(m)), "the attention"),
                    *module_contract(lambda m, **kw: m.MultiHeadSelfAttention(32, 4, 32, 10000.0, **kw),
                                     lambda _: (randn(82, 2, 5, 32),), "MultiHeadSelfAttention(32, 4, 32, 10000.0)",
-                                    calls_linears=True))
+                                    calls_linears=True, meta=False))
 
 spec("6.3", properties=MHSA_PROPERTIES,
      collect=lambda m, c: layer_collect(_mhsa(m, c), c), cases=_mhsa_cases, outputs={"y": "the output"},

@@ -106,7 +106,17 @@ def _get_batch_one_window(m):
                    lambda: torch.stack([t.long() for t in m.get_batch(data, 3, 8, "cpu")]), want, atol=0, rtol=0)
 
 
+def _get_batch_on_device(m):
+    x, y = m.get_batch(np.arange(50, dtype=np.int64), 2, 4, "meta")  # a device without data: only where it lives
+    places = [t.device.type if type(t) is torch.Tensor else type(t).__name__ for t in (x, y)]
+    return None if places == ["meta", "meta"] else f"get_batch(…, device='meta') returned x and y on {places}"
+
+
 GET_BATCH_PROPERTIES = (
+    Property("x and y are on the device it is given", _get_batch_on_device,
+             example="x, y = minilm.get_batch(np.arange(50), 2, 4, 'meta')\nprint(x.device, y.device)  # meta meta",
+             idea="move both tensors with .to(device) before returning them (on a laptop 'mps' or 'cuda' trains "
+                  "only if the batch is there too)"),
     Property("a dataset of context_length + 1 tokens has one window: x = dataset[:-1], y = dataset[1:]",
              _get_batch_one_window,
              example="x, y = minilm.get_batch(np.arange(9), 3, 8, 'cpu')\nprint(x, y)  # rows 0 … 7 and 1 … 8",
