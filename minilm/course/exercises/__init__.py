@@ -575,7 +575,7 @@ def ffn_adds_no_residual(make: Callable[[object], nn.Module], what: str) -> Prop
     return Property(f"{what} ends in w2: with w2 at zero the output is 0 (the block adds the residual, not the FFN)",
                     probe, example=f"# build {what} as `ffn`, then\nffn.w2.weight.data.zero_()\n"
                                    "print(ffn(torch.randn(2, 3, ffn.w2.weight.shape[0])))  # zeros",
-                    idea="return w2 of the activated hidden layer and nothing else: x + … is the block's residual, "
+                    idea="return w2 of the activated inner layer and nothing else: x + … is the block's residual, "
                          "added once there")
 
 

@@ -321,7 +321,7 @@ def _groups_by_type(m):
 
 
 GROUPS_PROPERTIES = (
-    Property("an Embedding is found by its type, whatever its name: a Linear named embed_proj is a hidden matrix",
+    Property("an Embedding is found by its type, whatever its name: a Linear named embed_proj is a matrix for Muon",
              _groups_by_type,
              example="model = torch.nn.Module()\nmodel.wte, model.embed_proj = minilm.Embedding(11, 6), "
                      "minilm.Linear(6, 6)\nmodel.lm_head = minilm.Linear(6, 11)\n"
