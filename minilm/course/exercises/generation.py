@@ -408,6 +408,48 @@ def _kv_caches_apart(m):
     return d and f"with two caches updated in turn, cache b's keys and b's own keys k2, k4: {d}"
 
 
+def _first_off(got: torch.Tensor, want: torch.Tensor, atol: float = 1e-4) -> int | None:
+    """The first position (dim -2) where got and want differ, or None."""
+    if type(got) is not torch.Tensor or got.shape != want.shape:
+        return 0
+    off = ((got - want).abs() > atol).flatten(0, -3).any(0).any(-1) if got.ndim > 2 else \
+        ((got - want).abs() > atol).any(-1)
+    return int(off.nonzero()[0]) if off.any() else None
+
+
+def _attention_cache_path(m):
+    attn = m.MultiHeadSelfAttention(16, 2, 32, 10000.0)
+    load_state(attn, weights(42, attention_shapes(16)))
+    x, chunks = randn(43, 2, 10, 16), (5, 3, 1, 1)
+    with torch.no_grad():
+        full = attn(x)
+        cache, start, parts = m.KVCache(), 0, []
+        for n in chunks:
+            parts.append(attn(x[..., start:start + n, :], kv_cache=cache))
+            start += n
+        at = _first_off(torch.cat(parts, dim=-2), full)
+    if at is None:
+        return None
+    which = "the prefill (5 tokens into an empty cache)" if at < 5 else f"the chunk that holds position {at}"
+    return (f"x (2, 10, 16) fed in chunks of 5, 3, 1 and 1 tokens through one KVCache and in one call: the outputs "
+            f"first differ at position {at}, in {which}")
+
+
+def _model_cache_path(m):
+    with torch.random.fork_rng(devices=[]):
+        lm = m.TransformerLM(53, 12, 16, 2, 2, 24, 10000.0)
+    load_state(lm, weights(44, lm_shapes(53, 16, 2, 24)))
+    ids = torch.randint(0, 53, (1, 10), generator=gen(45))
+    with torch.no_grad():
+        full = lm(ids)
+        cache = lm.make_kv_cache()
+        steps = [lm(ids[:, :6], kv_cache=cache)] + [lm(ids[:, t:t + 1], kv_cache=cache) for t in range(6, 10)]
+        at = _first_off(torch.cat(steps, dim=1), full)
+    return None if at is None else (
+        f"a 6-token prompt then 4 single tokens through make_kv_cache(), against one forward over the 10 tokens: "
+        f"the logits first differ at position {at}" + (" (the prompt)" if at < 6 else ""))
+
+
 KV_PROPERTIES = (
     Property("update returns every key and value given so far, in order: the cached ones, then the new",
              _kv_returns_what_it_was_given,
@@ -421,6 +463,23 @@ KV_PROPERTIES = (
                      "a.update(torch.ones(1, 1, 2, 4), torch.ones(1, 1, 2, 4))\nprint(len(b))  # 0",
              idea="create the buffers in __init__ (self.k = None), not as class attributes, which every cache "
                   "shares"),
+    Property("attention fed through a cache chunk by chunk gives what one call over every token gives",
+             _attention_cache_path,
+             example="attn = minilm.MultiHeadSelfAttention(16, 2, 32, 10000.0)\nx = torch.randn(1, 10, 16)\n"
+                     "cache = minilm.KVCache()\n"
+                     "y = torch.cat([attn(x[:, :5], kv_cache=cache), attn(x[:, 5:], kv_cache=cache)], 1)\n"
+                     "print((y - attn(x)).abs().max())  # ~0",
+             idea="start the positions at len(kv_cache) (read before the update), rotate q and k there, pass k and "
+                  "v through kv_cache.update, and mask with shape (queries, keys): query i sees keys 0 … keys − "
+                  "queries + i"),
+    Property("the model fed a prompt, then one token at a time through its caches, gives the logits of one full "
+             "forward", _model_cache_path,
+             example="lm = minilm.TransformerLM(53, 12, 16, 2, 2, 24, 10000.0); ids = torch.randint(0, 53, (1, 8))\n"
+                     "cache = lm.make_kv_cache()\n"
+                     "y = torch.cat([lm(ids[:, :5], kv_cache=cache), lm(ids[:, 5:], kv_cache=cache)], 1)\n"
+                     "print((y - lm(ids)).abs().max())  # ~0",
+             idea="TransformerLM.forward hands layer i its own cache, kv_cache[i], and starts the positions at "
+                  "len(kv_cache[0]), the tokens already cached"),
 )
 
 
