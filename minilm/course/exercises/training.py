@@ -25,6 +25,7 @@ from minilm.course.exercises import (
     one_line,
     optimizer_edges,
     randn,
+    rises_then_falls,
     shown,
     spec,
 )
@@ -677,28 +678,48 @@ def _lr_collect(m, c):
     return {"lr": torch.tensor([float(m.lr_cosine_schedule(it, **c["args"])) for it in c["its"]], dtype=torch.float64)}
 
 
-def _schedule_boundaries(m):
-    return off_points(lambda it: m.lr_cosine_schedule(int(it), 2.0, 0.5, 10, 50),
-                      {0: 0.0, 5: 1.0, 10: 2.0, 30: 1.25, 50: 0.5, 80: 0.5},
-                      "max_lr 2, min_lr 0.5, warmup 10 and cycle 50", "it =")
+def _cosine_at(want: dict, max_lr: float = 2.0, min_lr: float = 0.5, warmup: int = 10, cycle: int = 70):
+    """A probe: lr_cosine_schedule at the its of `want` gives the rates the contract fixes there."""
+    return lambda m: off_points(lambda it: m.lr_cosine_schedule(int(it), max_lr, min_lr, warmup, cycle), want,
+                                f"max_lr {max_lr:g}, min_lr {min_lr:g}, warmup {warmup} and cycle {cycle}", "it =")
 
 
-def _schedule_no_warmup(m):
-    return off_points(lambda it: m.lr_cosine_schedule(int(it), 2.0, 0.5, 0, 40), {0: 2.0, 20: 1.25, 40: 0.5, 41: 0.5},
-                      "max_lr 2, min_lr 0.5, warmup 0 and cycle 40", "it =")
+def _schedule_shape(m):
+    return rises_then_falls(lambda it: m.lr_cosine_schedule(int(it), 1.0, 0.1, 4, 16), list(range(25)), 4,
+                            "max_lr 1, min_lr 0.1, warmup 4 and cycle 16", "it =")
 
 
+_COSINE = "lr = lambda it: minilm.lr_cosine_schedule(it, 2.0, 0.5, 10, 70)\n"
 SCHEDULE_PROPERTIES = (
-    Property("the rate is 0 at it = 0, max_lr at the end of the warmup, halfway between at mid-cycle, and min_lr "
-             "from the end of the cycle on", _schedule_boundaries,
-             example="lr = lambda it: minilm.lr_cosine_schedule(it, 2.0, 0.5, 10, 50)\n"
-                     "print([lr(it) for it in (0, 5, 10, 30, 50, 80)])  # [0, 1, 2, 1.25, 0.5, 0.5]",
-             idea="three cases by it: it < warmup_iters rises linearly from 0; up to cosine_cycle_iters the cosine "
-                  "falls from max_lr to min_lr over (it − warmup) / (cycle − warmup); after it, min_lr"),
-    Property("with warmup_iters 0 there is no warmup: the cosine starts at max_lr at it = 0", _schedule_no_warmup,
+    Property("the warmup rises linearly from 0 at it = 0: it / warmup_iters · max_lr",
+             _cosine_at({0: 0.0, 1: 0.2, 5: 1.0, 9: 1.8}),
+             example=_COSINE + "print([lr(it) for it in (0, 1, 5, 9)])  # [0.0, 0.2, 1.0, 1.8]",
+             idea="for it < warmup_iters return it / warmup_iters · max_lr: 0 at it = 0, min_lr plays no part"),
+    Property("the rate is exactly max_lr at it = warmup_iters, where the cosine starts",
+             _cosine_at({10: 2.0}),
+             example=_COSINE + "print(lr(10))  # 2.0",
+             idea="it = warmup_iters is the cosine's first iteration, at progress 0: (it − warmup_iters) / "
+                  "(cosine_cycle_iters − warmup_iters) is 0 there, and the cosine gives max_lr"),
+    Property("the rate is exactly min_lr at it = cosine_cycle_iters and at every it after",
+             _cosine_at({70: 0.5, 71: 0.5, 100: 0.5, 10**6: 0.5}),
+             example=_COSINE + "print([lr(it) for it in (70, 71, 100, 10**6)])  # [0.5, 0.5, 0.5, 0.5]",
+             idea="the cosine's progress reaches 1 at it = cosine_cycle_iters, where cos(π) gives min_lr; "
+                  "for it > cosine_cycle_iters return min_lr itself"),
+    Property("between them the rate follows half a cosine: min_lr + ½ (1 + cos(π · progress)) (max_lr − min_lr)",
+             _cosine_at({30: 1.625, 40: 1.25, 50: 0.875}),
+             example=_COSINE + "print([lr(it) for it in (30, 40, 50)])  # progress ⅓, ½, ⅔: [1.625, 1.25, 0.875]",
+             idea="progress = (it − warmup_iters) / (cosine_cycle_iters − warmup_iters) runs from 0 to 1; the "
+                  "rate is min_lr + 0.5 · (1 + math.cos(math.pi · progress)) · (max_lr − min_lr)"),
+    Property("with warmup_iters 0 there is no warmup: the cosine starts at max_lr at it = 0",
+             _cosine_at({0: 2.0, 20: 1.25, 40: 0.5, 41: 0.5}, warmup=0, cycle=40),
              example="print(minilm.lr_cosine_schedule(0, 2.0, 0.5, 0, 40))  # 2.0",
              idea="test it < warmup_iters before dividing by warmup_iters: with warmup_iters 0 no it is in the "
                   "warmup, and it / warmup_iters would divide by 0"),
+    Property("the rate never falls during the warmup and never rises after it", _schedule_shape,
+             example="lr = [minilm.lr_cosine_schedule(it, 1.0, 0.1, 4, 16) for it in range(25)]\n"
+                     "print(lr)  # up to it = 4, then down to 0.1, then flat",
+             idea="three cases by it, each on its own range: the warmup below warmup_iters, the cosine from "
+                  "warmup_iters to cosine_cycle_iters (cos of 0 … π only falls), min_lr after"),
 )
 
 spec("10.3", properties=SCHEDULE_PROPERTIES,
