@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -307,6 +308,70 @@ def _quantize_tests_the_max(w, per_channel=True):
     return torch.round(w / scale).clamp(-127, 127).to(torch.int8), scale
 
 
+# Slips in a clause the visible cases reach only through a comparison of values: a property names the clause.
+def _bpe(pick, to_tokens):
+    """A train_bpe that recounts every pair at every merge, picking the merge with pick(counts) and starting each
+    chunk as to_tokens(chunk)."""
+    def train_bpe(text, num_merges):
+        import regex
+
+        from solutions.bpe import GPT2_PATTERN
+        from solutions.mistakes.training import _merge_everywhere
+
+        chunks = Counter(m.group() for m in regex.finditer(GPT2_PATTERN, text))
+        words = [(to_tokens(chunk), n) for chunk, n in chunks.items()]
+        merges = []
+        for _ in range(num_merges):
+            counts = Counter()
+            for word, n in words:
+                for pair in zip(word, word[1:]):
+                    counts[pair] += n
+            if not counts:
+                break
+            merges.append(pick(counts))
+            words = [(_merge_everywhere(word, merges[-1]), n) for word, n in words]
+        return {i: bytes([i]) for i in range(256)} | {256 + k: a + b for k, (a, b) in enumerate(merges)}, merges
+    return train_bpe
+
+
+def _utf8_bytes(chunk):
+    return [bytes([b]) for b in chunk.encode("utf-8")]
+
+
+def _greatest_of_the_top(counts):
+    return max((c, pair) for pair, c in counts.items())[1]
+
+
+_bpe_tie_first_counted = _bpe(lambda counts: max(counts, key=counts.get), _utf8_bytes)  # the first seen of a tie
+_bpe_characters = _bpe(_greatest_of_the_top, lambda chunk: [ch.encode("utf-8") for ch in chunk])  # "é" one token
+
+
+def _save_checkpoint_parameters_only(model, optimizer, iteration, out):
+    weights = {name: p.detach() for name, p in model.named_parameters()}  # the model's buffers left out
+    torch.save({"model": weights, "optimizer": optimizer.state_dict(), "iteration": iteration}, out)
+
+
+def _cosine_over_one_more(it, max_lr, min_lr, warmup_iters, cosine_cycle_iters):
+    import math
+
+    if it < warmup_iters:
+        return it / warmup_iters * max_lr
+    if it <= cosine_cycle_iters:  # one iteration too many in the cosine: just above min_lr at its end
+        progress = (it - warmup_iters) / (cosine_cycle_iters - warmup_iters + 1)
+        return min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (max_lr - min_lr)
+    return min_lr
+
+
+def _wsd_decay_from_the_stable_end(progress, max_lr, min_lr, warmup, decay):
+    if progress < warmup:
+        return max_lr * progress / warmup
+    if progress < 1 - decay - warmup:  # the stable phase taken as what is left after both: the decay starts early
+        return max_lr
+    if progress < 1:
+        return max_lr + (min_lr - max_lr) * (progress - (1 - decay)) / decay
+    return min_lr
+
+
 _ADAMW_STEP = AdamW.step  # the reference's, kept: the slip replaces AdamW.step
 
 
@@ -360,6 +425,20 @@ SLIPS = [
      "AdamW.step(closure), with a closure that runs backward: your code raised RuntimeError"),
     ("11.2", "solutions.generation", "generate", _generate_stacks_the_new_tokens,
      "max_new_tokens=0, use_cache=False) and the prompt: your code raised RuntimeError"),
+    # A clause's own property, where the visible cases only show values that differ.
+    ("9.2", "solutions.bpe", "train_bpe", _bpe_tie_first_counted,
+     "a tie goes to the greatest pair: (b'b', b'a') beats (b'a', b'z'), but train_bpe('az\\nba', 1) learns the "
+     "merges [(b'a', b'z')]"),
+    ("9.2", "solutions.bpe", "train_bpe", _bpe_characters,
+     "train_bpe('é é é', 1) learns the merges [(b' ', b'\\xc3\\xa9')]"),
+    ("10.5", "solutions.training", "save_checkpoint", _save_checkpoint_parameters_only,
+     "restores the model's whole state_dict in place, buffers too, but your code raised RuntimeError"),
+    ("10.3", "solutions.training", "lr_cosine_schedule", _cosine_over_one_more,
+     "exactly min_lr at it = cosine_cycle_iters and at every it after, but with max_lr 2, min_lr 0.5, warmup 10 and "
+     "cycle 70, it = 70: 0.500994, expected 0.5"),
+    ("14.4", "solutions.modern", "lr_wsd_schedule", _wsd_decay_from_the_stable_end,
+     "exactly max_lr from progress = warmup until 1 − decay, but with max_lr 2, min_lr 0.5, warmup 0.1 and decay "
+     "0.4, progress 0.599: 2.00375, expected 2"),
 ]
 
 

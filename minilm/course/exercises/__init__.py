@@ -126,6 +126,26 @@ def off_points(f: Callable[[float], float], want: dict, setting: str, at: str) -
     return f"with {setting}, " + "; ".join(wrong[:3]) if wrong else None
 
 
+def rises_then_falls(f: Callable[[float], float], points: list, peak: float, setting: str, at: str) -> str | None:
+    """Where a schedule f breaks the shape its contract gives it over `points` (in increasing order): it never
+    falls up to `peak` (the end of the warmup) and never rises after it. "with <setting>, the rate falls from
+    0.9 at <at> 3 to 0.8 at <at> 4, inside the warmup", or None when it keeps that shape."""
+    values = []
+    for x in points:
+        try:
+            values.append(float(f(x)))
+        except Exception as e:  # noqa: BLE001 - raising on an input the contract allows is breaking the shape
+            return f"with {setting}, {at} {x:g}: your code raised {one_line(e)}"
+    for (x0, v0), (x1, v1) in zip(zip(points, values), zip(points[1:], values[1:])):
+        if x1 <= peak and v1 < v0 - 1e-12:
+            return f"with {setting}, the rate falls from {v0:.6g} at {at} {x0:g} to {v1:.6g} at {at} {x1:g}, " \
+                   "inside the warmup"
+        if x0 >= peak and v1 > v0 + 1e-12:
+            return f"with {setting}, the rate rises from {v0:.6g} at {at} {x0:g} to {v1:.6g} at {at} {x1:g}, " \
+                   "after the warmup"
+    return None
+
+
 def at_edge(what: str, edge: Callable[[], object], want, atol: float = 1e-5, rtol: float = 1e-4) -> str | None:
     """The student's output on a boundary input the contract allows (top_k beyond the vocabulary, an all-zero
     matrix, no gradient at all) against what the contract fixes there: a number or tensor, or a callable giving

@@ -23,6 +23,7 @@ from minilm.course.exercises import (
     off_points,
     optimizer_edges,
     randn,
+    rises_then_falls,
     shown,
     spec,
     state_keys,
@@ -352,22 +353,53 @@ def _wsd_collect(m, c):
                                dtype=torch.float64)}
 
 
-def _wsd_boundaries(m):
-    return off_points(lambda p: m.lr_wsd_schedule(p, 2.0, 0.5, 0.1, 0.4),
-                      {0.0: 0.0, 0.05: 1.0, 0.1: 2.0, 0.4: 2.0, 0.6: 2.0, 0.7: 1.625, 0.8: 1.25, 0.9: 0.875, 1.0: 0.5,
-                       1.5: 0.5},
-                      "max_lr 2, min_lr 0.5, warmup 0.1 and decay 0.4", "progress") or off_points(
-        lambda p: m.lr_wsd_schedule(p, 2.0, 0.5, 0.0, 0.5), {0.0: 2.0, 0.25: 2.0, 0.75: 1.25},
-        "no warmup (warmup 0), max_lr 2, min_lr 0.5 and decay 0.5", "progress")
+def _wsd_at(want: dict, max_lr: float = 2.0, min_lr: float = 0.5, warmup: float = 0.1, decay: float = 0.4):
+    """A probe: lr_wsd_schedule at the progress of `want` gives the rates the contract fixes there."""
+    return lambda m: off_points(lambda p: m.lr_wsd_schedule(p, max_lr, min_lr, warmup, decay), want,
+                                f"max_lr {max_lr:g}, min_lr {min_lr:g}, warmup {warmup:g} and decay {decay:g}",
+                                "progress")
 
 
+def _wsd_shape(m):
+    return rises_then_falls(lambda p: m.lr_wsd_schedule(p, 1.0, 0.1, 0.2, 0.3), [i / 50 for i in range(61)], 0.2,
+                            "max_lr 1, min_lr 0.1, warmup 0.2 and decay 0.3", "progress")
+
+
+_WSD = "lr = lambda p: minilm.lr_wsd_schedule(p, 2.0, 0.5, 0.1, 0.4)\n"
 WSD_PROPERTIES = (
-    Property("the rate rises from 0 to max_lr over the warmup, stays at max_lr until the last `decay` of the run, "
-             "falls linearly to min_lr at progress 1 and stays there", _wsd_boundaries,
-             example="lr = lambda p: minilm.lr_wsd_schedule(p, 2.0, 0.5, 0.1, 0.4)\n"
-                     "print([lr(p) for p in (0, 0.05, 0.1, 0.6, 0.8, 1.0, 1.5)])  # 0, 1, 2, 2, 1.25, 0.5, 0.5",
-             idea="four cases by progress: warmup, stable, the decay over the last `decay` (starting at 1 − decay), "
-                  "and min_lr from 1 on"),
+    Property("the warmup rises linearly from 0 at progress 0: max_lr · progress / warmup",
+             _wsd_at({0.0: 0.0, 0.025: 0.5, 0.05: 1.0, 0.075: 1.5}),
+             example=_WSD + "print([lr(p) for p in (0, 0.025, 0.05, 0.075)])  # [0.0, 0.5, 1.0, 1.5]",
+             idea="for progress < warmup return max_lr · progress / warmup: 0 at the start, min_lr plays no part"),
+    Property("the rate is exactly max_lr from progress = warmup until 1 − decay",
+             _wsd_at({0.1: 2.0, 0.3: 2.0, 0.599: 2.0}),
+             example=_WSD + "print([lr(p) for p in (0.1, 0.3, 0.599)])  # [2.0, 2.0, 2.0]",
+             idea="the stable phase is warmup ≤ progress < 1 − decay: the decay is the LAST `decay` of the run, "
+                  "not the part right after the warmup"),
+    Property("the decay falls linearly from max_lr at progress 1 − decay to min_lr at progress 1",
+             _wsd_at({0.6: 2.0, 0.7: 1.625, 0.8: 1.25, 0.9: 0.875, 0.99: 0.5375}),
+             example=_WSD + "print([lr(p) for p in (0.6, 0.7, 0.8, 0.9)])  # [2.0, 1.625, 1.25, 0.875]",
+             idea="the fraction of the decay done is (progress − (1 − decay)) / decay, 0 → 1; the rate is "
+                  "max_lr + (min_lr − max_lr) times it: a straight line, not a cosine"),
+    Property("the rate is exactly min_lr at progress 1 and at every progress beyond",
+             _wsd_at({1.0: 0.5, 1.2: 0.5, 3.0: 0.5}),
+             example=_WSD + "print([lr(p) for p in (1.0, 1.2, 3.0)])  # [0.5, 0.5, 0.5]",
+             idea="for progress ≥ 1 return min_lr itself: the decay's line would go on below it"),
+    Property("with warmup 0 there is no warmup: the run starts at max_lr",
+             _wsd_at({0.0: 2.0, 0.25: 2.0, 0.75: 1.25}, warmup=0.0, decay=0.5),
+             example="print(minilm.lr_wsd_schedule(0.0, 2.0, 0.5, 0.0, 0.5))  # 2.0",
+             idea="test progress < warmup before dividing by warmup: with warmup 0 no progress is in the warmup"),
+    Property("with warmup + decay = 1 there is no stable phase: the warmup ends at max_lr and the decay starts there",
+             _wsd_at({0.125: 1.0, 0.25: 2.0, 0.625: 1.25, 1.0: 0.5}, warmup=0.25, decay=0.75),
+             example="lr = lambda p: minilm.lr_wsd_schedule(p, 2.0, 0.5, 0.25, 0.75)\n"
+                     "print([lr(p) for p in (0.125, 0.25, 0.625, 1.0)])  # [1.0, 2.0, 1.25, 0.5]",
+             idea="keep the four cases apart by progress alone (< warmup, < 1 − decay, < 1, the rest); with "
+                  "warmup = 1 − decay the stable range is empty"),
+    Property("the rate never falls during the warmup and never rises after it", _wsd_shape,
+             example="lr = [minilm.lr_wsd_schedule(i / 50, 1.0, 0.1, 0.2, 0.3) for i in range(61)]\n"
+                     "print(lr)  # up to 1.0 at progress 0.2, flat, down to 0.1 from 0.7 to 1, then flat",
+             idea="four cases by progress: warmup, stable at max_lr, the decay over the last `decay` of the run, "
+                  "min_lr from 1 on"),
 )
 
 spec("14.4", properties=WSD_PROPERTIES,
