@@ -13,6 +13,7 @@ from minilm.course.exercises import (
     Problem,
     Property,
     at_edge,
+    differs,
     first,
     gen,
     keeps_inputs,
@@ -213,7 +214,144 @@ def _int8_linear_invariant(got, c) -> Problem | None:
     return None
 
 
-spec("12.2", collect=_int8_linear_collect, invariant=_int8_linear_invariant,
+def _int8_fresh(m):
+    for per_channel in (True, False):
+        layer = m.Int8Linear(5, 3, per_channel=per_channel)
+        q, scale, rows = layer.weight_int8, layer.scale, 3 if per_channel else 1
+        if type(q) is not torch.Tensor or q.dtype != torch.int8 or tuple(q.shape) != (3, 5) or bool(q.any()):
+            return (f"a fresh Int8Linear(5, 3, per_channel={per_channel}) holds weight_int8 {_held(q)}, expected int8 "
+                    "zeros of shape (3, 5)")
+        if (type(scale) is not torch.Tensor or scale.dtype != torch.float32 or tuple(scale.shape) != (rows, 1)
+                or not bool((scale == 1).all())):
+            return (f"a fresh Int8Linear(5, 3, per_channel={per_channel}) holds scale {_held(scale)}, expected "
+                    f"float32 ones of shape ({rows}, 1)")
+    elsewhere = [(k, t.device.type) for k, t in m.Int8Linear(5, 3, device="meta").state_dict().items()
+                 if t.device.type != "meta"]
+    return elsewhere and f"Int8Linear(5, 3, device='meta'): {elsewhere[0][0]} is on {elsewhere[0][1]}" or None
+
+
+def _held(t) -> str:
+    """A buffer for a message: its dtype, shape and range."""
+    if type(t) is not torch.Tensor:
+        return type(t).__name__
+    span = f", values {t.min().item():g} … {t.max().item():g}" if t.numel() and t.device.type != "meta" else ""
+    return f"{_kind(t)} of shape {tuple(t.shape)}{span}"
+
+
+def _int8_set(m, q: list, scale: list, per_channel: bool):
+    """An Int8Linear whose buffers are set by hand to q and scale."""
+    q = torch.tensor(q, dtype=torch.int8)
+    layer = m.Int8Linear(q.shape[1], q.shape[0], per_channel=per_channel)
+    with torch.no_grad():
+        layer.weight_int8.copy_(q)
+        layer.scale.copy_(torch.tensor(scale))
+    return layer
+
+
+def _int8_forward(m):
+    q = [[1, -2, 3], [127, 0, -127]]
+    for per_channel, scale, w in ((True, [[0.5], [0.01]], [[0.5, -1.0, 1.5], [1.27, 0.0, -1.27]]),
+                                  (False, [[0.25]], [[0.25, -0.5, 0.75], [31.75, 0.0, -31.75]])):
+        layer = _int8_set(m, q, scale, per_channel)
+        found = at_edge(f"with weight_int8 {q} and scale {scale} set by hand (per_channel={per_channel}), the output "
+                        f"on the rows of the identity (3, 3) and the dequantized weight's transpose {w}",
+                        lambda: layer(torch.eye(3)), torch.tensor(w).T)
+        if found:
+            return found
+    return None
+
+
+def _int8_from_linear(m):
+    w = randn(112, 4, 6) * torch.tensor([[0.1], [1.0], [3.0], [0.02]])
+    source = _Weight(w)
+    source.weight.requires_grad_(True)
+    for per_channel in (True, False):
+        layer = m.Int8Linear.from_linear(source, per_channel=per_channel)
+        q, scale = m.quantize_int8(w.clone(), per_channel=per_channel)
+        for name, want in (("weight_int8", q), ("scale", scale)):
+            got = getattr(layer, name)
+            d = differs(got.double(), want.double(), atol=0, rtol=0) if type(got) is torch.Tensor else "no tensor"
+            if d:
+                return (f"Int8Linear.from_linear of a (4, 6) weight, per_channel={per_channel}: {name} and your "
+                        f"quantize_int8(weight, per_channel={per_channel})'s: {d}")
+            if got.requires_grad:
+                return (f"Int8Linear.from_linear of a weight that requires grad: {name} requires grad too, so the "
+                        "float layer stays in its graph")
+    if not torch.equal(source.weight.detach(), w):
+        return "Int8Linear.from_linear changed the layer's weight"
+    return None
+
+
+def _int8_linear_in_x(m):
+    layer = _int8_set(m, [[1, -2, 3, 0, 5], [127, 0, -127, 64, -1], [7, 7, -7, 2, 9]], [[0.5], [0.01], [0.2]], True)
+    a, b = randn(113, 2, 3, 5), randn(114, 2, 3, 5)
+    d = differs(layer(2 * a - 3 * b), 2 * layer(a) - 3 * layer(b), atol=1e-4)
+    if d:
+        return f"on x (2, 3, 5), Int8Linear(2a − 3b) and 2·Int8Linear(a) − 3·Int8Linear(b): {d}"
+    whole = layer(a)
+    for i in (0, 1):
+        d = differs(whole[i], layer(a[i]))
+        if d:
+            return f"on x (2, 3, 5), row {i} of the output and the output on row {i} alone: {d}"
+    for dtype in (torch.float64, torch.bfloat16):
+        y = layer(a.to(dtype))
+        if type(y) is not torch.Tensor or y.dtype != dtype:
+            return f"on a {_kind(a.to(dtype))} x the output is {_kind(y)}, expected {_kind(a.to(dtype))}"
+        tol = 5e-2 if dtype == torch.bfloat16 else 1e-5
+        d = differs(y.float(), whole, atol=tol, rtol=tol)
+        if d:
+            return f"on x (2, 3, 5), the {_kind(y)} output and the float32 one: {d}"
+    return None
+
+
+def _int8_round_trip(m):
+    x = randn(115, 2, 6)
+    for per_channel in (True, False):
+        layer = m.Int8Linear.from_linear(_Weight(randn(116, 4, 6)), per_channel=per_channel)
+        fresh = m.Int8Linear(6, 4, per_channel=per_channel)
+        fresh.load_state_dict(layer.state_dict())
+        d = differs(fresh(x), layer(x))
+        if d:
+            return (f"per_channel={per_channel}: a fresh Int8Linear(6, 4) after load_state_dict(from_linear(a (4, 6) "
+                    f"weight).state_dict()) and that Int8Linear, on x (2, 6): {d}")
+    return None
+
+
+INT8_LINEAR_PROPERTIES = (
+    Property("a fresh Int8Linear holds int8 zeros and float32 scales of ones, of the contract's shapes, on the device "
+             "given", _int8_fresh,
+             example="layer = minilm.Int8Linear(5, 3, per_channel=False)\nprint(layer.weight_int8, layer.scale)  "
+                     "# zeros (3, 5) and ones (1, 1)",
+             idea="register_buffer('weight_int8', torch.zeros(out, in, dtype=torch.int8, device=device)) and "
+                  "register_buffer('scale', torch.ones(out if per_channel else 1, 1, device=device))"),
+    Property("forward(x) is x times the transpose of weight_int8 · scale, the dequantized weight", _int8_forward,
+             example="layer = minilm.Int8Linear(3, 2)\nlayer.weight_int8.copy_(torch.tensor([[1, -2, 3], [127, 0, "
+                     "-127]]))\nlayer.scale.copy_(torch.tensor([[0.5], [0.01]]))\nprint(layer(torch.eye(3)))  "
+                     "# [[0.5, 1.27], [-1, 0], [1.5, -1.27]]",
+             idea="dequantize with your dequantize_int8(weight_int8, scale) (each row times its scale), cast it to "
+                  "x's dtype and call your linear(x, weight): the weight is (out, in), so the output is x @ Wᵀ"),
+    Property("from_linear holds what your quantize_int8(layer.weight, per_channel) gives, cut from autograd",
+             _int8_from_linear,
+             example="layer = minilm.Int8Linear.from_linear(linear, per_channel=False)\n"
+                     "q, scale = minilm.quantize_int8(linear.weight.detach(), per_channel=False)\n"
+                     "print(torch.equal(layer.weight_int8, q), torch.equal(layer.scale, scale))  # True True",
+             idea="call quantize_int8(layer.weight.detach(), per_channel) with the per_channel given, build "
+                  "cls(in_features, out_features, per_channel, device=…) and copy q and scale into its buffers"),
+    Property("forward is linear in x, treats the leading dims as a batch, and returns x's dtype", _int8_linear_in_x,
+             example="a, b = torch.randn(2, 3, 5), torch.randn(2, 3, 5)\n"
+                     "print(layer(2 * a - 3 * b) - (2 * layer(a) - 3 * layer(b)))  # zeros",
+             idea="only the weight is quantized: multiply x as it is (no rounding, no bias, no reshape to 2-D that "
+                  "mixes rows) by the dequantized weight cast to x.dtype"),
+    Property("a fresh Int8Linear after load_state_dict gives the same outputs as the one it was saved from",
+             _int8_round_trip,
+             example="new = minilm.Int8Linear(6, 4)\nnew.load_state_dict(layer.state_dict())\n"
+                     "print(new(x) - layer(x))  # zeros",
+             idea="forward must read weight_int8 and scale, the buffers load_state_dict fills; a dequantized copy "
+                  "made in __init__ or from_linear is not in the state_dict and goes stale"),
+)
+
+
+spec("12.2", properties=INT8_LINEAR_PROPERTIES, collect=_int8_linear_collect, invariant=_int8_linear_invariant,
      cases=lambda: [dict(w=rowed_weight(2), x=randn(3, 3, 4, 10), per_channel=True,
                          what="Int8Linear from a (6, 10) weight"),
                     dict(w=rowed_weight(2), x=randn(3, 3, 4, 10), per_channel=False, what="the same per tensor"),
