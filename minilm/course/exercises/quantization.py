@@ -437,7 +437,89 @@ def _quantize_model_cases():
             for pc in (True, False)]
 
 
-spec("12.3", collect=_quantize_model_collect, cases=_quantize_model_cases, invariant=_quantize_model_invariant,
+def _nest(m) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+    """A model that is no TransformerLM: your Linears at the top, in a ModuleList, a Sequential inside it and a
+    ModuleDict in a plain module, beside torch's Embedding and LayerNorm and a parameter of its own; and the
+    Linears' weights by name."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = nn.Module()
+        model.emb = nn.Embedding(7, 4)
+        model.blocks = nn.ModuleList([m.Linear(4, 6), nn.Sequential(m.Linear(6, 4), nn.LayerNorm(4))])
+        model.inner = nn.Module()
+        model.inner.parts = nn.ModuleDict({"proj": m.Linear(4, 5)})
+        model.gain = nn.Parameter(torch.linspace(0.5, 1.5, 4))
+        model.head = m.Linear(5, 3)
+    names = ("blocks.0", "blocks.1.0", "inner.parts.proj", "head")
+    with torch.no_grad():
+        for i, name in enumerate(names):
+            w = model.get_submodule(name).weight
+            w.copy_(randn(120 + i, *w.shape) * torch.linspace(0.1, 2.0, w.shape[0]).unsqueeze(-1))
+    return model, {name: model.get_submodule(name).weight.detach().clone() for name in names}
+
+
+def _quantize_model_nested(m):
+    model, linears = _nest(m)
+    kept = {k: v.clone() for k, v in model.state_dict().items() if k.removesuffix(".weight") not in linears}
+    got = m.quantize_model(model, per_channel=True)
+    if got is not model:
+        return "quantize_model on a nested model returned another object, expected the model itself (in place)"
+    left = [n for n, mod in model.named_modules() if isinstance(mod, m.Linear)]
+    if left:
+        return (f"on a model with Linears in a ModuleList, a Sequential inside it, a ModuleDict and at the top, "
+                f"{len(left)} of 4 stay float Linears")
+    swapped = [n for n in linears if not isinstance(model.get_submodule(n), m.Int8Linear)]
+    if swapped:
+        return f"on a nested model, {len(swapped)} of its 4 Linears' places hold no Int8Linear"
+    extra = sum(isinstance(mod, m.Int8Linear) for mod in model.modules()) - len(linears)
+    if extra:
+        return (f"on a nested model with 4 Linears, {extra} other {'module' if extra == 1 else 'modules'} (torch's "
+                "Embedding, LayerNorm, a container) became Int8Linear too")
+    state = model.state_dict()
+    changed = [k for k, v in kept.items() if k not in state or not torch.equal(state[k], v)]
+    return changed and (f"on a nested model, quantize_model changed {len(changed)} of the {len(kept)} weights that "
+                        "are no Linear's (torch's Embedding and LayerNorm, a parameter of the model's own)") or None
+
+
+def _quantize_model_per_channel(m):
+    for per_channel in (True, False):
+        model, linears = _nest(m)
+        m.quantize_model(model, per_channel=per_channel)
+        for name, w in linears.items():
+            layer = model.get_submodule(name)
+            q, scale = m.quantize_int8(w, per_channel=per_channel)
+            if not isinstance(layer, m.Int8Linear):
+                return f"quantize_model(per_channel={per_channel}) on a nested model left {name} no Int8Linear"
+            for buf, want in (("scale", scale), ("weight_int8", q)):
+                got = getattr(layer, buf, None)
+                d = differs(got.double(), want.double(), atol=0, rtol=0) if type(got) is torch.Tensor else \
+                    "no tensor"
+                if d:
+                    return (f"quantize_model(per_channel={per_channel}) on a nested model: {name}'s {buf} and your "
+                            f"quantize_int8 of the weight it replaced, per_channel={per_channel}: {d}")
+    return None
+
+
+QUANTIZE_MODEL_PROPERTIES = (
+    Property("every Linear, at any depth and in any container, becomes an Int8Linear in place; nothing else changes",
+             _quantize_model_nested,
+             example="model = torch.nn.Sequential(minilm.Linear(4, 6), torch.nn.ModuleList([minilm.Linear(6, 4)]))\n"
+                     "print(minilm.quantize_model(model))  # Int8Linears, at both depths",
+             idea="recurse over model.named_children() whatever their type (ModuleList, Sequential, ModuleDict, a "
+                  "plain module): swap each child that is your Linear, recurse into every other; no names of "
+                  "TransformerLM's attributes"),
+    Property("each Int8Linear holds its own Linear's weight quantized with the per_channel given, at every depth",
+             _quantize_model_per_channel,
+             example="w = model.lm_head.weight.detach().clone()\nminilm.quantize_model(model, per_channel=False)\n"
+                     "print(model.lm_head.scale.shape, torch.equal(model.lm_head.weight_int8, "
+                     "minilm.quantize_int8(w, per_channel=False)[0]))  # (1, 1) True",
+             idea="pass per_channel on to Int8Linear.from_linear and to the recursive call into each child, and "
+                  "swap each Linear by its own name (add_module(name, from_linear(that child, per_channel)))"),
+)
+
+
+spec("12.3", properties=QUANTIZE_MODEL_PROPERTIES, collect=_quantize_model_collect, cases=_quantize_model_cases,
+     invariant=_quantize_model_invariant,
      atol=1e-4, free=("kept",),
      outputs={"float_logits": "the float model's logits (your TransformerLM, Task 8.1)",
               "logits": "the quantized logits"},
