@@ -24,6 +24,7 @@ from solutions.classic import ClassicLM
 from solutions.generation import generate, next_token_probs
 from solutions.linear import Linear
 from solutions.modern import newton_schulz
+from solutions.quantization import Int8Linear, dequantize_int8, linear
 from solutions.tests.test_release import student_env
 from solutions.training import AdamW
 
@@ -388,6 +389,46 @@ def _generate_stacks_the_new_tokens(model, prompt_ids, max_new_tokens, **kw):
     return torch.cat((prompt, torch.stack(list(ids[len(prompt):]))))  # no new token: an empty stack
 
 
+
+# Slips in one clause of a docstring: the property for that clause names it.
+def _generate_eos_if_truthy(model, prompt_ids, max_new_tokens, *, eos_token_id=None, **kw):
+    return generate(model, prompt_ids, max_new_tokens, eos_token_id=eos_token_id or None, **kw)  # `if eos_token_id:`
+
+
+def _generate_global_rng(model, prompt_ids, max_new_tokens, *, generator=None, **kw):
+    return generate(model, prompt_ids, max_new_tokens, generator=None, **kw)  # multinomial without generator=
+
+
+def _int8_init_without_device(self, in_features, out_features, per_channel=True, device=None):
+    torch.nn.Module.__init__(self)
+    self.in_features, self.out_features, self.per_channel = in_features, out_features, per_channel
+    self.register_buffer("weight_int8", torch.zeros(out_features, in_features, dtype=torch.int8))  # device dropped
+    self.register_buffer("scale", torch.ones(out_features if per_channel else 1, 1))
+
+
+def _int8_forward_rounds_x_too(self, x):
+    sx = x.abs().amax(-1, keepdim=True).clamp_min(1e-12) / 127  # activations to int8 as well: no longer linear in x
+    return linear(torch.round(x / sx), dequantize_int8(self.weight_int8, self.scale).to(x.dtype)) * sx
+
+
+def _quantize_model_per_channel_not_passed_on(model, per_channel=True):
+    for name, child in list(model.named_children()):
+        if isinstance(child, Linear):
+            model.add_module(name, Int8Linear.from_linear(child, per_channel))
+        else:
+            _quantize_model_per_channel_not_passed_on(child)  # the default per_channel below the top
+    return model
+
+
+def _quantize_model_every_matrix(model, per_channel=True):
+    for name, child in list(model.named_children()):
+        weight = getattr(child, "weight", None)  # "a module with a 2-D weight is a linear layer"
+        if isinstance(weight, torch.Tensor) and weight.ndim == 2 and name != "token_embeddings":
+            model.add_module(name, Int8Linear.from_linear(child, per_channel))
+        else:
+            _quantize_model_every_matrix(child, per_channel)
+    return model
+
 SLIPS = [
     ("5.1", "solutions.rope", "rope_angles", _angles_theta_typo, "position 0 matches and every later one differs"),
     ("10.2", "solutions.training", "clip_grad_norm", _clip_returns_squared_norm, "squares of the expected ones"),
@@ -439,6 +480,17 @@ SLIPS = [
     ("14.4", "solutions.modern", "lr_wsd_schedule", _wsd_decay_from_the_stable_end,
      "exactly max_lr from progress = warmup until 1 − decay, but with max_lr 2, min_lr 0.5, warmup 0.1 and decay "
      "0.4, progress 0.599: 2.00375, expected 2"),
+    # One clause of a docstring each, named by the property for that clause.
+    ("11.2", "solutions.generation", "generate", _generate_eos_if_truthy, "eos_token_id=0 and max_new_tokens=10 gives"),
+    ("11.2", "solutions.generation", "generate", _generate_global_rng,
+     "after torch.manual_seed(0) and then torch.manual_seed(1)"),
+    ("12.2", "solutions.quantization", "Int8Linear.__init__", _int8_init_without_device,
+     "Int8Linear(5, 3, device='meta'): weight_int8 is on cpu"),
+    ("12.2", "solutions.quantization", "Int8Linear.forward", _int8_forward_rounds_x_too,
+     "Int8Linear(2a − 3b) and 2·Int8Linear(a) − 3·Int8Linear(b)"),
+    ("12.3", "solutions.quantization", "quantize_model", _quantize_model_per_channel_not_passed_on,
+     "blocks.0's scale and your quantize_int8 of the weight it replaced, per_channel=False"),
+    ("12.3", "solutions.quantization", "quantize_model", _quantize_model_every_matrix, "became Int8Linear too"),
 ]
 
 

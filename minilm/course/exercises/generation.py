@@ -233,6 +233,46 @@ def _explain_generate(key: str, got: torch.Tensor, want: torch.Tensor) -> str | 
             "stop right after emitting it. check('11.1') first: generate uses your next_token_probs)")
 
 
+class _Watched(ToyLM):
+    """ToyLM that records each call: the token ids it was fed, and whether it ran in training mode and with
+    autograd on."""
+
+    def __init__(self, table: torch.Tensor, context_length: int):
+        super().__init__(table, context_length)
+        self.seen: list[list[int]] = []
+        self.modes: list[tuple[bool, bool]] = []
+
+    def forward(self, token_ids: torch.Tensor, kv_cache: list[_Window] | None = None) -> torch.Tensor:
+        self.seen.append(token_ids.reshape(-1).tolist())
+        self.modes.append((self.training, torch.is_grad_enabled()))
+        return super().forward(token_ids, kv_cache)
+
+
+class _Fixed(nn.Module):
+    """A stand-in model whose next-token logits are the same whatever it is fed."""
+
+    def __init__(self, logits: list[float], context_length: int = 8):
+        super().__init__()
+        self.logits, self.context_length = nn.Parameter(torch.tensor(logits), requires_grad=False), context_length
+
+    def make_kv_cache(self) -> list[_Window]:
+        return [_Window()]
+
+    def forward(self, token_ids: torch.Tensor, kv_cache: list[_Window] | None = None) -> torch.Tensor:
+        return self.logits.expand(1, token_ids.shape[-1], -1).clone()
+
+
+def _table(seed: int = 30, vocab: int = 23) -> torch.Tensor:
+    return randn(seed, vocab, vocab, scale=2.0)
+
+
+def _ids(out) -> list | None:
+    """generate's output as a list of ints, or None when it is no 1-D integer tensor."""
+    if type(out) is not torch.Tensor or out.ndim != 1 or out.is_floating_point():
+        return None
+    return out.tolist()
+
+
 def _generate_no_new_tokens(m):
     prompt = torch.tensor([3, 14, 15, 9, 2])
     for use_cache in (False, True):
@@ -244,11 +284,151 @@ def _generate_no_new_tokens(m):
     return None
 
 
+def _generate_eos(m):
+    chain = 8.0 * torch.roll(torch.eye(8), 1, dims=1)  # greedy: token i is followed by i + 1 (mod 8)
+    for prompt, eos, want in (([5], 0, [5, 6, 7, 0]), ([0, 5], 0, [0, 5, 6, 7, 0]), ([2], 4, [2, 3, 4])):
+        got = _ids(m.generate(ToyLM(chain, 12), prompt, 10, temperature=0.0, eos_token_id=eos, use_cache=False))
+        if got != want:
+            return (f"on a model where token i is followed by i + 1 (mod 8), greedy from prompt {prompt} with "
+                    f"eos_token_id={eos} and max_new_tokens=10 gives {shown(got)}, expected {want}")
+    return None
+
+
+def _generate_greedy(m):
+    table, prompt = _table(), [3, 14, 15]
+    g = gen(5)
+    state = g.get_state()
+    got = _ids(m.generate(ToyLM(table, 12), prompt, 6, temperature=0.0, use_cache=False, generator=g))
+    if got is None:
+        return "generate must return a 1-D tensor of token ids"
+    model = ToyLM(table, 12)
+    for t in range(len(prompt), min(len(got), 9)):
+        with torch.no_grad():
+            logits = model(torch.tensor([got[:t]]))[0, -1]
+        if got[t] != int(logits.argmax()):
+            return (f"greedy from prompt [3, 14, 15], 6 new tokens (9 < context_length 12): new token {t - 3} is "
+                    f"{got[t]}, but the logits at the last position of the {t} tokens before it peak at token "
+                    f"{int(logits.argmax())}")
+    if not torch.equal(g.get_state(), state):
+        return "greedy (temperature 0) drew from the generator: the argmax needs no draw"
+    return None
+
+
+def _generate_window(m):
+    model, prompt = _Watched(_table(31), 6), [3, 14, 15, 9]
+    got = _ids(m.generate(model, prompt, 5, temperature=0.0, use_cache=False))
+    if got is None:
+        return "generate must return a 1-D tensor of token ids"
+    for step, fed in enumerate(model.seen):
+        want = got[:len(prompt) + step][-6:]
+        if fed != want:
+            return (f"with use_cache=False, context_length 6 and prompt [3, 14, 15, 9], step {step} fed the model "
+                    f"{shown(fed)}, expected the last min(6, {len(prompt) + step}) ids so far, {shown(want)}")
+    return None
+
+
+def _generate_length(m):
+    for prompt, n, kw in (([3, 14], 1, dict(temperature=0.0)), ([3, 14], 7, dict(temperature=0.0)),
+                          (list(range(15)), 4, dict(temperature=0.0)), ([3], 9, dict(temperature=1.0))):
+        got = _ids(m.generate(ToyLM(_table(), 12), prompt, n, use_cache=False, generator=gen(1), **kw))
+        if got is None or len(got) != len(prompt) + n or got[:len(prompt)] != prompt:
+            what = "no 1-D integer tensor" if got is None else f"{len(got)} ids" + (
+                "" if got[:len(prompt)] == prompt else " not starting with the prompt")
+            return (f"with a {len(prompt)}-token prompt, max_new_tokens={n} and no eos_token_id, generate returned "
+                    f"{what}, expected the prompt then {n} new {'id' if n == 1 else 'ids'} ({len(prompt) + n} in all)")
+    return None
+
+
+def _generate_seeded(m):
+    runs = []
+    with torch.random.fork_rng(devices=[]):
+        for seed in (0, 1):
+            torch.manual_seed(seed)  # the global RNG differs, the generator is the same
+            runs.append(_ids(m.generate(ToyLM(_table(), 12), [3, 14], 10, temperature=1.5, use_cache=False,
+                                        generator=gen(9))))
+    if runs[0] != runs[1]:
+        return (f"temperature 1.5, each run with a fresh generator seeded 9, after torch.manual_seed(0) and then "
+                f"torch.manual_seed(1): the runs gave {shown(runs[0])} and {shown(runs[1])}")
+    return None
+
+
+def _generate_draws(m):
+    logits = [0.0, 4.0, 1.0, -1.0]  # top_k 2 keeps tokens 1 and 3 apart by 3; at temperature 2 token 1 has σ(1.5)
+    got = _ids(m.generate(_Fixed(logits), [1], 600, temperature=2.0, top_k=2, use_cache=False, generator=gen(3)))
+    if got is None or len(got) != 601:
+        return "generate must return the prompt then 600 new ids"
+    new = torch.tensor(got[1:])
+    outside = sorted(set(new.tolist()) - {1, 2})
+    if outside:
+        return (f"on a model whose logits are always [0, 4, 1, -1], temperature 2 and top_k 2, it picked token "
+                f"{outside[0]}, which top_k 2 drops (only tokens 1 and 2 may come)")
+    share = (new == 1).double().mean().item()
+    if abs(share - 0.8176) > 0.065:
+        return (f"on a model whose logits are always [0, 4, 1, -1], temperature 2 and top_k 2, token 1 came "
+                f"{share:.0%} of 600 times, expected about 82% (softmax([4, 1] / 2)); 68% would be the temperature "
+                "applied twice, 95% not at all")
+    got = _ids(m.generate(_Fixed(logits), [1], 20, top_p=0.5, use_cache=False, generator=gen(3)))
+    if got is None or set(got[1:]) != {1}:
+        return (f"on a model whose logits are always [0, 4, 1, -1] (token 1 has probability 0.94), top_p 0.5 "
+                f"picked {shown(got and sorted(set(got[1:])))}, expected token 1 only")
+    return None
+
+
+def _generate_eval_no_grad(m):
+    model = _Watched(_table(), 12)
+    model.train()
+    m.generate(model, [3, 14], 3, temperature=0.0, use_cache=False)
+    for step, (training, grad) in enumerate(model.modes):
+        if training or grad:
+            return (f"the model's call {step} ran with model.training={training} and autograd "
+                    f"{'on' if grad else 'off'}, expected eval mode and torch.no_grad()")
+    return None
+
+
 GENERATE_PROPERTIES = (
     Property("max_new_tokens 0 returns the prompt alone", _generate_no_new_tokens,
              example="print(minilm.generate(model, [3, 14, 15], 0))  # tensor([3, 14, 15])",
              idea="loop max_new_tokens times and append each new token to the ids, starting from the prompt: zero "
                   "times leaves the prompt (a torch.stack or torch.cat of the new tokens alone raises on none)"),
+    Property("greedy (temperature 0) picks the argmax of the logits at the last position, and draws nothing",
+             _generate_greedy,
+             example="ids = minilm.generate(model, [3, 14, 15], 6, temperature=0)\n"
+                     "print(ids[3], model(ids[None, :3])[0, -1].argmax())  # equal",
+             idea="the model returns logits of shape (1, seq, vocab): the next token comes from logits[0, -1] (the "
+                  "last position, after the whole context), and at temperature 0 it is their argmax, with no "
+                  "torch.multinomial"),
+    Property("generation stops right after emitting eos_token_id, which is kept; any id counts, 0 too, and an eos "
+             "in the prompt stops nothing", _generate_eos,
+             example="# on a model where token i is followed by i + 1 (mod 8):\n"
+                     "print(minilm.generate(model, [5], 10, temperature=0, eos_token_id=0))  # [5, 6, 7, 0]",
+             idea="after appending each new token, break if eos_token_id is not None and that token equals it: "
+                  "test `is not None` (0 is a token id too), and look at the new token only, not the whole ids"),
+    Property("without a cache each step feeds the model the last context_length ids so far (all of them while "
+             "fewer)", _generate_window,
+             example="# with model.context_length 6 and 8 ids so far, the model is fed ids[-6:]",
+             idea="crop from the end, ids[-context_length:], at every step: the newest tokens are what the next "
+                  "one depends on; the first ids, or one token fewer, are another context"),
+    Property("without eos the output is the prompt followed by exactly max_new_tokens new ids", _generate_length,
+             example="print(len(minilm.generate(model, [3, 14], 7)))  # 9",
+             idea="run the loop max_new_tokens times, counting new tokens only (not the prompt's), and return the "
+                  "prompt with every new token appended"),
+    Property("the generator alone decides the draws: the same generator seed gives the same tokens, whatever the "
+             "global RNG", _generate_seeded,
+             example="torch.manual_seed(0)\na = minilm.generate(model, [3], 10, generator=torch.Generator()."
+                     "manual_seed(9))\ntorch.manual_seed(1)\nb = minilm.generate(model, [3], 10, generator=torch."
+                     "Generator().manual_seed(9))\nprint(torch.equal(a, b))  # True",
+             idea="pass generator=generator to torch.multinomial, and draw nothing else from the global RNG"),
+    Property("each new token is drawn from next_token_probs(the last logits, temperature, top_k, top_p)",
+             _generate_draws,
+             example="# a model whose logits are always [0, 4, 1, -1]: at temperature 2, top_k 2,\n"
+                     "# token 1 comes about 82% of the time and tokens 0 and 3 never",
+             idea="pass the raw logits of the last position with temperature, top_k and top_p to your "
+                  "next_token_probs (it divides by the temperature itself), then torch.multinomial(probs, 1, "
+                  "generator=generator)"),
+    Property("generate runs the model in eval mode and without autograd", _generate_eval_no_grad,
+             example="model.train()\nminilm.generate(model, [3, 14], 3)\nprint(model.training)  # False",
+             idea="call model.eval() before the loop and run it inside `with torch.no_grad():`: dropout stays off "
+                  "and no graph is kept across the steps"),
 )
 
 

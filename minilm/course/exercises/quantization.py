@@ -13,6 +13,7 @@ from minilm.course.exercises import (
     Problem,
     Property,
     at_edge,
+    differs,
     first,
     gen,
     keeps_inputs,
@@ -213,7 +214,144 @@ def _int8_linear_invariant(got, c) -> Problem | None:
     return None
 
 
-spec("12.2", collect=_int8_linear_collect, invariant=_int8_linear_invariant,
+def _int8_fresh(m):
+    for per_channel in (True, False):
+        layer = m.Int8Linear(5, 3, per_channel=per_channel)
+        q, scale, rows = layer.weight_int8, layer.scale, 3 if per_channel else 1
+        if type(q) is not torch.Tensor or q.dtype != torch.int8 or tuple(q.shape) != (3, 5) or bool(q.any()):
+            return (f"a fresh Int8Linear(5, 3, per_channel={per_channel}) holds weight_int8 {_held(q)}, expected int8 "
+                    "zeros of shape (3, 5)")
+        if (type(scale) is not torch.Tensor or scale.dtype != torch.float32 or tuple(scale.shape) != (rows, 1)
+                or not bool((scale == 1).all())):
+            return (f"a fresh Int8Linear(5, 3, per_channel={per_channel}) holds scale {_held(scale)}, expected "
+                    f"float32 ones of shape ({rows}, 1)")
+    elsewhere = [(k, t.device.type) for k, t in m.Int8Linear(5, 3, device="meta").state_dict().items()
+                 if t.device.type != "meta"]
+    return elsewhere and f"Int8Linear(5, 3, device='meta'): {elsewhere[0][0]} is on {elsewhere[0][1]}" or None
+
+
+def _held(t) -> str:
+    """A buffer for a message: its dtype, shape and range."""
+    if type(t) is not torch.Tensor:
+        return type(t).__name__
+    span = f", values {t.min().item():g} … {t.max().item():g}" if t.numel() and t.device.type != "meta" else ""
+    return f"{_kind(t)} of shape {tuple(t.shape)}{span}"
+
+
+def _int8_set(m, q: list, scale: list, per_channel: bool):
+    """An Int8Linear whose buffers are set by hand to q and scale."""
+    q = torch.tensor(q, dtype=torch.int8)
+    layer = m.Int8Linear(q.shape[1], q.shape[0], per_channel=per_channel)
+    with torch.no_grad():
+        layer.weight_int8.copy_(q)
+        layer.scale.copy_(torch.tensor(scale))
+    return layer
+
+
+def _int8_forward(m):
+    q = [[1, -2, 3], [127, 0, -127]]
+    for per_channel, scale, w in ((True, [[0.5], [0.01]], [[0.5, -1.0, 1.5], [1.27, 0.0, -1.27]]),
+                                  (False, [[0.25]], [[0.25, -0.5, 0.75], [31.75, 0.0, -31.75]])):
+        layer = _int8_set(m, q, scale, per_channel)
+        found = at_edge(f"with weight_int8 {q} and scale {scale} set by hand (per_channel={per_channel}), the output "
+                        f"on the rows of the identity (3, 3) and the dequantized weight's transpose {w}",
+                        lambda: layer(torch.eye(3)), torch.tensor(w).T)
+        if found:
+            return found
+    return None
+
+
+def _int8_from_linear(m):
+    w = randn(112, 4, 6) * torch.tensor([[0.1], [1.0], [3.0], [0.02]])
+    source = _Weight(w)
+    source.weight.requires_grad_(True)
+    for per_channel in (True, False):
+        layer = m.Int8Linear.from_linear(source, per_channel=per_channel)
+        q, scale = m.quantize_int8(w.clone(), per_channel=per_channel)
+        for name, want in (("weight_int8", q), ("scale", scale)):
+            got = getattr(layer, name)
+            d = differs(got.double(), want.double(), atol=0, rtol=0) if type(got) is torch.Tensor else "no tensor"
+            if d:
+                return (f"Int8Linear.from_linear of a (4, 6) weight, per_channel={per_channel}: {name} and your "
+                        f"quantize_int8(weight, per_channel={per_channel})'s: {d}")
+            if got.requires_grad:
+                return (f"Int8Linear.from_linear of a weight that requires grad: {name} requires grad too, so the "
+                        "float layer stays in its graph")
+    if not torch.equal(source.weight.detach(), w):
+        return "Int8Linear.from_linear changed the layer's weight"
+    return None
+
+
+def _int8_linear_in_x(m):
+    layer = _int8_set(m, [[1, -2, 3, 0, 5], [127, 0, -127, 64, -1], [7, 7, -7, 2, 9]], [[0.5], [0.01], [0.2]], True)
+    a, b = randn(113, 2, 3, 5), randn(114, 2, 3, 5)
+    d = differs(layer(2 * a - 3 * b), 2 * layer(a) - 3 * layer(b), atol=1e-4)
+    if d:
+        return f"on x (2, 3, 5), Int8Linear(2a − 3b) and 2·Int8Linear(a) − 3·Int8Linear(b): {d}"
+    whole = layer(a)
+    for i in (0, 1):
+        d = differs(whole[i], layer(a[i]))
+        if d:
+            return f"on x (2, 3, 5), row {i} of the output and the output on row {i} alone: {d}"
+    for dtype in (torch.float64, torch.bfloat16):
+        y = layer(a.to(dtype))
+        if type(y) is not torch.Tensor or y.dtype != dtype:
+            return f"on a {_kind(a.to(dtype))} x the output is {_kind(y)}, expected {_kind(a.to(dtype))}"
+        tol = 5e-2 if dtype == torch.bfloat16 else 1e-5
+        d = differs(y.float(), whole, atol=tol, rtol=tol)
+        if d:
+            return f"on x (2, 3, 5), the {_kind(y)} output and the float32 one: {d}"
+    return None
+
+
+def _int8_round_trip(m):
+    x = randn(115, 2, 6)
+    for per_channel in (True, False):
+        layer = m.Int8Linear.from_linear(_Weight(randn(116, 4, 6)), per_channel=per_channel)
+        fresh = m.Int8Linear(6, 4, per_channel=per_channel)
+        fresh.load_state_dict(layer.state_dict())
+        d = differs(fresh(x), layer(x))
+        if d:
+            return (f"per_channel={per_channel}: a fresh Int8Linear(6, 4) after load_state_dict(from_linear(a (4, 6) "
+                    f"weight).state_dict()) and that Int8Linear, on x (2, 6): {d}")
+    return None
+
+
+INT8_LINEAR_PROPERTIES = (
+    Property("a fresh Int8Linear holds int8 zeros and float32 scales of ones, of the contract's shapes, on the device "
+             "given", _int8_fresh,
+             example="layer = minilm.Int8Linear(5, 3, per_channel=False)\nprint(layer.weight_int8, layer.scale)  "
+                     "# zeros (3, 5) and ones (1, 1)",
+             idea="register_buffer('weight_int8', torch.zeros(out, in, dtype=torch.int8, device=device)) and "
+                  "register_buffer('scale', torch.ones(out if per_channel else 1, 1, device=device))"),
+    Property("forward(x) is x times the transpose of weight_int8 · scale, the dequantized weight", _int8_forward,
+             example="layer = minilm.Int8Linear(3, 2)\nlayer.weight_int8.copy_(torch.tensor([[1, -2, 3], [127, 0, "
+                     "-127]]))\nlayer.scale.copy_(torch.tensor([[0.5], [0.01]]))\nprint(layer(torch.eye(3)))  "
+                     "# [[0.5, 1.27], [-1, 0], [1.5, -1.27]]",
+             idea="dequantize with your dequantize_int8(weight_int8, scale) (each row times its scale), cast it to "
+                  "x's dtype and call your linear(x, weight): the weight is (out, in), so the output is x @ Wᵀ"),
+    Property("from_linear holds what your quantize_int8(layer.weight, per_channel) gives, cut from autograd",
+             _int8_from_linear,
+             example="layer = minilm.Int8Linear.from_linear(linear, per_channel=False)\n"
+                     "q, scale = minilm.quantize_int8(linear.weight.detach(), per_channel=False)\n"
+                     "print(torch.equal(layer.weight_int8, q), torch.equal(layer.scale, scale))  # True True",
+             idea="call quantize_int8(layer.weight.detach(), per_channel) with the per_channel given, build "
+                  "cls(in_features, out_features, per_channel, device=…) and copy q and scale into its buffers"),
+    Property("forward is linear in x, treats the leading dims as a batch, and returns x's dtype", _int8_linear_in_x,
+             example="a, b = torch.randn(2, 3, 5), torch.randn(2, 3, 5)\n"
+                     "print(layer(2 * a - 3 * b) - (2 * layer(a) - 3 * layer(b)))  # zeros",
+             idea="only the weight is quantized: multiply x as it is (no rounding, no bias, no reshape to 2-D that "
+                  "mixes rows) by the dequantized weight cast to x.dtype"),
+    Property("a fresh Int8Linear after load_state_dict gives the same outputs as the one it was saved from",
+             _int8_round_trip,
+             example="new = minilm.Int8Linear(6, 4)\nnew.load_state_dict(layer.state_dict())\n"
+                     "print(new(x) - layer(x))  # zeros",
+             idea="forward must read weight_int8 and scale, the buffers load_state_dict fills; a dequantized copy "
+                  "made in __init__ or from_linear is not in the state_dict and goes stale"),
+)
+
+
+spec("12.2", properties=INT8_LINEAR_PROPERTIES, collect=_int8_linear_collect, invariant=_int8_linear_invariant,
      cases=lambda: [dict(w=rowed_weight(2), x=randn(3, 3, 4, 10), per_channel=True,
                          what="Int8Linear from a (6, 10) weight"),
                     dict(w=rowed_weight(2), x=randn(3, 3, 4, 10), per_channel=False, what="the same per tensor"),
@@ -299,7 +437,89 @@ def _quantize_model_cases():
             for pc in (True, False)]
 
 
-spec("12.3", collect=_quantize_model_collect, cases=_quantize_model_cases, invariant=_quantize_model_invariant,
+def _nest(m) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+    """A model that is no TransformerLM: your Linears at the top, in a ModuleList, a Sequential inside it and a
+    ModuleDict in a plain module, beside torch's Embedding and LayerNorm and a parameter of its own; and the
+    Linears' weights by name."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = nn.Module()
+        model.emb = nn.Embedding(7, 4)
+        model.blocks = nn.ModuleList([m.Linear(4, 6), nn.Sequential(m.Linear(6, 4), nn.LayerNorm(4))])
+        model.inner = nn.Module()
+        model.inner.parts = nn.ModuleDict({"proj": m.Linear(4, 5)})
+        model.gain = nn.Parameter(torch.linspace(0.5, 1.5, 4))
+        model.head = m.Linear(5, 3)
+    names = ("blocks.0", "blocks.1.0", "inner.parts.proj", "head")
+    with torch.no_grad():
+        for i, name in enumerate(names):
+            w = model.get_submodule(name).weight
+            w.copy_(randn(120 + i, *w.shape) * torch.linspace(0.1, 2.0, w.shape[0]).unsqueeze(-1))
+    return model, {name: model.get_submodule(name).weight.detach().clone() for name in names}
+
+
+def _quantize_model_nested(m):
+    model, linears = _nest(m)
+    kept = {k: v.clone() for k, v in model.state_dict().items() if k.removesuffix(".weight") not in linears}
+    got = m.quantize_model(model, per_channel=True)
+    if got is not model:
+        return "quantize_model on a nested model returned another object, expected the model itself (in place)"
+    left = [n for n, mod in model.named_modules() if isinstance(mod, m.Linear)]
+    if left:
+        return (f"on a model with Linears in a ModuleList, a Sequential inside it, a ModuleDict and at the top, "
+                f"{len(left)} of 4 stay float Linears")
+    swapped = [n for n in linears if not isinstance(model.get_submodule(n), m.Int8Linear)]
+    if swapped:
+        return f"on a nested model, {len(swapped)} of its 4 Linears' places hold no Int8Linear"
+    extra = sum(isinstance(mod, m.Int8Linear) for mod in model.modules()) - len(linears)
+    if extra:
+        return (f"on a nested model with 4 Linears, {extra} other {'module' if extra == 1 else 'modules'} (torch's "
+                "Embedding, LayerNorm, a container) became Int8Linear too")
+    state = model.state_dict()
+    changed = [k for k, v in kept.items() if k not in state or not torch.equal(state[k], v)]
+    return changed and (f"on a nested model, quantize_model changed {len(changed)} of the {len(kept)} weights that "
+                        "are no Linear's (torch's Embedding and LayerNorm, a parameter of the model's own)") or None
+
+
+def _quantize_model_per_channel(m):
+    for per_channel in (True, False):
+        model, linears = _nest(m)
+        m.quantize_model(model, per_channel=per_channel)
+        for name, w in linears.items():
+            layer = model.get_submodule(name)
+            q, scale = m.quantize_int8(w, per_channel=per_channel)
+            if not isinstance(layer, m.Int8Linear):
+                return f"quantize_model(per_channel={per_channel}) on a nested model left {name} no Int8Linear"
+            for buf, want in (("scale", scale), ("weight_int8", q)):
+                got = getattr(layer, buf, None)
+                d = differs(got.double(), want.double(), atol=0, rtol=0) if type(got) is torch.Tensor else \
+                    "no tensor"
+                if d:
+                    return (f"quantize_model(per_channel={per_channel}) on a nested model: {name}'s {buf} and your "
+                            f"quantize_int8 of the weight it replaced, per_channel={per_channel}: {d}")
+    return None
+
+
+QUANTIZE_MODEL_PROPERTIES = (
+    Property("every Linear, at any depth and in any container, becomes an Int8Linear in place; nothing else changes",
+             _quantize_model_nested,
+             example="model = torch.nn.Sequential(minilm.Linear(4, 6), torch.nn.ModuleList([minilm.Linear(6, 4)]))\n"
+                     "print(minilm.quantize_model(model))  # Int8Linears, at both depths",
+             idea="recurse over model.named_children() whatever their type (ModuleList, Sequential, ModuleDict, a "
+                  "plain module): swap each child that is your Linear, recurse into every other; no names of "
+                  "TransformerLM's attributes"),
+    Property("each Int8Linear holds its own Linear's weight quantized with the per_channel given, at every depth",
+             _quantize_model_per_channel,
+             example="w = model.lm_head.weight.detach().clone()\nminilm.quantize_model(model, per_channel=False)\n"
+                     "print(model.lm_head.scale.shape, torch.equal(model.lm_head.weight_int8, "
+                     "minilm.quantize_int8(w, per_channel=False)[0]))  # (1, 1) True",
+             idea="pass per_channel on to Int8Linear.from_linear and to the recursive call into each child, and "
+                  "swap each Linear by its own name (add_module(name, from_linear(that child, per_channel)))"),
+)
+
+
+spec("12.3", properties=QUANTIZE_MODEL_PROPERTIES, collect=_quantize_model_collect, cases=_quantize_model_cases,
+     invariant=_quantize_model_invariant,
      atol=1e-4, free=("kept",),
      outputs={"float_logits": "the float model's logits (your TransformerLM, Task 8.1)",
               "logits": "the quantized logits"},
