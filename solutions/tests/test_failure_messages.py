@@ -210,6 +210,14 @@ def _embedding_one_hot(token_ids, weight):
     return torch.nn.functional.one_hot(token_ids, weight.shape[0]).float() @ weight  # float32 only
 
 
+def _embedding_squeezed(token_ids, weight):
+    return weight[token_ids].squeeze()  # ids (1, 3) lose their batch dim
+
+
+def _embedding_reads_data(token_ids, weight):
+    return weight.data[token_ids]  # the right rows, out of autograd's sight: the Embedding never learns
+
+
 def _sdpa_sizes_from_dim_2(q, k, v, mask=None):
     from solutions.attention import softmax
 
@@ -335,6 +343,9 @@ SLIPS = [
     ("3.1", "solutions.rmsnorm", "rms_norm", _rms_norm_zeros, "every value of yours is 0"),
     # Coverage the visible cases lack: other dtypes, and a batch dim more or less.
     ("2.1", "solutions.embedding", "embedding", _embedding_one_hot, "in float64: your code raised RuntimeError"),
+    ("2.1", "solutions.embedding", "embedding", _embedding_squeezed, "ids of shape (1, 3) and W (7, 3) give an output "
+     "of shape [3, 3]"),
+    ("2.1", "solutions.embedding", "embedding", _embedding_reads_data, "no grad_fn"),
     # Properties that fix a value the visible cases do not reach.
     ("14.4", "solutions.modern", "lr_wsd_schedule", _wsd_cosine_decay, "progress 0.7: 1.78033, expected 1.625"),
     ("14.5", "solutions.modern", "softcap", _softcap_beyond_the_cap_only, "between the two it bends smoothly"),
