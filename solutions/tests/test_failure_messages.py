@@ -285,6 +285,48 @@ def _classic_lm_tied_to_the_head(self, config, device=None, dtype=None):
         self.token_embeddings.weight = self.lm_head.weight
 
 
+def _classic_lm_scales_the_embeddings(self, token_ids):
+    import math
+
+    from solutions.classic import sinusoidal_positions
+
+    cfg, seq = self.config, token_ids.shape[-1]
+    positions = torch.arange(seq, device=token_ids.device)
+    x = self.token_embeddings(token_ids)
+    if cfg.tied_head:  # Vaswani et al.'s √d_model on the way in, where the contract divides on the way out
+        x = x * math.sqrt(cfg.d_model)
+    if cfg.positions == "sinusoidal":
+        x = x + sinusoidal_positions(seq, cfg.d_model).to(x.device, x.dtype)
+    elif cfg.positions == "learned":
+        x = x + self.position_embeddings(positions)
+    for layer in self.layers:
+        x = layer(x, positions)
+    if cfg.norm_position == "pre":
+        x = self.ln_final(x)
+    return self.lm_head(x)
+
+
+def _classic_lm_adds_each_block(self, token_ids):
+    import math
+
+    from solutions.classic import sinusoidal_positions
+
+    cfg, seq = self.config, token_ids.shape[-1]
+    positions = torch.arange(seq, device=token_ids.device)
+    x = self.token_embeddings(token_ids)
+    if cfg.positions == "sinusoidal":
+        x = x + sinusoidal_positions(seq, cfg.d_model).to(x.device, x.dtype)
+    elif cfg.positions == "learned":
+        x = x + self.position_embeddings(positions)
+    for layer in self.layers:
+        x = x + layer(x, positions)  # a residual around the block, which already adds its own
+    if cfg.norm_position == "pre":
+        x = self.ln_final(x)
+    if cfg.tied_head:
+        x = x / math.sqrt(cfg.d_model)
+    return self.lm_head(x)
+
+
 # Slips that only an input at the contract's boundary shows: every visible case passes.
 def _probs_topk_unguarded(logits, temperature=1.0, top_k=None, top_p=None):
     if top_k is not None and temperature != 0:  # torch.topk raises for k beyond the vocabulary
@@ -357,6 +399,10 @@ SLIPS = [
     ("13.4", "solutions.classic", "GeluFFN.__init__", _gelu_ffn_without_dtype, "w1.weight is float32"),
     ("13.6", "solutions.classic", "ClassicLM.__init__", _classic_lm_tied_to_the_head,
      "token_embeddings.weight starts with std"),
+    ("13.6", "solutions.classic", "ClassicLM.forward", _classic_lm_scales_the_embeddings,
+     "the first block's input and token_embeddings(ids)"),
+    ("13.6", "solutions.classic", "ClassicLM.forward", _classic_lm_adds_each_block,
+     "block 1's input and block 0's output"),
     ("9.1", "solutions.data", "get_batch", _get_batch_on_cpu, "returned x and y on ['cpu', 'cpu']"),
     # Boundary values the contract allows and no visible case reaches.
     ("11.1", "solutions.generation", "next_token_probs", _probs_topk_unguarded,
