@@ -327,6 +327,36 @@ def _classic_lm_adds_each_block(self, token_ids):
     return self.lm_head(x)
 
 
+def _groups_1d_to_no_decay(model, muon=True):
+    from solutions.embedding import Embedding
+
+    embeddings = {id(m.weight) for m in model.modules() if isinstance(m, Embedding)}
+    groups = {"muon": [], "decay": [], "no_decay": []}
+    for _, p in model.named_parameters():
+        if id(p) in embeddings or p.ndim == 1:  # a 0-D scalar or a 3-D kernel goes on as a matrix
+            groups["no_decay"].append(p)
+        elif p is model.lm_head.weight or not muon:
+            groups["decay"].append(p)
+        else:
+            groups["muon"].append(p)
+    return groups
+
+
+def _groups_head_by_name(model, muon=True):
+    from solutions.embedding import Embedding
+
+    embeddings = {id(m.weight) for m in model.modules() if isinstance(m, Embedding)}
+    groups = {"muon": [], "decay": [], "no_decay": []}
+    for name, p in model.named_parameters():
+        if id(p) in embeddings or p.ndim != 2:
+            groups["no_decay"].append(p)
+        elif "head" in name or not muon:  # any matrix whose name says head, not model.lm_head.weight
+            groups["decay"].append(p)
+        else:
+            groups["muon"].append(p)
+    return groups
+
+
 # Slips that only an input at the contract's boundary shows: every visible case passes.
 def _probs_topk_unguarded(logits, temperature=1.0, top_k=None, top_p=None):
     if top_k is not None and temperature != 0:  # torch.topk raises for k beyond the vocabulary
@@ -390,6 +420,8 @@ SLIPS = [
     ("2.1", "solutions.embedding", "embedding", _embedding_reads_data, "no grad_fn"),
     # Properties that fix a value the visible cases do not reach.
     ("14.4", "solutions.modern", "lr_wsd_schedule", _wsd_cosine_decay, "progress 0.7: 1.78033, expected 1.625"),
+    ("14.3", "solutions.modern", "parameter_groups", _groups_1d_to_no_decay, "kernel (3-D) is in 'muon'"),
+    ("14.3", "solutions.modern", "parameter_groups", _groups_head_by_name, "Linears named heads and output last"),
     ("14.5", "solutions.modern", "softcap", _softcap_beyond_the_cap_only, "between the two it bends smoothly"),
     ("16.1", "solutions.datalimit", "dropout", _dropout_one_mask_for_the_rows, "one mask shared by the rows"),
     ("6.2", "solutions.attention", "scaled_dot_product_attention", _sdpa_sizes_from_dim_2,
