@@ -357,6 +357,52 @@ def _groups_head_by_name(model, muon=True):
     return groups
 
 
+def _train_clips_every_group(loss_of, parameters, optimizer, batch, lr_at, clip=1.0, start=0, evaluate=None,
+                             eval_every=0):
+    from solutions.training import Step, clip_grad_norm
+
+    step = start
+    while (lr := lr_at(step)) is not None:
+        for group in optimizer.param_groups:
+            group["lr"] = lr * group.get("lr_scale", 1.0)
+        x, y = batch(step)
+        loss = loss_of(x, y)
+        optimizer.zero_grad()
+        loss.backward()
+        everything = [p for group in optimizer.param_groups for p in group["params"]]  # not `parameters`
+        grad_norm = None if clip is None else float(clip_grad_norm(everything, clip))
+        optimizer.step()
+        step += 1
+        val_loss = None
+        if evaluate is not None and step % eval_every == 0:
+            with torch.no_grad():
+                val_loss = evaluate(step)
+        yield Step(step, loss.detach(), lr, grad_norm, val_loss)
+
+
+def _train_evaluates_from_start(loss_of, parameters, optimizer, batch, lr_at, clip=1.0, start=0, evaluate=None,
+                                eval_every=0):
+    from solutions.training import Step, clip_grad_norm
+
+    parameters = list(parameters)
+    step = start
+    while (lr := lr_at(step)) is not None:
+        for group in optimizer.param_groups:
+            group["lr"] = lr * group.get("lr_scale", 1.0)
+        x, y = batch(step)
+        loss = loss_of(x, y)
+        optimizer.zero_grad()
+        loss.backward()
+        grad_norm = None if clip is None else float(clip_grad_norm(parameters, clip))
+        optimizer.step()
+        step += 1
+        val_loss = None
+        if evaluate is not None and (step - start) % eval_every == 0:  # counts from the resumed start
+            with torch.no_grad():
+                val_loss = evaluate(step)
+        yield Step(step, loss.detach(), lr, grad_norm, val_loss)
+
+
 # Slips that only an input at the contract's boundary shows: every visible case passes.
 def _probs_topk_unguarded(logits, temperature=1.0, top_k=None, top_p=None):
     if top_k is not None and temperature != 0:  # torch.topk raises for k beyond the vocabulary
@@ -422,6 +468,8 @@ SLIPS = [
     ("14.4", "solutions.modern", "lr_wsd_schedule", _wsd_cosine_decay, "progress 0.7: 1.78033, expected 1.625"),
     ("14.3", "solutions.modern", "parameter_groups", _groups_1d_to_no_decay, "kernel (3-D) is in 'muon'"),
     ("14.3", "solutions.modern", "parameter_groups", _groups_head_by_name, "Linears named heads and output last"),
+    ("10.6", "solutions.training", "train", _train_clips_every_group, "b's left as it was"),
+    ("10.6", "solutions.training", "train", _train_evaluates_from_start, "evaluate ran with [5, 8], expected [3, 6]"),
     ("14.5", "solutions.modern", "softcap", _softcap_beyond_the_cap_only, "between the two it bends smoothly"),
     ("16.1", "solutions.datalimit", "dropout", _dropout_one_mask_for_the_rows, "one mask shared by the rows"),
     ("6.2", "solutions.attention", "scaled_dot_product_attention", _sdpa_sizes_from_dim_2,
