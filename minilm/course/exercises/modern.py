@@ -439,12 +439,13 @@ GROUPS_PROPERTIES = (
     Property("it returns a dict of three lists, 'muon', 'decay' and 'no_decay', each there even when empty "
              "(muon with muon=False)", _groups_three_lists,
              example="model = torch.nn.Module()\nmodel.lm_head = minilm.Linear(6, 11)\n"
-                     "print(minilm.parameter_groups(model, muon=False))  # muon [], decay [the head], no_decay []",
+                     "print({k: len(v) for k, v in minilm.parameter_groups(model, muon=False).items()})"
+                     "  # muon 0, decay 1, no_decay 0",
              idea="start from {'muon': [], 'decay': [], 'no_decay': []} and append each parameter itself (not its "
                   "name) to one of them"),
     Property("every parameter is listed exactly once: a matrix two modules share (a tied head) once", _groups_each_once,
-             example="# on your TransformerLM, with lm_head.weight = token_embeddings.weight:\n"
-                     "groups = minilm.parameter_groups(model)\n"
+             example="model = minilm.TransformerLM(97, 32, 32, 2, 4, 48, 10000.0)\n"
+                     "model.lm_head.weight = model.token_embeddings.weight\ngroups = minilm.parameter_groups(model)\n"
                      "print(sum(map(len, groups.values())), len(list(model.parameters())))  # equal",
              idea="walk model.named_parameters() (or parameters()), which yields a shared parameter once, and put "
                   "each in exactly one list; walking each module's own parameters meets a shared one twice"),
