@@ -212,6 +212,14 @@ def _embedding_one_hot(token_ids, weight):
     return torch.nn.functional.one_hot(token_ids, weight.shape[0]).float() @ weight  # float32 only
 
 
+def _embedding_squeezed(token_ids, weight):
+    return weight[token_ids].squeeze()  # ids (1, 3) lose their batch dim
+
+
+def _embedding_reads_data(token_ids, weight):
+    return weight.data[token_ids]  # the right rows, out of autograd's sight: the Embedding never learns
+
+
 def _sdpa_sizes_from_dim_2(q, k, v, mask=None):
     from solutions.attention import softmax
 
@@ -277,6 +285,124 @@ def _classic_lm_tied_to_the_head(self, config, device=None, dtype=None):
     if config.tied_head:  # the head's fresh Glorot matrix shared, where the contract shares the embedding's
         self.lm_head.weight = Linear(config.d_model, config.vocab_size).weight
         self.token_embeddings.weight = self.lm_head.weight
+
+
+def _classic_lm_scales_the_embeddings(self, token_ids):
+    import math
+
+    from solutions.classic import sinusoidal_positions
+
+    cfg, seq = self.config, token_ids.shape[-1]
+    positions = torch.arange(seq, device=token_ids.device)
+    x = self.token_embeddings(token_ids)
+    if cfg.tied_head:  # Vaswani et al.'s √d_model on the way in, where the contract divides on the way out
+        x = x * math.sqrt(cfg.d_model)
+    if cfg.positions == "sinusoidal":
+        x = x + sinusoidal_positions(seq, cfg.d_model).to(x.device, x.dtype)
+    elif cfg.positions == "learned":
+        x = x + self.position_embeddings(positions)
+    for layer in self.layers:
+        x = layer(x, positions)
+    if cfg.norm_position == "pre":
+        x = self.ln_final(x)
+    return self.lm_head(x)
+
+
+def _classic_lm_adds_each_block(self, token_ids):
+    import math
+
+    from solutions.classic import sinusoidal_positions
+
+    cfg, seq = self.config, token_ids.shape[-1]
+    positions = torch.arange(seq, device=token_ids.device)
+    x = self.token_embeddings(token_ids)
+    if cfg.positions == "sinusoidal":
+        x = x + sinusoidal_positions(seq, cfg.d_model).to(x.device, x.dtype)
+    elif cfg.positions == "learned":
+        x = x + self.position_embeddings(positions)
+    for layer in self.layers:
+        x = x + layer(x, positions)  # a residual around the block, which already adds its own
+    if cfg.norm_position == "pre":
+        x = self.ln_final(x)
+    if cfg.tied_head:
+        x = x / math.sqrt(cfg.d_model)
+    return self.lm_head(x)
+
+
+def _groups_1d_to_no_decay(model, muon=True):
+    from solutions.embedding import Embedding
+
+    embeddings = {id(m.weight) for m in model.modules() if isinstance(m, Embedding)}
+    groups = {"muon": [], "decay": [], "no_decay": []}
+    for _, p in model.named_parameters():
+        if id(p) in embeddings or p.ndim == 1:  # a 0-D scalar or a 3-D kernel goes on as a matrix
+            groups["no_decay"].append(p)
+        elif p is model.lm_head.weight or not muon:
+            groups["decay"].append(p)
+        else:
+            groups["muon"].append(p)
+    return groups
+
+
+def _groups_head_by_name(model, muon=True):
+    from solutions.embedding import Embedding
+
+    embeddings = {id(m.weight) for m in model.modules() if isinstance(m, Embedding)}
+    groups = {"muon": [], "decay": [], "no_decay": []}
+    for name, p in model.named_parameters():
+        if id(p) in embeddings or p.ndim != 2:
+            groups["no_decay"].append(p)
+        elif "head" in name or not muon:  # any matrix whose name says head, not model.lm_head.weight
+            groups["decay"].append(p)
+        else:
+            groups["muon"].append(p)
+    return groups
+
+
+def _train_clips_every_group(loss_of, parameters, optimizer, batch, lr_at, clip=1.0, start=0, evaluate=None,
+                             eval_every=0):
+    from solutions.training import Step, clip_grad_norm
+
+    step = start
+    while (lr := lr_at(step)) is not None:
+        for group in optimizer.param_groups:
+            group["lr"] = lr * group.get("lr_scale", 1.0)
+        x, y = batch(step)
+        loss = loss_of(x, y)
+        optimizer.zero_grad()
+        loss.backward()
+        everything = [p for group in optimizer.param_groups for p in group["params"]]  # not `parameters`
+        grad_norm = None if clip is None else float(clip_grad_norm(everything, clip))
+        optimizer.step()
+        step += 1
+        val_loss = None
+        if evaluate is not None and step % eval_every == 0:
+            with torch.no_grad():
+                val_loss = evaluate(step)
+        yield Step(step, loss.detach(), lr, grad_norm, val_loss)
+
+
+def _train_evaluates_from_start(loss_of, parameters, optimizer, batch, lr_at, clip=1.0, start=0, evaluate=None,
+                                eval_every=0):
+    from solutions.training import Step, clip_grad_norm
+
+    parameters = list(parameters)
+    step = start
+    while (lr := lr_at(step)) is not None:
+        for group in optimizer.param_groups:
+            group["lr"] = lr * group.get("lr_scale", 1.0)
+        x, y = batch(step)
+        loss = loss_of(x, y)
+        optimizer.zero_grad()
+        loss.backward()
+        grad_norm = None if clip is None else float(clip_grad_norm(parameters, clip))
+        optimizer.step()
+        step += 1
+        val_loss = None
+        if evaluate is not None and (step - start) % eval_every == 0:  # counts from the resumed start
+            with torch.no_grad():
+                val_loss = evaluate(step)
+        yield Step(step, loss.detach(), lr, grad_norm, val_loss)
 
 
 # Slips that only an input at the contract's boundary shows: every visible case passes.
@@ -441,8 +567,15 @@ SLIPS = [
     ("3.1", "solutions.rmsnorm", "rms_norm", _rms_norm_zeros, "every value of yours is 0"),
     # Coverage the visible cases lack: other dtypes, and a batch dim more or less.
     ("2.1", "solutions.embedding", "embedding", _embedding_one_hot, "in float64: your code raised RuntimeError"),
+    ("2.1", "solutions.embedding", "embedding", _embedding_squeezed, "ids of shape (1, 3) and W (7, 3) give an output "
+     "of shape [3, 3]"),
+    ("2.1", "solutions.embedding", "embedding", _embedding_reads_data, "no grad_fn"),
     # Properties that fix a value the visible cases do not reach.
     ("14.4", "solutions.modern", "lr_wsd_schedule", _wsd_cosine_decay, "progress 0.7: 1.78033, expected 1.625"),
+    ("14.3", "solutions.modern", "parameter_groups", _groups_1d_to_no_decay, "kernel (3-D) is in 'muon'"),
+    ("14.3", "solutions.modern", "parameter_groups", _groups_head_by_name, "Linears named heads and output last"),
+    ("10.6", "solutions.training", "train", _train_clips_every_group, "b's left as it was"),
+    ("10.6", "solutions.training", "train", _train_evaluates_from_start, "evaluate ran with [5, 8], expected [3, 6]"),
     ("14.5", "solutions.modern", "softcap", _softcap_beyond_the_cap_only, "between the two it bends smoothly"),
     ("16.1", "solutions.datalimit", "dropout", _dropout_one_mask_for_the_rows, "one mask shared by the rows"),
     ("6.2", "solutions.attention", "scaled_dot_product_attention", _sdpa_sizes_from_dim_2,
@@ -452,6 +585,10 @@ SLIPS = [
     ("13.4", "solutions.classic", "GeluFFN.__init__", _gelu_ffn_without_dtype, "w1.weight is float32"),
     ("13.6", "solutions.classic", "ClassicLM.__init__", _classic_lm_tied_to_the_head,
      "token_embeddings.weight starts with std"),
+    ("13.6", "solutions.classic", "ClassicLM.forward", _classic_lm_scales_the_embeddings,
+     "the first block's input and token_embeddings(ids)"),
+    ("13.6", "solutions.classic", "ClassicLM.forward", _classic_lm_adds_each_block,
+     "block 1's input and block 0's output"),
     ("9.1", "solutions.data", "get_batch", _get_batch_on_cpu, "returned x and y on ['cpu', 'cpu']"),
     # Boundary values the contract allows and no visible case reaches.
     ("11.1", "solutions.generation", "next_token_probs", _probs_topk_unguarded,

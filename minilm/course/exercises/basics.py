@@ -22,6 +22,7 @@ from minilm.course.exercises import (
     learns,
     load_state,
     module_contract,
+    one_line,
     randn,
     shown,
     spec,
@@ -134,7 +135,46 @@ def _embedding_cases():
             dict(ids=torch.tensor(5), w=w, what="a single id (a 0-d tensor)")]
 
 
-spec("2.1",
+def _embedding_row_i(m):
+    w = randn(172, 5, 3)
+    return at_edge("embedding(torch.arange(5), W) for W (5, 3), against W itself (id i looks up row i)",
+                   lambda: m.embedding(torch.arange(5), w), w) or at_edge(
+        "embedding(torch.tensor([4, 0, 4]), W) for W (5, 3), against rows 4, 0, 4 of W",
+        lambda: m.embedding(torch.tensor([4, 0, 4]), w), torch.stack((w[4], w[0], w[4])))
+
+
+def _embedding_any_shape(m):
+    w = randn(173, 7, 3)
+    for shape in ((), (4,), (1, 3), (2, 1, 3), (0,)):
+        ids = torch.arange(7).repeat(3)[:math.prod(shape)].reshape(shape)
+        try:
+            y = m.embedding(ids, w)
+        except Exception as e:  # noqa: BLE001 - raising on a shape the contract allows is breaking the property
+            return f"on ids of shape {shape} and W (7, 3): your code raised {one_line(e)}"
+        got = tuple(y.shape) if type(y) is torch.Tensor else None
+        if got != (*shape, 3):
+            return f"ids of shape {shape} and W (7, 3) give an output of shape " \
+                   f"{shown(list(got)) if got is not None else type(y).__name__}, expected {(*shape, 3)}"
+    return None
+
+
+EMBEDDING_PROPERTIES = (
+    Property("the output's shape is token_ids' shape followed by d_model, for any shape of token_ids (0-d, sizes "
+             "of 1, empty)", _embedding_any_shape,
+             example="w = torch.randn(7, 3)\nfor ids in (torch.tensor(2), torch.tensor([[1, 2, 3]]), "
+                     "torch.zeros(2, 1, 3, dtype=torch.long)):\n    print(minilm.embedding(ids, w).shape)",
+             idea="W[token_ids] keeps every dim of token_ids and appends d_model; flattening the ids, squeeze() "
+                  "or a view with sizes worked out by hand loses dims of size 1 or the 0-d case"),
+    Property("id i looks up row i of W: embedding(torch.arange(vocab), W) is W itself", _embedding_row_i,
+             example="w = torch.randn(5, 3)\nprint(minilm.embedding(torch.arange(5), w) - w)  # zeros",
+             idea="index W's rows (its first dim, vocab) by the ids as they are: W[token_ids], no shift, no "
+                  "transpose"),
+    keeps_inputs("embedding", lambda: (torch.tensor([[0, 3], [2, 2]]), randn(174, 5, 4)), "on ids (2, 2), W (5, 4)"),
+)
+
+spec("2.1", properties=EMBEDDING_PROPERTIES,
+     gradient=gradient_follows("embedding", lambda: (torch.tensor([[0, 2, 2], [4, 1, 0]]), randn(175, 5, 4).double()),
+                               "on ids (2, 3), W (5, 4)", wrt=(1,), call="torch.tensor([[0, 2], [1, 1]]), x"),
      rows=each_row_alone("embedding", lambda: (torch.tensor([[0, 3, 1], [2, 2, 4]]), randn(171, 5, 4)),
                          "on ids (2, 3)"),
      dtypes=keeps_dtype("embedding", lambda: (torch.tensor([[0, 3], [2, 2]]), randn(152, 5, 4)),

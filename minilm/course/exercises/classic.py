@@ -511,9 +511,161 @@ def _lm_invariant(got, c) -> Problem | None:
             f"ClassicLM ({name}) has {count(got['parameters'])} parameters, expected {n_params:,}", "parameter_count"))
 
 
-spec("13.6", properties=module_contract(
-         lambda m, **kw: m.ClassicLM(m.ClassicConfig(**BASE | CLASSIC | dict(positions="learned")), **kw),
-         lambda _: (torch.randint(0, 97, (2, 5), generator=gen(85)),), "ClassicLM (classic, learned positions)"),
+class _Tap(torch.nn.Module):
+    """A block that records what it was given and what it gave back, then is the block it wraps."""
+
+    def __init__(self, inner, index: int, seen: list):
+        super().__init__()
+        self.inner, self.index, self.seen = inner, index, seen
+
+    def forward(self, *args, **kwargs):
+        out = self.inner(*args, **kwargs)
+        x = args[0] if args else next(iter(kwargs.values()))
+        self.seen.append((self.index, x.detach().clone(), out.detach().clone()))
+        return out
+
+    def __getattr__(self, name: str):  # lm.layers[-1].ln2 and the like still reach the block
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(super().__getattr__("inner"), name)
+
+
+def _lm_traced(m, changes: dict, seed: int = 91):
+    """ClassicLM(BASE | changes) with the case's kind of weights, run on ids (2, 6) with every block tapped:
+    (lm, ids, logits, [(block index, its input, its output)] in the order the blocks ran)."""
+    cfg = BASE | changes
+    lm = m.ClassicLM(m.ClassicConfig(**cfg))
+    load_matching(lm, classic_lm_state(seed, cfg))
+    seen: list = []
+    for i in range(len(lm.layers)):
+        lm.layers[i] = _Tap(lm.layers[i], i, seen)
+    ids = torch.randint(0, cfg["vocab_size"], (2, 6), generator=gen(seed + 1))
+    with torch.no_grad():
+        logits = lm(ids)
+    for i in range(len(lm.layers)):
+        lm.layers[i] = lm.layers[i].inner
+    return lm, ids, logits, seen
+
+
+def _setting(changes: dict) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in changes.items()) or "the default config"
+
+
+def _lm_first_block_reads(m, changes: dict) -> str | None:
+    """The first block's input against the token embeddings plus the positions the config adds."""
+    lm, ids, _, seen = _lm_traced(m, changes)
+    if not seen:
+        return f"with {_setting(changes)}, no block of lm.layers ran"
+    seq, d = ids.shape[-1], BASE["d_model"]
+    with torch.no_grad():
+        want, rule = lm.token_embeddings(ids), "token_embeddings(ids)"
+        kind = changes.get("positions", "rope")
+        if kind == "sinusoidal":
+            want, rule = want + m.sinusoidal_positions(seq, d), rule + " + sinusoidal_positions(6, 32)"
+        elif kind == "learned":
+            want, rule = want + lm.position_embeddings(torch.arange(seq)), rule + " + position_embeddings(0 … 5)"
+    d = differs(seen[0][1], want, atol=1e-4)
+    return d and f"with {_setting(changes)}, on ids (2, 6), the first block's input and {rule}: {d}"
+
+
+def _lm_head_end(m, changes: dict) -> str | None:
+    """The logits against lm_head(·) of the last block's output, through ln_final for pre-norm, over √d_model
+    with a tied head."""
+    lm, _, logits, seen = _lm_traced(m, changes)
+    if not seen:
+        return f"with {_setting(changes)}, no block of lm.layers ran"
+    h, rule = seen[-1][2], "the last block's output h"
+    with torch.no_grad():
+        if changes.get("norm_position", "pre") == "pre":
+            h, rule = lm.ln_final(h), "ln_final(h)"
+        if changes.get("tied_head"):
+            h, rule = h / BASE["d_model"] ** 0.5, f"{rule} / √32"
+        d = differs(logits, lm.lm_head(h), atol=1e-4)
+    return d and f"with {_setting(changes)}, the logits and lm_head({rule}), from its own modules: {d}"
+
+
+def _lm_tied(m):
+    for changes in (dict(tied_head=True, positions="none"), CLASSIC | dict(positions="none")):
+        lm = m.ClassicLM(m.ClassicConfig(**BASE | changes))
+        if lm.lm_head.weight is not lm.token_embeddings.weight:
+            return f"with {_setting(changes)}, lm_head.weight is not token_embeddings.weight (the same nn.Parameter)"
+        gap = _lm_first_block_reads(m, changes) or _lm_head_end(m, changes)
+        if gap:
+            return gap
+    return None
+
+
+def _lm_positions(m):
+    for kind in ("sinusoidal", "learned", "rope", "none"):
+        gap = _lm_first_block_reads(m, dict(positions=kind))
+        if gap:
+            return gap
+    return None
+
+
+def _lm_blocks_in_order(m):
+    for changes in (dict(num_layers=3), dict(num_layers=3, norm_position="post", positions="sinusoidal"),
+                    dict(num_layers=3, positions="learned")):
+        _, _, _, seen = _lm_traced(m, changes)
+        order = [i for i, _, _ in seen]
+        if order != [0, 1, 2]:
+            return f"with {_setting(changes)}, the blocks ran in the order {shown(order)}, expected [0, 1, 2]"
+        for (i, _, out), (j, x, _) in zip(seen, seen[1:]):
+            d = differs(x, out, atol=1e-5)
+            if d:
+                return f"with {_setting(changes)}, block {j}'s input and block {i}'s output: {d}"
+    return None
+
+
+def _lm_ends(m):
+    for changes in ({}, dict(norm_position="post"), dict(norm_position="post", norm="layernorm", ffn="gelu")):
+        gap = _lm_head_end(m, changes)
+        if gap:
+            return gap
+    return None
+
+
+LM_PROPERTIES = (
+    Property("the first block reads token_embeddings(ids) plus the positions, added once: "
+             "sinusoidal_positions(seq, d_model) with 'sinusoidal', position_embeddings(0 … seq − 1) with "
+             "'learned', nothing with 'rope' (inside attention) or 'none'", _lm_positions,
+             example="cfg = minilm.ClassicConfig(97, 32, 32, 2, 4, positions='sinusoidal')\n"
+                     "lm = minilm.ClassicLM(cfg)\nids = torch.randint(0, 97, (1, 6))\n"
+                     "x = lm.token_embeddings(ids) + minilm.sinusoidal_positions(6, 32)\n"
+                     "# x is what lm.layers[0] must be given",
+             idea="x = token_embeddings(ids); add sinusoidal_positions(seq, d_model) or "
+                  "position_embeddings(torch.arange(seq)) once, before the loop over the blocks; with 'rope' the "
+                  "blocks' attention uses the positions, with 'none' nothing does"),
+    Property("the blocks run one after the other, in order: block i + 1 reads block i's output, nothing added "
+             "between them", _lm_blocks_in_order,
+             example="cfg = minilm.ClassicConfig(97, 32, 32, 3, 4)\nlm = minilm.ClassicLM(cfg)\n"
+                     "ids = torch.randint(0, 97, (1, 6))\nh = lm.token_embeddings(ids)\n"
+                     "for layer in lm.layers:\n    h = layer(h)\nprint(lm(ids) - lm.lm_head(lm.ln_final(h)))  # zeros",
+             idea="for layer in self.layers: x = layer(x, positions): each block adds its own residuals, so no "
+                  "x + layer(x), and no positions or norm between the blocks"),
+    Property("the logits are lm_head(ln_final(h)) of the last block's output h with pre-norm, and lm_head(h) with "
+             "post-norm (no ln_final: the last block already ends in ln2)", _lm_ends,
+             example="cfg = minilm.ClassicConfig(97, 32, 32, 2, 4, norm_position='post')\nlm = minilm.ClassicLM(cfg)\n"
+                     "ids = torch.randint(0, 97, (1, 6))\nh = lm.token_embeddings(ids)\n"
+                     "for layer in lm.layers:\n    h = layer(h)\nprint(lm(ids) - lm.lm_head(h))  # zeros",
+             idea="after the loop: ln_final only with norm_position 'pre', then lm_head; the √d_model division only "
+                  "with tied_head; no softmax, the logits stay unnormalized"),
+    Property("with tied_head, lm_head.weight is token_embeddings.weight (one nn.Parameter), the embeddings go in "
+             "unscaled, and the logits are lm_head(x / √d_model)", _lm_tied,
+             example="cfg = minilm.ClassicConfig(97, 32, 32, 2, 4, tied_head=True, positions='none')\n"
+                     "lm = minilm.ClassicLM(cfg)\nids = torch.randint(0, 97, (1, 6))\nh = lm.token_embeddings(ids)\n"
+                     "for layer in lm.layers:\n    h = layer(h)\n"
+                     "print(lm(ids) - lm.lm_head(lm.ln_final(h) / 32 ** 0.5))  # zeros",
+             idea="set self.lm_head.weight = self.token_embeddings.weight after building both, and in forward "
+                  "divide the last block's output by math.sqrt(d_model) just before lm_head, only with tied_head; "
+                  "the embeddings themselves go in as they are"),
+    *module_contract(
+        lambda m, **kw: m.ClassicLM(m.ClassicConfig(**BASE | CLASSIC | dict(positions="learned")), **kw),
+        lambda _: (torch.randint(0, 97, (2, 5), generator=gen(85)),), "ClassicLM (classic, learned positions)"),
+)
+
+spec("13.6", properties=LM_PROPERTIES,
      collect=_lm_collect, invariant=_lm_invariant, atol=1e-4,
      cases=lambda: [dict(config=BASE | changes, name=name, state=classic_lm_state(81 + i, BASE | changes),
                          ids=torch.randint(0, 97, (2, 12), generator=gen(80)),

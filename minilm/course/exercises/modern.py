@@ -284,7 +284,9 @@ def _groups_invariant(got, c) -> Problem | None:
         call = f"parameter_groups(model, muon={muon}) on {c['what']}"
         everything = [n for v in want.values() for n in v]
         listed = [n for v in have.values() for n in v]
-        if "?" in listed or sorted(listed) != sorted(everything):
+        if "?" in listed:  # a list missing, or entries that are no parameter: the properties say which
+            return None
+        if sorted(listed) != sorted(everything):
             return Problem(f"{call}: list every parameter of the model exactly once, in one of the three groups "
                            f"({count(len(everything))} parameters; your groups hold {count(len(listed))})",
                            "groups_not_a_partition")
@@ -301,12 +303,7 @@ def _groups_invariant(got, c) -> Problem | None:
         if any(n not in emb and n in have["decay"] + have["muon"] for n in want["no_decay"]):
             return Problem(f"{call}: a gain or bias (a 1-D parameter) is decayed or given to Muon: those go to "
                            "'no_decay'", "decay_on_gains")
-        if {k: sorted(v) for k, v in have.items()} != {k: sorted(v) for k, v in want.items()}:
-            return Problem(f"{call}: the groups differ from the rule (muon: the 2-D parameters but the embeddings "
-                           f"and lm_head{'' if muon else ', none with muon=False'}; decay: lm_head"
-                           f"{'' if muon else ' and the block matrices'}; no_decay: embeddings and 1-D)",
-                           "groups_wrong")
-    return None
+    return None  # any other difference shows in the groups compared, and a property names the rule it breaks
 
 
 def _groups_by_type(m):
@@ -321,7 +318,149 @@ def _groups_by_type(m):
                                      f"groups are {got}, expected {want}")
 
 
+GROUP_KEYS = ("muon", "decay", "no_decay")
+
+
+def _grouped(m, model: nn.Module, muon: bool = True) -> dict[str, list[str]] | str:
+    """parameter_groups(model, muon) by our own names, each list sorted ("?" for an entry that is none of the
+    model's parameters); or what is wrong with the returned value's form."""
+    groups = m.parameter_groups(model, muon=muon)
+    if type(groups) is not dict or any(type(groups.get(k)) is not list for k in GROUP_KEYS):
+        kinds = [type(groups.get(k)).__name__ for k in GROUP_KEYS] if type(groups) is dict else []
+        return (f"parameter_groups(model, muon={muon}) returned {type(groups).__name__}"
+                + (f" whose 'muon', 'decay' and 'no_decay' are {', '.join(kinds)}" if kinds else "")
+                + ", expected a dict of the three lists")
+    names = {id(p): n for n, p in model.named_parameters()}
+    return {k: sorted(names.get(id(p), "?") for p in groups[k]) for k in GROUP_KEYS}
+
+
+def _tiny_lm(m, tied: bool = False) -> nn.Module:
+    model = nn.Module()
+    model.token_embeddings = m.Embedding(11, 6)
+    model.layers = nn.ModuleList([_Block(m, 6, 10)])
+    model.ln_final = nn.Parameter(torch.ones(6))
+    model.lm_head = m.Linear(6, 11)
+    if tied:
+        model.lm_head.weight = model.token_embeddings.weight
+    return model
+
+
+def _groups_three_lists(m):
+    for muon in (True, False):
+        got = _grouped(m, _tiny_lm(m), muon)
+        if type(got) is str:
+            return got
+    return None
+
+
+def _groups_each_once(m):
+    model = _tiny_lm(m, tied=True)
+    model.out_proj = m.Linear(6, 6)
+    model.out_proj.weight = model.layers[0].q_proj.weight  # one matrix shared by two Linears
+    want = sorted(n for n, _ in model.named_parameters())
+    for muon in (True, False):
+        got = _grouped(m, model, muon)
+        if type(got) is str:
+            return got
+        listed = sorted(n for v in got.values() for n in v)
+        if listed != want:
+            twice = sorted({n for n in listed if listed.count(n) > 1 and n != "?"})
+            missing = sorted(set(want) - set(listed))
+            parts = [f"{', '.join(twice)} listed more than once"] if twice else []
+            parts += [f"{', '.join(missing)} in no list"] if missing else []
+            parts += [f"{listed.count('?')} entries that are not the model's parameters"] if "?" in listed else []
+            return (f"parameter_groups(model, muon={muon}) on a model with a tied head and a matrix two Linears "
+                    f"share ({len(want)} parameters): " + "; ".join(parts))
+    return None
+
+
+def _groups_tied_head(m):
+    for muon in (True, False):
+        got = _grouped(m, _tiny_lm(m, tied=True), muon)
+        if type(got) is str:
+            return got
+        where = [k for k in GROUP_KEYS if "token_embeddings.weight" in got[k]]
+        if where != ["no_decay"]:
+            return (f"parameter_groups(model, muon={muon}) with lm_head.weight = token_embeddings.weight: the "
+                    f"shared matrix is in {where}, expected ['no_decay'] only")
+    return None
+
+
+def _groups_head_by_identity(m):
+    model = nn.Module()
+    model.lm_head = m.Linear(6, 11)  # registered first: the head is no position in the list
+    model.token_embeddings = m.Embedding(11, 6)
+    model.heads = m.Linear(6, 6)  # a name that says head, a matrix for Muon
+    model.output = m.Linear(6, 11)  # registered last, a matrix for Muon all the same
+    got = _grouped(m, model)
+    if type(got) is str:
+        return got
+    want = {"muon": ["heads.weight", "output.weight"], "decay": ["lm_head.weight"],
+            "no_decay": ["token_embeddings.weight"]}
+    return None if got == want else (f"on a model registering lm_head first and Linears named heads and output last, "
+                                     f"the groups are {got}, expected {want}")
+
+
+def _groups_not_2d(m):
+    model = _tiny_lm(m)
+    model.temperature = nn.Parameter(torch.tensor(1.0))  # 0-D
+    model.kernel = nn.Parameter(torch.ones(4, 6, 3))  # 3-D
+    ndim = {"temperature": "0-D", "kernel": "3-D"}
+    for muon in (True, False):
+        got = _grouped(m, model, muon)
+        if type(got) is str:
+            return got
+        wrong = [(n, k) for k in ("muon", "decay") for n in got[k]
+                 if n in ("temperature", "kernel", "ln_final", "layers.0.ln1", "layers.0.bias")]
+        if wrong:
+            name, group = wrong[0]
+            return (f"parameter_groups(model, muon={muon}): {name} ({ndim.get(name, '1-D')}) is in '{group}', "
+                    "expected 'no_decay'")
+    return None
+
+
+def _groups_muon_off(m):
+    for tied in (False, True):
+        with_muon, without = _grouped(m, _tiny_lm(m, tied), True), _grouped(m, _tiny_lm(m, tied), False)
+        for got in (with_muon, without):
+            if type(got) is str:
+                return got
+        before = {n: k for k in GROUP_KEYS for n in with_muon[k]}
+        after = {n: k for k in GROUP_KEYS for n in without[k]}
+        for name, group in before.items():
+            want = "decay" if group == "muon" else group
+            if after.get(name) != want:
+                return (f"on a model with {'a tied' if tied else 'an untied'} head, {name} is in '{group}' with "
+                        f"muon=True and in {repr(after[name]) if name in after else 'no list'} "
+                        f"with muon=False, expected '{want}'")
+    return None
+
+
 GROUPS_PROPERTIES = (
+    Property("it returns a dict of three lists, 'muon', 'decay' and 'no_decay', each there even when empty "
+             "(muon with muon=False)", _groups_three_lists,
+             example="model = torch.nn.Module()\nmodel.lm_head = minilm.Linear(6, 11)\n"
+                     "print({k: len(v) for k, v in minilm.parameter_groups(model, muon=False).items()})"
+                     "  # muon 0, decay 1, no_decay 0",
+             idea="start from {'muon': [], 'decay': [], 'no_decay': []} and append each parameter itself (not its "
+                  "name) to one of them"),
+    Property("every parameter is listed exactly once: a matrix two modules share (a tied head) once", _groups_each_once,
+             example="model = minilm.TransformerLM(97, 32, 32, 2, 4, 48, 10000.0)\n"
+                     "model.lm_head.weight = model.token_embeddings.weight\ngroups = minilm.parameter_groups(model)\n"
+                     "print(sum(map(len, groups.values())), len(list(model.parameters())))  # equal",
+             idea="walk model.named_parameters() (or parameters()), which yields a shared parameter once, and put "
+                  "each in exactly one list; walking each module's own parameters meets a shared one twice"),
+    Property("a head tied to the embedding is an embedding: the shared matrix goes to no_decay, with muon and "
+             "without", _groups_tied_head,
+             idea="test for an embedding before testing for lm_head: the tied parameter is both, and an embedding's "
+                  "rule wins"),
+    Property("model.lm_head.weight goes to decay wherever it is registered, and no other matrix does",
+             _groups_head_by_identity,
+             example="model = torch.nn.Module()\nmodel.lm_head, model.output = minilm.Linear(6, 11), "
+                     "minilm.Linear(6, 11)\nprint({k: len(v) for k, v in minilm.parameter_groups(model).items()})"
+                     "  # muon 1, decay 1",
+             idea="take head = model.lm_head.weight and compare each parameter with it by identity (p is head): not "
+                  "the last parameter listed, nor a name containing 'head'"),
     Property("an Embedding is found by its type, whatever its name: a Linear named embed_proj is a matrix for Muon",
              _groups_by_type,
              example="model = torch.nn.Module()\nmodel.wte, model.embed_proj = minilm.Embedding(11, 6), "
@@ -329,6 +468,16 @@ GROUPS_PROPERTIES = (
                      "print({k: len(v) for k, v in minilm.parameter_groups(model).items()})  # 1 each",
              idea="collect the weights of the modules that are instances of your Embedding class (model.modules()), "
                   "and compare parameters by identity (id(p), or p is head), not by their names"),
+    Property("every parameter that is not 2-D goes to no_decay: gains and biases, and a 0-D scalar or a 3-D "
+             "kernel too", _groups_not_2d,
+             example="model = torch.nn.Module()\nmodel.lm_head = minilm.Linear(6, 11)\n"
+                     "model.t = torch.nn.Parameter(torch.tensor(1.0))\n"
+                     "model.k = torch.nn.Parameter(torch.ones(4, 6, 3))\n"
+                     "print(len(minilm.parameter_groups(model)['no_decay']))  # 2",
+             idea="Muon and decay take matrices only: test p.ndim != 2 (not p.ndim == 1) for no_decay"),
+    Property("muon=False moves the muon list to decay and changes nothing else", _groups_muon_off,
+             idea="decide embedding and not-2-D first, lm_head next; any other matrix goes to 'muon' if muon else "
+                  "'decay': the flag changes that one branch"),
 )
 
 GROUP_CASES = [dict(vocab=11, d=6, f=10, layers=2, tied=False, positions=True),

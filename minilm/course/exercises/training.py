@@ -1124,6 +1124,36 @@ class Regression:
         return list(itertools.islice(steps, max(0, stop - start) + 3))
 
 
+class _SnapshotRecorder(Recorder):
+    """A Recorder that also keeps the weights each of its steps started from."""
+
+    def __init__(self, params):
+        super().__init__(params)
+        self.before: list[tuple[torch.Tensor, ...]] = []
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        self.before.append(tuple(p.detach().clone() for group in self.param_groups for p in group["params"]))
+        return super().step(closure)
+
+
+class _Snapshots(Regression):
+    """A Regression whose optimizer keeps the weights each step started from, and evaluates with them at hand."""
+
+    def __init__(self, seed: int = 0, scale: float = 3.0):
+        super().__init__(seed, scale=scale)
+        self.optimizer = _SnapshotRecorder([{"params": [self.w]}, {"params": [self.b], "lr_scale": 0.5}])
+        self.evaluated_at: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    @staticmethod
+    def loss_with(w, b, x, y):
+        return ((x @ w + b - y) ** 2).mean()  # loss_of with other weights
+
+    def evaluate(self, step: int) -> float:
+        self.evaluated_at.append((self.w.detach().clone(), self.b.detach().clone()))
+        return super().evaluate(step)
+
+
 def _number(value) -> float:
     return float(value.detach()) if isinstance(value, torch.Tensor) else float(value)
 
@@ -1187,7 +1217,15 @@ def _loss_before_the_update(m):
         want = _nan_for_none(r.loss_of(*Regression().batch(s)) for s in range(3))
     got = _nan_for_none(d.loss for d in done)
     d = differs(got, want)
-    return d and f"with a learning rate of 0, the yielded losses and loss_of(batch(s)) for s = 0, 1, 2: {d}"
+    if d:
+        return f"with a learning rate of 0, the yielded losses and loss_of(batch(s)) for s = 0, 1, 2: {d}"
+    r = _Snapshots()
+    done = r.run(m, 0, 3, 0.05, None)
+    with torch.no_grad():
+        want = _nan_for_none(r.loss_with(w, b, *Regression().batch(s)) for s, (w, b) in enumerate(r.optimizer.before))
+    d = differs(_nan_for_none(d.loss for d in done), want)
+    return d and ("with lr 0.05, the yielded losses and loss_of(batch(s)) with the weights the optimizer's step s "
+                  f"started from, s = 0, 1, 2: {d}")
 
 
 def _one_gradient_per_step(m):
@@ -1242,6 +1280,59 @@ def _evaluates_on_schedule(m):
     return None if vals == want else "val_loss must be evaluate's value after steps 3 and 6, and None after the others"
 
 
+def _yields_the_rate(m):
+    r = Regression(lr_scale=0.5)
+    done = r.run(m, 0, 3, lambda step: 0.1 * (step + 1), None)
+    got = [None if d.lr is None else round(_number(d.lr), 9) for d in done]
+    return None if got == [0.1, 0.2, 0.3] else (
+        f"with lr_at(s) = 0.1 · (s + 1) and a second group whose lr_scale is 0.5, the Steps' lr are "
+        f"[{', '.join('None' if v is None else f'{v:g}' for v in got)}], "
+        "expected lr_at(s) itself, [0.1, 0.2, 0.3]")
+
+
+def _evaluates_after_the_update(m):
+    r = _Snapshots()
+    steps = m.train(r.loss_of, [r.w, r.b], r.optimizer, r.batch, lambda s: None if s >= 4 else 0.05, clip=None,
+                    evaluate=r.evaluate, eval_every=2)
+    for done in itertools.islice(steps, 6):
+        if done.val_loss is None:
+            continue
+        if not r.evaluated_at:
+            return f"Step {done.step} carries a val_loss but evaluate was not called"
+        w, b = r.evaluated_at[-1]
+        if not (torch.equal(w, r.w.detach()) and torch.equal(b, r.b.detach())):
+            return (f"with lr 0.05 and eval_every 2, evaluate({done.step}) saw other weights than the ones step "
+                    f"{done.step} left (they differ by up to {(w - r.w.detach()).abs().max().item():.3g}): it ran "
+                    "before that step's update")
+    return None
+
+
+def _evaluates_counting_from_zero(m):
+    r = Regression()
+    r.run(m, 2, 8, 0.01, None, eval_every=3)
+    return None if r.evaluated == [3, 6] else (
+        f"resumed at start = 2 until 8 with eval_every 3, evaluate ran with {shown(r.evaluated)}, expected [3, 6]: "
+        "s + 1 counts the steps from 0, not from start")
+
+
+def _clips_the_parameters_given(m):
+    r = _Snapshots(scale=10.0)
+    steps = m.train(r.loss_of, [r.w], r.optimizer, r.batch, lambda s: None if s >= 2 else 0.0, clip=1.0)
+    done = list(itertools.islice(steps, 4))
+    for s, d in enumerate(done):
+        w, b = (p.detach().clone().requires_grad_(True) for p in (r.w, r.b))  # lr 0: the weights stay
+        gw, gb = torch.autograd.grad(r.loss_with(w, b, *_Snapshots(scale=10.0).batch(s)), (w, b))
+        if d.grad_norm is None or abs(_number(d.grad_norm) - gw.norm().item()) > 1e-4 * max(1.0, gw.norm().item()):
+            return (f"with parameters = [w] alone (the optimizer holds w and b) and clip 1, Step {s + 1}'s grad_norm "
+                    f"is {shown(d.grad_norm)}, expected w's gradient norm {gw.norm().item():.6g}")
+        seen = r.optimizer.seen_norms[s]
+        want = (1.0 + gb.norm().item() ** 2) ** 0.5  # w's clipped to norm 1, b's untouched
+        if abs(seen - want) > 1e-3 * want:
+            return (f"with parameters = [w] alone (the optimizer holds w and b) and clip 1, step {s}'s optimizer saw "
+                    f"gradients of global norm {seen:.6g}, expected {want:.6g}: w's clipped to 1, b's left as it was")
+    return None
+
+
 def _loss_detached(m):
     done = Regression().run(m, 0, 1, 0.01, None)
     return None if done and not done[0].loss.requires_grad else (
@@ -1282,6 +1373,21 @@ TRAIN_PROPERTIES = (
                   "evaluate inside torch.no_grad()"),
     Property("the loss it yields is detached from the graph", _loss_detached,
              idea="yield loss.detach(): a loss that keeps its graph keeps that step's activations alive"),
+    Property("each Step's lr is lr_at(s) itself, before any group's lr_scale", _yields_the_rate,
+             idea="keep lr = lr_at(s) and yield it; the groups' lr (times lr_scale) is the optimizer's, not the "
+                  "Step's"),
+    Property("evaluate(s + 1) runs after that step's update: it sees the weights the step left",
+             _evaluates_after_the_update,
+             idea="call the optimizer's step first, then count the step, then evaluate: the validation loss is the "
+                  "updated model's"),
+    Property("on a resumed run, evaluate still runs where s + 1 is a multiple of eval_every, counted from step 0, "
+             "not from start", _evaluates_counting_from_zero,
+             idea="test (s + 1) % eval_every == 0 with the step number itself; a run resumed at start = 2 evaluates "
+                  "after steps 3, 6, … as the uninterrupted run did"),
+    Property("clip and grad_norm cover the `parameters` given, not every parameter the optimizer holds",
+             _clips_the_parameters_given,
+             idea="call clip_grad_norm(parameters, clip) on the list made from the `parameters` argument; the "
+                  "optimizer's param groups may hold others"),
 )
 
 spec("10.6", properties=TRAIN_PROPERTIES, collect=_train_collect, cases=_train_cases, atol=1e-6,
