@@ -20,15 +20,18 @@ import torch
 from minilm.course import checks, exercises, tasks
 from minilm.course.difference import how_it_differs
 from solutions import make_stubs, mistakes
-from solutions.classic import ClassicLM
+from solutions.classic import ClassicBlock, ClassicLM, layer_norm
 from solutions.generation import generate, next_token_probs
 from solutions.linear import Linear
-from solutions.modern import newton_schulz
-from solutions.quantization import Int8Linear, dequantize_int8, linear
+from solutions.modern import Muon, newton_schulz
+from solutions.quantization import Int8Linear, dequantize_int8, linear, quantize_int8
 from solutions.tests.test_release import student_env
-from solutions.training import AdamW
+from solutions.training import AdamW, clip_grad_norm
 
 ROOT = tasks.ROOT
+# The reference's functions, kept: slips below replace them and call the originals.
+_CLIP_GRAD_NORM, _QUANTIZE_INT8, _LAYER_NORM = clip_grad_norm, quantize_int8, layer_norm
+_CLASSIC_BLOCK_FORWARD, _MUON_STEP = ClassicBlock.forward, Muon.step
 
 
 # ---------------------------------------------------------------- the registry's `uses` edges
@@ -554,6 +557,130 @@ def _quantize_model_every_matrix(model, per_channel=True):
         else:
             _quantize_model_every_matrix(child, per_channel)
     return model
+# Slips the red team found that only heard how values differ (or passed): a property now names the rule.
+def _linear_scaled(x, weight):
+    return x @ weight.T / weight.shape[1] ** 0.5  # an attention-style scale that a linear layer does not have
+
+
+def _embedding_module_scaled(self, token_ids):
+    return self.weight[token_ids] * self.embedding_dim ** 0.5  # the model's √d_model scale, inside Embedding
+
+
+def _rms_norm_gain_inside(x, weight, eps=1e-5):
+    xw = x.float() * weight.float()  # the gain applied before the RMS: it cancels out
+    return (xw * torch.rsqrt(xw.pow(2).mean(dim=-1, keepdim=True) + eps)).to(x.dtype)
+
+
+def _rms_norm_module_gain_twice(self, x):
+    from solutions.rmsnorm import rms_norm
+
+    return rms_norm(x, self.weight, self.eps) * self.weight
+
+
+def _silu_gelu_approximation(x):
+    return x * torch.sigmoid(1.702 * x)  # GELU's sigmoid approximation, not SiLU
+
+
+def _swiglu_silu_after_product(x, w1, w2, w3):
+    from solutions.linear import linear
+    from solutions.swiglu import silu
+
+    return linear(silu(linear(x, w1) * linear(x, w3)), w2)
+
+
+def _SwiGLU_silu_after_product(self, x):
+    from solutions.swiglu import silu
+
+    return self.w2(silu(self.w1(x) * self.w3(x)))
+
+
+def _clip_returns_a_float(parameters, max_norm):
+    return float(_CLIP_GRAD_NORM(parameters, max_norm))
+
+
+@torch.no_grad()
+def _adamw_shared_step_count(self, closure=None):
+    for group in self.param_groups:
+        lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            state = self.state[p]
+            if not state:
+                state.update(exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p))
+            self.t = getattr(self, "t", 0) + 1  # one counter for every parameter: t runs twice as fast with two
+            state["step"] = t = self.t
+            m, v, g = state["exp_avg"], state["exp_avg_sq"], p.grad
+            p.mul_(1 - lr * wd)
+            m.mul_(beta1).add_(g, alpha=1 - beta1)
+            v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+            p.addcdiv_(m / (1 - beta1**t), (v / (1 - beta2**t)).sqrt() + eps, value=-lr)
+
+
+def _probs_times_temperature(logits, temperature=1.0, top_k=None, top_p=None):
+    if temperature == 0:
+        return next_token_probs(logits, 0.0)
+    return next_token_probs(logits.float() * temperature**2, temperature, top_k, top_p)  # z · T, not z / T
+
+
+def _quantize_rounds_half_up(w, per_channel=True):
+    q, scale = _QUANTIZE_INT8(w, per_channel)
+    return torch.floor(w.float() / scale + 0.5).clamp(-127, 127).to(torch.int8), scale
+
+
+def _layer_norm_default_eps_typo(x, weight, bias, eps=1e-6):
+    return _LAYER_NORM(x, weight, bias, eps)
+
+
+def _gelu_ffn_silu(self, x):
+    from solutions.swiglu import silu
+
+    return self.w2(silu(self.w1(x)))
+
+
+def _block_drops_positions(self, x, token_positions=None):
+    return _CLASSIC_BLOCK_FORWARD(self, x)  # attention falls back to positions 0, 1, …
+
+
+def _ns_one_step_more(G, steps=5, eps=1e-7):
+    return newton_schulz(G, steps + 1, eps)
+
+
+@torch.no_grad()
+def _muon_decays_after_the_step(self, closure=None):
+    shrink = [(p, 1 - group["lr"] * group["weight_decay"]) for group in self.param_groups for p in group["params"]
+              if p.grad is not None]
+    for p, factor in shrink:
+        p.div_(factor)  # the reference's decay undone before its step …
+    loss = _MUON_STEP(self, closure)
+    for p, factor in shrink:
+        p.mul_(factor)  # … and done after it: the step shrinks too
+    return loss
+
+
+def _relu2_halved(self, x):
+    return self.w2(torch.relu(self.w1(x)).square() / 2)
+
+
+def _dropout_mask_in_x_dtype(x, p, training, generator=None):
+    if not training or p == 0:
+        return x
+    keep = torch.rand(x.shape, generator=generator, dtype=x.dtype) >= p  # float64 draws differ from float32 ones
+    return torch.where(keep, x / (1 - p), torch.zeros((), dtype=x.dtype))
+
+
+def _distill_kl_mean_over_vocab(student_logits, teacher_logits, targets, temperature, alpha):
+    from solutions.training import cross_entropy
+
+    def log_softmax(z):
+        m = z.amax(dim=-1, keepdim=True).detach()
+        return z - m - torch.log(torch.exp(z - m).sum(dim=-1, keepdim=True))
+
+    log_p = log_softmax(teacher_logits.detach() / temperature)
+    log_q = log_softmax(student_logits / temperature)
+    kl = (log_p.exp() * (log_p - log_q)).mean()  # a mean over the vocabulary too: KL / vocab_size
+    return alpha * temperature**2 * kl + (1 - alpha) * cross_entropy(student_logits, targets)
+
 
 SLIPS = [
     ("5.1", "solutions.rope", "rope_angles", _angles_theta_typo, "position 0 matches and every later one differs"),
@@ -628,6 +755,28 @@ SLIPS = [
     ("12.3", "solutions.quantization", "quantize_model", _quantize_model_per_channel_not_passed_on,
      "blocks.0's scale and your quantize_int8 of the weight it replaced, per_channel=False"),
     ("12.3", "solutions.quantization", "quantize_model", _quantize_model_every_matrix, "became Int8Linear too"),
+    # The red team's slips that only heard how values differ: a property names the rule they break.
+    ("1.1", "solutions.linear", "linear", _linear_scaled, "the unit vector e_i gives W's column i"),
+    ("2.2", "solutions.embedding", "Embedding.forward", _embedding_module_scaled, "row i of the module's own weight"),
+    ("3.1", "solutions.rmsnorm", "rms_norm", _rms_norm_gain_inside, "rms_norm(x, ones) · w"),
+    ("3.2", "solutions.rmsnorm", "RMSNorm.forward", _rms_norm_module_gain_twice, "your rms_norm(x, w, 1e-05)"),
+    ("4.1", "solutions.swiglu", "silu", _silu_gelu_approximation, "silu(1) = σ(1) = 0.731059"),
+    ("4.2", "solutions.swiglu", "swiglu", _swiglu_silu_after_product, "swiglu with 2·w3 and 2 · swiglu with w3"),
+    ("4.3", "solutions.swiglu", "SwiGLU.forward", _SwiGLU_silu_after_product, "your swiglu(x, w1.weight, w2.weight"),
+    ("10.2", "solutions.training", "clip_grad_norm", _clip_returns_a_float, "returned float, expected a 0-dim tensor"),
+    ("10.4", "solutions.training", "AdamW.step", _adamw_shared_step_count, "in an AdamW of its own"),
+    ("11.1", "solutions.generation", "next_token_probs", _probs_times_temperature,
+     "temperature 0.5 and the same filter on logits / 0.5"),
+    ("12.1", "solutions.quantization", "quantize_int8", _quantize_rounds_half_up, "(ties to even)"),
+    ("13.1", "solutions.classic", "layer_norm", _layer_norm_default_eps_typo, "layer_norm(x, w, b, eps=1e-5)"),
+    ("13.4", "solutions.classic", "GeluFFN.forward", _gelu_ffn_silu, "its own w2(gelu(w1(x))) with your gelu"),
+    ("13.5", "solutions.classic", "ClassicBlock.forward", _block_drops_positions,
+     "token_positions [[3, 1, 4, 1, 5], [9, 2, 6, 5, 3]], the block and x + attn(ln1(x), token_positions)"),
+    ("14.1", "solutions.modern", "newton_schulz", _ns_one_step_more, "with steps=0, the result and the diagonal"),
+    ("14.2", "solutions.modern", "Muon.step", _muon_decays_after_the_step, "lr · weight_decay · p + lr · O"),
+    ("14.6", "solutions.modern", "ReLUSquaredFFN.forward", _relu2_halved, "its own w2(relu(w1(x))²)"),
+    ("16.1", "solutions.datalimit", "dropout", _dropout_mask_in_x_dtype, "on a float64 x (3, 4, 5), p 0.3"),
+    ("16.2", "solutions.datalimit", "distillation_loss", _distill_kl_mean_over_vocab, "log 3 − 1.5 log 2 = 0.0588915"),
 ]
 
 

@@ -641,6 +641,10 @@ def init_problem(w, std: float, what: str) -> Problem | None:
         return Problem(f"{what}: some weights lie beyond ±3 std ({w.abs().max().item() / std:.2f} std): use a "
                        "truncated normal cut at a=-3·std, b=3·std (trunc_normal_'s a and b are absolute, not in "
                        "units of std)", "init_not_truncated")
+    at_cut = ((w.abs() / std - 3).abs() < 3e-4).double().mean().item()  # a truncated normal leaves ~0 there
+    if at_cut > 5e-4:
+        return Problem(f"{what}: {at_cut:.2%} of the weights sit exactly at ±3 std: clamping a normal piles its "
+                       "tails onto the cut-offs, where a truncated normal (trunc_normal_) draws them inside")
     if abs(w.mean().item()) >= 0.05 * std:
         return Problem(f"{what}: the weights' mean should be about 0", "init_not_centered")
     return None

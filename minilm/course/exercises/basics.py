@@ -61,7 +61,18 @@ def _linear_rows(m):
     return d and f"for x (3, 2, 5), linear(x)[1, 0] and linear(x[1, 0]): {d}"
 
 
+def _linear_columns(m):
+    w = randn(54, 4, 6)
+    d = differs(m.linear(torch.eye(6), w), w.T)
+    return d and f"with W (4, 6), linear(e_i, W) for the unit vectors e_0 … e_5 (the rows of torch.eye(6)) and W's " \
+                 f"columns W[:, i]: {d}"
+
+
 LINEAR_PROPERTIES = (
+    Property("y_j = Σ_i W[j, i] x_i, nothing more: the unit vector e_i gives W's column i", _linear_columns,
+             example="w = torch.randn(4, 6)\nprint(minilm.linear(torch.eye(6), w) - w.T)  # zeros",
+             idea="y = x Wᵀ with W (d_out, d_in), no scale, no bias and no other factor: output j is the dot "
+                  "product of x with row j of W"),
     keeps_inputs("linear", lambda: (randn(91, 3, 6), randn(92, 4, 6)), "on x (3, 6) and W (4, 6)"),
     Property("a non-contiguous x (a transposed view) gives what its contiguous copy gives", _linear_noncontiguous,
              example="x = torch.randn(2, 3, 6).transpose(0, 1)  # (3, 2, 6), a view: not contiguous\n"
@@ -116,7 +127,20 @@ def _Linear_invariant(got, c) -> Problem | None:
             "Linear(..., dtype=torch.float64) must create a float64 weight", "ignores_dtype"))
 
 
+def _Linear_is_linear(m):
+    layer, x = m.Linear(6, 4), randn(124, 3, 6)
+    with torch.no_grad():
+        d = differs(layer(x), m.linear(x, layer.weight))
+    return d and f"Linear(6, 4) on x (3, 6), its output and your linear(x, layer.weight): {d}"
+
+
 spec("1.2", properties=(learns(lambda m: (m.Linear(6, 4), (randn(115, 3, 6),)), "Linear(6, 4)"),
+                        Property("Linear's forward is your linear(x, self.weight), with nothing added or scaled",
+                                 _Linear_is_linear,
+                                 example="layer, x = minilm.Linear(6, 4), torch.randn(3, 6)\n"
+                                         "print(layer(x) - minilm.linear(x, layer.weight))  # zeros",
+                                 idea="forward returns linear(x, self.weight): the init's std belongs to the "
+                                      "weight, not to the output"),
                         *module_contract(lambda m, **kw: m.Linear(48, 80, **kw), lambda _: (randn(118, 3, 48),),
                                          "Linear(48, 80)")),
      collect=_Linear_collect, invariant=_Linear_invariant, free=("init",),
@@ -207,7 +231,20 @@ def _Embedding_invariant(got, c) -> Problem | None:
         init_problem(got["init"], 1.0, f"{what} init"))
 
 
+def _Embedding_rows(m):
+    emb = m.Embedding(10, 4)
+    with torch.no_grad():
+        d = differs(emb(torch.tensor([[3, 0, 9], [1, 1, 4]])), emb.weight[torch.tensor([[3, 0, 9], [1, 1, 4]])])
+    return d and f"Embedding(10, 4) on ids [[3, 0, 9], [1, 1, 4]], its output and those rows of its weight: {d}"
+
+
 spec("2.2", properties=(learns(lambda m: (m.Embedding(10, 4), (torch.arange(10),)), "Embedding(10, 4)"),
+                        Property("id i looks up row i of the module's own weight, as it is (no scale, no shift)",
+                                 _Embedding_rows,
+                                 example="emb = minilm.Embedding(10, 4)\nids = torch.tensor([3, 0, 9])\n"
+                                         "print(emb(ids) - emb.weight[ids])  # zeros",
+                                 idea="forward returns embedding(token_ids, self.weight): ids count from 0, and the "
+                                      "√d_model scale some models apply belongs to the model, not to Embedding"),
                         *module_contract(lambda m, **kw: m.Embedding(100, 32, **kw), lambda _: (torch.arange(10),),
                                          "Embedding(100, 32)")),
      collect=_Embedding_collect, invariant=_Embedding_invariant, free=("init",),
@@ -293,7 +330,28 @@ def _rms_norm_zero_vector(m):
                    lambda: m.rms_norm(x, randn(62, 8))[0], torch.zeros(8))
 
 
+def _rms_norm_gain_after(m):
+    x, w = randn(63, 3, 16, scale=2.0), randn(64, 16)
+    d = differs(m.rms_norm(x, w), m.rms_norm(x, torch.ones(16)) * w, atol=1e-5)
+    return d and f"on x (3, 16) and a random weight w, rms_norm(x, w) and rms_norm(x, ones) · w: {d}"
+
+
+def _rms_norm_default_eps(m):
+    x, w = randn(65, 3, 8, scale=1e-3), torch.ones(8)  # mean(x²) ≈ 1e-6: eps changes the output
+    d = differs(m.rms_norm(x, w), m.rms_norm(x, w, eps=1e-5), atol=1e-6)
+    return d and f"on x (3, 8) of size ~1e-3, rms_norm(x, w) and rms_norm(x, w, eps=1e-5): {d}"
+
+
 RMS_PROPERTIES = (
+    Property("the weight multiplies after normalizing: rms_norm(x, w) = rms_norm(x, ones) · w", _rms_norm_gain_after,
+             example="x, w = torch.randn(3, 16), torch.randn(16)\n"
+                     "print(minilm.rms_norm(x, w) - minilm.rms_norm(x, torch.ones(16)) * w)  # zeros",
+             idea="normalize x by its own RMS first, x / sqrt(mean(x²) + eps), then multiply by weight once: the "
+                  "gain is not part of the RMS, and it multiplies (not divides)"),
+    Property("its default eps is the contract's 1e-5", _rms_norm_default_eps,
+             example="x = 1e-3 * torch.randn(3, 8)\nw = torch.ones(8)\n"
+                     "print(minilm.rms_norm(x, w) - minilm.rms_norm(x, w, eps=1e-5))  # zeros",
+             idea="keep the signature's default, eps: float = 1e-5, and use that eps in the formula"),
     Property("eps is added to the mean square under the root: a row whose mean square equals eps comes out at 1/√2 "
              "(with weight 1)", _rms_norm_eps_added,
              example="x = torch.full((1, 4), 1e-3)  # mean(x²) = 1e-6\n"
@@ -362,7 +420,27 @@ def _RMSNorm_default_eps(m):
     return d and f"on x of size ~1e-3, RMSNorm(8) and RMSNorm(8, eps=1e-5): {d}"
 
 
+def _RMSNorm_is_rms_norm(m):
+    x, w = randn(125, 2, 3, 8), randn(126, 8)
+    for eps in (1e-5, 1e-2):
+        norm = m.RMSNorm(8, eps=eps)
+        with torch.no_grad():
+            norm.weight.copy_(w)
+            d = differs(norm(x), m.rms_norm(x, w, eps=eps))
+        if d:
+            return (f"RMSNorm(8, eps={eps:g}) with weight w, on x (2, 3, 8), its output and your "
+                    f"rms_norm(x, w, {eps:g}): {d}")
+    return None
+
+
 spec("3.2", properties=(learns(lambda m: (m.RMSNorm(8), (randn(116, 3, 8),)), "RMSNorm(8)"),
+                        Property("RMSNorm's forward is your rms_norm(x, self.weight, self.eps), with the weight as "
+                                 "it is", _RMSNorm_is_rms_norm,
+                                 example="norm = minilm.RMSNorm(8)\nnorm.weight.data = torch.randn(8)\n"
+                                         "x = torch.randn(3, 8)\n"
+                                         "print(norm(x) - minilm.rms_norm(x, norm.weight, norm.eps))  # zeros",
+                                 idea="forward returns rms_norm(x, self.weight, self.eps): the gain is applied once, "
+                                      "inside rms_norm, and is the weight itself (not 1 + weight)"),
                         Property("its default eps is the contract's 1e-5", _RMSNorm_default_eps,
                                  example="x = 1e-3 * torch.randn(3, 8)\n"
                                          "print(minilm.RMSNorm(8)(x) - minilm.RMSNorm(8, eps=1e-5)(x))  # zeros",
@@ -396,11 +474,23 @@ def _silu_far_out(m):
     return d and f"far from 0, silu(x) and (x > 0) · x: {d}"
 
 
+def _silu_at_one(m):
+    got = m.silu(torch.tensor([1.0, -1.0, 3.0], dtype=torch.float64))
+    want = torch.tensor([0.7310585786300049, -0.2689414213699951, 2.8577223804673], dtype=torch.float64)
+    d = differs(got, want, atol=1e-6)
+    return d and f"silu(1), silu(−1), silu(3) and σ(1) = 0.731059, −σ(−1) = −0.268941, 3·σ(3) = 2.857722: {d}"
+
+
 spec("4.1",
      rows=each_row_alone("silu", lambda: (randn(174, 3, 5),), "on x (3, 5)"),
      dtypes=keeps_dtype("silu", lambda: (randn(155, 3, 5),), "on x (3, 5)"),
      gradient=gradient_follows("silu", lambda: (randn(124, 3, 5).double(),), "on x (3, 5)"),
      properties=(
+         Property("silu(1) = σ(1) = 0.731059 and silu(−1) = −σ(−1) = −0.268941 (σ(x) = 1 / (1 + e^(−x)))",
+                  _silu_at_one,
+                  example="print(minilm.silu(torch.tensor([1.0, -1.0], dtype=torch.float64)))",
+                  idea="SiLU is x · σ(x) with the plain logistic σ(x) = 1 / (1 + e^(−x)): no factor inside σ "
+                       "(σ(1.702x) approximates GELU, not SiLU), and not x · Φ(x)"),
          keeps_inputs("silu", lambda: (randn(95, 2, 7),), "on x (2, 7)"),
          Property("far from 0, silu is finite: 0 for x ≪ 0 and x for x ≫ 0 (±100, ±1e4)", _silu_far_out,
                   example="print(minilm.silu(torch.tensor([-1e4, -100.0, 100.0, 1e4])))  # 0, 0, 100, 10000",
@@ -436,6 +526,16 @@ def _swiglu_gate_is_silu(m):
                   f"{[round(float(v), 3) for v in want]}")
 
 
+def _swiglu_linear_in_value(m):
+    x, w1, w2, w3 = randn(100, 2, 8), randn(101, 12, 8), randn(102, 8, 12), randn(103, 12, 8)
+    base = m.swiglu(x, w1, w2, w3)
+    d = differs(m.swiglu(x, w1, w2, 2 * w3), 2 * base, atol=1e-4)
+    if d:
+        return f"on x (2, 8), d_ff 12, swiglu with 2·w3 and 2 · swiglu with w3 (SiLU acts on W1 x alone): {d}"
+    d = differs(m.swiglu(x, w1, 2 * w2, w3), 2 * base, atol=1e-4)
+    return d and f"on x (2, 8), d_ff 12, swiglu with 2·w2 and 2 · swiglu with w2 (W2 is the last step): {d}"
+
+
 def _swiglu_gate_multiplies(m):
     x, w1, w2 = randn(96, 2, 8), randn(97, 12, 8), randn(98, 8, 12)
     d = differs(m.swiglu(x, w1, w2, torch.zeros(12, 8)), torch.zeros(2, 8))
@@ -460,6 +560,13 @@ spec("4.2",
                                          "print(minilm.swiglu(torch.eye(8)[0], w1, torch.eye(8), w3))  # z·σ(z)",
                                  idea="the gate is your silu of W1 x (x·σ(x), not σ(x) alone, nor GELU or ReLU), "
                                       "multiplied element by element with W3 x"),
+                        Property("the value W3 x and W2 pass through no SiLU: doubling w3, or w2, doubles the output",
+                                 _swiglu_linear_in_value,
+                                 example="x, w1, w2, w3 = torch.randn(2, 8), torch.randn(12, 8), torch.randn(8, 12), "
+                                         "torch.randn(12, 8)\n"
+                                         "print(minilm.swiglu(x, w1, w2, 2 * w3) - 2 * minilm.swiglu(x, w1, w2, w3))",
+                                 idea="W2 (SiLU(W1 x) ⊙ W3 x): SiLU applies to W1 x only, before the product; the "
+                                      "product then goes through W2 with nothing after it"),
                         Property("the gate multiplies the value: with w3 all zeros the output is 0",
                                  _swiglu_gate_multiplies,
                                  example="x, w1, w2 = torch.randn(2, 8), torch.randn(12, 8), torch.randn(8, 12)\n"
@@ -490,8 +597,22 @@ def _SwiGLU_invariant(got, c) -> Problem | None:
                      f"{shown(got['shapes'])}", "weight_shapes"))
 
 
+def _SwiGLU_is_swiglu(m):
+    ffn, x = m.SwiGLU(8, 12), randn(127, 2, 3, 8)
+    with torch.no_grad():
+        d = differs(ffn(x), m.swiglu(x, ffn.w1.weight, ffn.w2.weight, ffn.w3.weight), atol=1e-5)
+    return d and f"SwiGLU(8, 12) on x (2, 3, 8), its output and your swiglu(x, w1.weight, w2.weight, w3.weight): {d}"
+
+
 spec("4.3", properties=(learns(lambda m: (m.SwiGLU(8, 12), (randn(117, 3, 8),)), "SwiGLU(8, 12)"),
                         ffn_adds_no_residual(lambda m: m.SwiGLU(8, 12), "SwiGLU(8, 12)"),
+                        Property("SwiGLU's forward computes what your swiglu does with its weights: "
+                                 "w2(SiLU(w1(x)) ⊙ w3(x))", _SwiGLU_is_swiglu,
+                                 example="ffn, x = minilm.SwiGLU(8, 12), torch.randn(3, 8)\n"
+                                         "print(ffn(x) - minilm.swiglu(x, ffn.w1.weight, ffn.w2.weight, "
+                                         "ffn.w3.weight))  # zeros",
+                                 idea="self.w2(silu(self.w1(x)) * self.w3(x)): SiLU on w1's output alone, times "
+                                      "w3's, then w2, with nothing after it"),
                         *module_contract(lambda m, **kw: m.SwiGLU(32, 80, **kw), lambda _: (randn(119, 2, 3, 32),),
                                          "SwiGLU(32, 80)", calls_linears=True)),
      collect=_SwiGLU_collect, invariant=_SwiGLU_invariant,

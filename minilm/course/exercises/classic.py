@@ -202,6 +202,26 @@ def _layer_norm_constant_rows(m):
                    bias.expand(3, 8))
 
 
+def _layer_norm_eps_added(m):
+    x = torch.tensor([[1e-3, -1e-3] * 2])  # mean 0, variance 1e-6: with eps = 1e-6 the root is of 2e-6
+    y = m.layer_norm(x, torch.ones(4), torch.zeros(4), eps=1e-6)
+    got = float(y[0, 0]) if type(y) is torch.Tensor and y.numel() else float("nan")
+    want = 1e-3 / (2e-6) ** 0.5  # 1/√2
+    return None if abs(got - want) < 1e-4 else (
+        f"x = [0.001, −0.001] × 2 has variance 1e-6; with eps 1e-6 its first value comes out {got:.5g}, expected "
+        f"0.001 / √(1e-6 + 1e-6) = {want:.5g}")
+
+
+def _layer_norm_default_eps(m):
+    x, w, b = randn(123, 3, 8, scale=1e-3), torch.ones(8), torch.zeros(8)  # variance ≈ 1e-6: eps changes y
+    d = differs(m.layer_norm(x, w, b), m.layer_norm(x, w, b, eps=1e-5), atol=1e-6)
+    if d:
+        return f"on x (3, 8) of size ~1e-3, layer_norm(x, w, b) and layer_norm(x, w, b, eps=1e-5): {d}"
+    with torch.no_grad():
+        d = differs(m.LayerNorm(8)(x), m.LayerNorm(8, eps=1e-5)(x), atol=1e-6)
+    return d and f"on x (3, 8) of size ~1e-3, LayerNorm(8) and LayerNorm(8, eps=1e-5): {d}"
+
+
 LAYER_NORM_PROPERTIES = (
     keeps_inputs("layer_norm", lambda: (randn(106, 3, 16), randn(107, 16), randn(108, 16)), "on x (3, 16)"),
     Property("with weight 1 and bias 0, each row comes out with mean 0 and mean square 1", _layer_norm_standardizes,
@@ -214,6 +234,16 @@ LAYER_NORM_PROPERTIES = (
              example="print(minilm.layer_norm(torch.full((2, 8), 2.5), torch.ones(8), torch.zeros(8)))  # zeros",
              idea="add eps to the variance inside the square root, sqrt(var + eps): a constant row's deviations are "
                   "0, and 0 / sqrt(0) is NaN"),
+    Property("eps is added to the variance under the root: a row whose variance equals eps comes out at ±1/√2 "
+             "(weight 1, bias 0)", _layer_norm_eps_added,
+             example="x = torch.tensor([[1e-3, -1e-3, 1e-3, -1e-3]])  # variance 1e-6\n"
+                     "print(minilm.layer_norm(x, torch.ones(4), torch.zeros(4), eps=1e-6))  # ±0.7071",
+             idea="(x − mean) / sqrt(var + eps): eps is added inside the square root, not used as a floor (max, "
+                  "clamp) nor added to the standard deviation"),
+    Property("the default eps of layer_norm and LayerNorm is the contract's 1e-5", _layer_norm_default_eps,
+             example="x = 1e-3 * torch.randn(3, 8)\nw, b = torch.ones(8), torch.zeros(8)\n"
+                     "print(minilm.layer_norm(x, w, b) - minilm.layer_norm(x, w, b, eps=1e-5))  # zeros",
+             idea="keep the signatures' default, eps: float = 1e-5, in layer_norm and in LayerNorm.__init__"),
     Property("LayerNorm multiplies by weight, then adds bias: with weight 0 the output is the bias",
              _layer_norm_module_bias,
              example="norm = minilm.LayerNorm(8)\n"
@@ -387,11 +417,24 @@ def _gelu_ffn_any_width(m):
                                         "w2 [8, 20]")
 
 
+def _gelu_ffn_is_composition(m):
+    ffn, x = m.GeluFFN(8, 20), randn(124, 2, 3, 8)
+    with torch.no_grad():
+        d = differs(ffn(x), ffn.w2(m.gelu(ffn.w1(x))), atol=1e-5)
+    return d and f"GeluFFN(8, 20) on x (2, 3, 8), its output and its own w2(gelu(w1(x))) with your gelu: {d}"
+
+
 spec("13.4", properties=(
          Property("GeluFFN(d_model, d_ff) uses the d_ff it is given, any d_ff", _gelu_ffn_any_width,
                   example="print({k: v.shape for k, v in minilm.GeluFFN(8, 20).state_dict().items()})",
                   idea="size the inner layer by the d_ff argument, not by a fixed 4 · d_model"),
          ffn_adds_no_residual(lambda m: m.GeluFFN(8, 20), "GeluFFN(8, 20)"),
+         Property("GeluFFN's forward is w2(gelu(w1(x))) of its own submodules, with your gelu once between them",
+                  _gelu_ffn_is_composition,
+                  example="ffn, x = minilm.GeluFFN(8, 20), torch.randn(3, 8)\n"
+                          "print(ffn(x) - ffn.w2(minilm.gelu(ffn.w1(x))))  # zeros",
+                  idea="self.w2(gelu(self.w1(x))): your exact GELU (Task 13.3), applied once, not SiLU or another "
+                       "activation"),
          *module_contract(lambda m, **kw: m.GeluFFN(32, 80, **kw), lambda _: (randn(83, 2, 3, 32),),
                           "GeluFFN(32, 80)")),
      collect=_gelu_ffn_collect, invariant=_gelu_ffn_invariant,
@@ -430,13 +473,13 @@ def _block_collect(m, c):
 def _block_sublayers(m):
     """With one sublayer's output projection at zero, a block is its other half, from its own modules:
     pre-norm x + attn(ln1(x)) or x + ffn(ln2(x)); post-norm ln2(ln1(x + attn(x))) or ln2(h + ffn(h)), h = ln1(x)."""
-    halves = {("pre", "ffn"): ("x + attn(ln1(x))", lambda b, x: x + b.attn(b.ln1(x))),
-              ("pre", "attn"): ("x + ffn(ln2(x))", lambda b, x: x + b.ffn(b.ln2(x))),
-              ("post", "ffn"): ("ln2(ln1(x + attn(x))): attention reads x itself",
-                                lambda b, x: b.ln2(b.ln1(x + b.attn(x)))),
+    halves = {("pre", "ffn"): ("x + attn(ln1(x), token_positions)", lambda b, x, p: x + b.attn(b.ln1(x), p)),
+              ("pre", "attn"): ("x + ffn(ln2(x))", lambda b, x, p: x + b.ffn(b.ln2(x))),
+              ("post", "ffn"): ("ln2(ln1(x + attn(x, token_positions))): attention reads x itself",
+                                lambda b, x, p: b.ln2(b.ln1(x + b.attn(x, p)))),
               ("post", "attn"): ("ln2(h + ffn(h)) with h = ln1(x): the FFN reads h itself",
-                                 lambda b, x: b.ln2(b.ln1(x) + b.ffn(b.ln1(x))))}
-    x = randn(86, 2, 5, 32)
+                                 lambda b, x, p: b.ln2(b.ln1(x) + b.ffn(b.ln1(x))))}
+    x, pos = randn(86, 2, 5, 32), torch.tensor([[3, 1, 4, 1, 5], [9, 2, 6, 5, 3]])  # not 0 … 4: the given ones
     for (position, zeroed), (rule, half) in halves.items():
         block = m.ClassicBlock(m.ClassicConfig(**BASE | dict(norm_position=position, norm="layernorm")))
         with torch.no_grad():
@@ -444,20 +487,42 @@ def _block_sublayers(m):
             for i, norm in enumerate((block.ln1, block.ln2)):  # distinct gains and biases: a norm used twice shows
                 norm.weight.copy_(1 + 0.3 * randn(87 + i, 32))
                 norm.bias.copy_(0.2 * randn(89 + i, 32))
-            d = differs(block(x), half(block, x), atol=1e-4)
+            d = differs(block(x, pos), half(block, x, pos), atol=1e-4)
         if d:
-            return f"norm_position='{position}', with {zeroed}'s output projection at zero, the block and {rule}: {d}"
+            return (f"norm_position='{position}', with {zeroed}'s output projection at zero, on x (2, 5, 32) and "
+                    f"token_positions [[3, 1, 4, 1, 5], [9, 2, 6, 5, 3]], the block and {rule}: {d}")
+    return None
+
+
+def _block_no_rope(m):
+    x = randn(91, 1, 5, 32)
+    shuffled = x[:, [2, 0, 3, 1, 4]]  # the first four tokens reordered, the last one kept
+    for position in ("pre", "post"):
+        block = m.ClassicBlock(m.ClassicConfig(**BASE | dict(norm_position=position, positions="none")))
+        with torch.no_grad():
+            d = differs(block(shuffled)[:, -1], block(x)[:, -1], atol=1e-5)
+        if d:
+            return (f"positions='none', norm_position='{position}': the last token's output on x (1, 5, 32) and on x "
+                    f"with its first four tokens reordered: {d}")
     return None
 
 
 CLASSIC_BLOCK_PROPERTIES = (
-    Property("each sublayer reads what its norm position says: pre-norm x + attn(ln1(x)); post-norm "
-             "ln1(x + attn(x)), attention reading the stream itself", _block_sublayers,
+    Property("each sublayer reads what its norm position says: pre-norm x + attn(ln1(x), token_positions); "
+             "post-norm ln1(x + attn(x, token_positions)), attention reading the stream itself", _block_sublayers,
              example="cfg = minilm.ClassicConfig(97, 32, 32, 2, 4, norm_position='post', norm='layernorm')\n"
                      "block = minilm.ClassicBlock(cfg); block.ffn.w2.weight.data.zero_()\nx = torch.randn(1, 5, 32)\n"
                      "print(block(x) - block.ln2(block.ln1(x + block.attn(x))))  # zeros",
              idea="pre-norm: h = x + attn(ln1(x)), out = h + ffn(ln2(h)); post-norm: h = ln1(x + attn(x)), out = "
-                  "ln2(h + ffn(h)): the sublayers see the unnormalized sum, the norm comes after the add"),
+                  "ln2(h + ffn(h)): the sublayers see the unnormalized sum, the norm comes after the add; pass "
+                  "token_positions on to attn, which rotates by them"),
+    Property("without RoPE (positions other than 'rope') attention sees no order: reordering the earlier tokens "
+             "leaves the last token's output as it was", _block_no_rope,
+             example="cfg = minilm.ClassicConfig(97, 32, 32, 2, 4, positions='none')\n"
+                     "block = minilm.ClassicBlock(cfg)\nx = torch.randn(1, 5, 32)\n"
+                     "print(block(x)[:, -1] - block(x[:, [2, 0, 3, 1, 4]])[:, -1])  # zeros",
+             idea="build attn as MultiHeadSelfAttention(d_model, num_heads) when config.positions is not 'rope': "
+                  "the context length and rope_theta switch RoPE on"),
     *module_contract(lambda m, **kw: m.ClassicBlock(m.ClassicConfig(**BASE | CLASSIC), **kw),
                      lambda _: (randn(84, 2, 5, 32),), "ClassicBlock (classic)"),
 )
@@ -658,7 +723,7 @@ LM_PROPERTIES = (
                      "for layer in lm.layers:\n    h = layer(h)\n"
                      "print(lm(ids) - lm.lm_head(lm.ln_final(h) / 32 ** 0.5))  # zeros",
              idea="set self.lm_head.weight = self.token_embeddings.weight after building both, and in forward "
-                  "divide the last block's output by math.sqrt(d_model) just before lm_head, only with tied_head; "
+                  "divide what goes into lm_head by math.sqrt(d_model), only with tied_head; "
                   "the embeddings themselves go in as they are"),
     *module_contract(
         lambda m, **kw: m.ClassicLM(m.ClassicConfig(**BASE | CLASSIC | dict(positions="learned")), **kw),

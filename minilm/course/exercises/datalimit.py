@@ -98,6 +98,19 @@ def _dropout_generator(m):
     return None
 
 
+def _dropout_contract_mask(m):
+    for dtype in (torch.float32, torch.float64):
+        x = randn(169, 3, 4, 5, dtype=dtype) + 5  # no zero among the inputs
+        y = m.dropout(x, 0.3, True, generator=gen(7))
+        want = torch.rand(x.shape, generator=gen(7)) >= 0.3  # the contract's own line
+        kept = y != 0 if type(y) is torch.Tensor and y.shape == x.shape else None
+        if kept is None or not torch.equal(kept, want):
+            n = int((kept != want).sum()) if kept is not None else "…"
+            return (f"on a {str(dtype)[6:]} x (3, 4, 5), p 0.3 and a generator seeded 7, the entries kept differ from "
+                    f"torch.rand(x.shape, generator=generator) >= p at {n} of 60 places")
+    return None
+
+
 def _dropout_invariant(got, c):
     want_shape, want_dtype = list(c["x"].shape), str(c["x"].dtype)
     if got["shape"] != want_shape or got["dtype"] != want_dtype:
@@ -145,6 +158,14 @@ spec("16.1", collect=_dropout_collect, cases=_dropout_cases, invariant=_dropout_
                   example="x = torch.randn(4) + 5\nprint(minilm.dropout(x, 0.25, True), x / 0.75)",
                   idea="divide the kept entries by 1 − p (inverted dropout); multiplying by 1 − p is the "
                        "evaluation-time scaling of the original, non-inverted dropout"),
+         Property("the mask is the contract's keep = torch.rand(x.shape, generator=generator) >= p, whatever x's "
+                  "dtype", _dropout_contract_mask,
+                  example="x, g = torch.randn(3, 4) + 5, lambda: torch.Generator().manual_seed(7)\n"
+                          "print((minilm.dropout(x, 0.3, True, g()) != 0) == (torch.rand(x.shape, generator=g()) "
+                          ">= 0.3))",
+                  idea="draw exactly torch.rand(x.shape, generator=generator, device=x.device) >= p: the default "
+                       "float32 draw in x's own shape (a float64 draw, another shape or torch.bernoulli gives other "
+                       "numbers from the same generator)"),
          keeps_inputs("dropout", lambda: (randn(168, 4, 6), 0.5, True), "on x (4, 6), p 0.5, training"),
          Property("the output has x's dtype and shape", _dropout_dtype_shape,
                   example="print(minilm.dropout(torch.randn(2, 3, dtype=torch.float16), 0.5, True).dtype)",
@@ -206,6 +227,17 @@ def _distill_same(m):
                                           f"the loss is {loss:.6g}, not 0"
 
 
+def _distill_known_kl(m):
+    import math
+
+    teacher = torch.tensor([0.5, 0.25, 0.25]).log().expand(4, 3).clone()
+    loss = float(m.distillation_loss(torch.zeros(4, 3), teacher, torch.zeros(4, dtype=torch.long), 1.0, 1.0))
+    want = math.log(3) - 1.5 * math.log(2)  # Σ p log(p / (1/3)) for p = ½, ¼, ¼
+    return None if abs(loss - want) < 1e-5 else (
+        f"with α 1, T 1, teacher probabilities [0.5, 0.25, 0.25] and a uniform student over 3 tokens (4 rows), the "
+        f"loss is {loss:.6g}, expected KL = Σ p log(p / (1/3)) = log 3 − 1.5 log 2 = {want:.6g}")
+
+
 def _distill_alpha0(m):
     s, t, y = _pair(183, 2, 4, 11)
     d = differs(m.distillation_loss(s, t, y, 2.0, 0.0), m.cross_entropy(s, y), atol=1e-6)
@@ -264,6 +296,13 @@ spec("16.2",
                   example="s = torch.randn(6, 9); y = torch.zeros(6, dtype=torch.long)\n"
                           "print(minilm.distillation_loss(s, s.clone(), y, 3.0, 1.0))  # 0",
                   idea="KL(p ‖ q) = Σ p (log p − log q) is zero when q = p: both sides softened by the same T"),
+         Property("with α 1 and T 1 the loss is KL(p ‖ q) = Σ_v p_v (log p_v − log q_v), summed over the "
+                  "vocabulary: [0.5, 0.25, 0.25] against uniform gives log 3 − 1.5 log 2 = 0.0589", _distill_known_kl,
+                  example="t = torch.tensor([[0.5, 0.25, 0.25]]).log()\n"
+                          "print(minilm.distillation_loss(torch.zeros(1, 3), t, torch.zeros(1, dtype=torch.long), "
+                          "1.0, 1.0))  # 0.0589",
+                  idea="weigh log p − log q by the teacher's probabilities p and sum over the vocabulary (dim=-1), "
+                       "then take the mean over positions only"),
          Property("with α 0 it is your cross_entropy", _distill_alpha0,
                   example="print(minilm.distillation_loss(s, t, y, 2.0, 0.0), minilm.cross_entropy(s, y))",
                   idea="(1 − α) weighs the hard part, the plain cross-entropy of the student's logits (not divided "

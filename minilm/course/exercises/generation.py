@@ -125,7 +125,39 @@ def _probs_filter_nothing(m):
     return None
 
 
+def _probs_temperature(m):
+    logits = randn(87, 2, 10, scale=2.0)
+    for kw in (dict(), dict(top_k=4), dict(top_p=0.6), dict(top_k=6, top_p=0.8)):
+        for t in (0.5, 2.0):
+            d = differs(m.next_token_probs(logits, temperature=t, **kw), m.next_token_probs(logits / t, **kw),
+                        atol=1e-5)
+            if d:
+                extra = ", ".join(f"{k}={v:g}" for k, v in kw.items())
+                return (f"on logits (2, 10){', ' + extra if extra else ''}, temperature {t:g} and the same filter "
+                        f"on logits / {t:g} at temperature 1: {d}")
+    return None
+
+
+def _probs_top_k_ties(m):
+    logits = torch.tensor([[1.0, 3.0, 2.0, 3.0, 2.0, 0.5], [2.0, 2.0, 2.0, 1.0, 0.0, 2.0]])
+    probs = m.next_token_probs(logits, top_k=2)
+    kept = [[int(i) for i in (row > 0).nonzero().flatten()] for row in probs] if type(probs) is torch.Tensor else None
+    return None if kept == [[1, 3], [0, 1, 2, 5]] else (
+        f"top_k 2 on logits [1, 3, 2, 3, 2, 0.5] and [2, 2, 2, 1, 0, 2] keeps tokens {shown(kept)}, expected "
+        "[1, 3] and every token tied with the 2nd largest, [0, 1, 2, 5]")
+
+
 PROBS_PROPERTIES = (
+    Property("the temperature divides the logits before every filter: temperature T gives what logits / T give at "
+             "temperature 1", _probs_temperature,
+             example="z = torch.randn(2, 10)\nprint(minilm.next_token_probs(z, temperature=2.0, top_p=0.6)\n"
+                     "      - minilm.next_token_probs(z / 2.0, top_p=0.6))  # zeros",
+             idea="divide the logits by the temperature once, first, then filter (top_k, top_p) and take one "
+                  "softmax: top_p's cumulative sums use the tempered probabilities"),
+    Property("top_k keeps every logit tied with the k-th largest", _probs_top_k_ties,
+             example="print(minilm.next_token_probs(torch.tensor([2.0, 2.0, 2.0, 1.0]), top_k=2))  # three kept",
+             idea="compare each logit with the k-th largest value (drop those strictly below it) rather than "
+                  "keeping topk's k indices, which breaks ties arbitrarily"),
     Property("top_k applies first, then top_p on the kept tokens renormalized", _probs_top_k_then_top_p,
              example="p = torch.tensor([[0.4, 0.35, 0.25]])\n"
                      "print(minilm.next_token_probs(p.log(), top_k=2, top_p=0.5))  # [1, 0, 0]",

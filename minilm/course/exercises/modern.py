@@ -75,7 +75,31 @@ def _ns_zero(m):
                    torch.zeros(4, 6))
 
 
+def _ns_diagonal(m):
+    G = torch.tensor([[0.6, 0.0, 0.0], [0.0, 0.8, 0.0]])  # singular values 0.6 and 0.8, Frobenius norm 1
+    s = torch.tensor([0.6, 0.8], dtype=torch.float64)
+    for steps in range(3):
+        got = m.newton_schulz(G, steps)
+        want = torch.zeros(2, 3, dtype=torch.float64)
+        want[0, 0], want[1, 1] = s
+        d = differs(got.double(), want, atol=1e-4)
+        if d:
+            shown_s = [round(float(v), 4) for v in s]
+            return (f"on G = [[0.6, 0, 0], [0, 0.8, 0]] (‖G‖_F = 1) with steps={steps}, the result and the diagonal "
+                    f"{shown_s}, each singular value mapped {steps} time(s) by a·s + b·s³ + c·s⁵: {d}")
+        a, b, c = 3.4445, -4.7750, 2.0315
+        s = a * s + b * s**3 + c * s**5
+    return None
+
+
 NS_PROPERTIES = (
+    Property("each of the `steps` iterations maps every singular value s to a·s + b·s³ + c·s⁵, starting from G / "
+             "‖G‖_F", _ns_diagonal,
+             example="G = torch.tensor([[0.6, 0.0, 0.0], [0.0, 0.8, 0.0]])\n"
+                     "print(minilm.newton_schulz(G, steps=0), minilm.newton_schulz(G, steps=1))\n"
+                     "# steps=1: 3.4445·0.6 − 4.775·0.6³ + 2.0315·0.6⁵ = 1.1944 on the diagonal",
+             idea="X ← G / (‖G‖_F + eps), then exactly `steps` times A = X Xᵀ, X ← a·X + (b·A + c·A·A)·X with "
+                  "(a, b, c) = NS_COEFFICIENTS in that order"),
     keeps_inputs("newton_schulz", lambda: (randn(110, 4, 6),), "on G (4, 6)"),
     Property("newton_schulz(Gᵀ) is newton_schulz(G)ᵀ (a tall G is orthogonalized in its wide orientation)",
              _ns_transpose,
@@ -170,6 +194,15 @@ def _muon_momentum(m):
     return None
 
 
+def _muon_decay_then_step(m):
+    g = randn(174, 3, 5)
+    (move,) = _muon_moves(m, (3, 5), [g], lr=0.1, weight_decay=0.5)
+    p0 = randn(170, 3, 5, scale=0.3)
+    d = differs(move, 0.05 * p0 + 0.1 * g / g.norm(), atol=1e-5)
+    return d and ("one step of a 3 × 5 matrix with ns_steps 0 (O = g / ‖g‖ on the first step), lr 0.1 and weight_decay "
+                  f"0.5, the move and lr · weight_decay · p + lr · O: {d}")
+
+
 def _muon_decay(m):
     (move,) = _muon_moves(m, (3, 5), [torch.zeros(3, 5)], lr=0.1, weight_decay=0.5)
     p0 = randn(170, 3, 5, scale=0.3)
@@ -196,6 +229,12 @@ MUON_PROPERTIES = (
              idea="decay first, p ← p · (1 − lr · weight_decay), decoupled from the gradient, then the orthogonal "
                   "step; newton_schulz of a zero matrix is zero"),
     *optimizer_edges(lambda m, params: m.Muon(params, lr=0.1), "Muon"),
+    Property("the decay multiplies the weight before the orthogonal step: one step moves p by lr · weight_decay · p "
+             "+ lr · sqrt(max(1, rows / cols)) · O", _muon_decay_then_step,
+             example="# with ns_steps=0 the first O is g / ‖g‖: from p, one step with lr 0.1 and weight_decay 0.5\n"
+                     "# moves p by 0.05 · p + 0.1 · g / ‖g‖",
+             idea="p ← p · (1 − lr · weight_decay) first, then p ← p − lr · scale · O: decaying after the step "
+                  "also shrinks the step"),
 )
 
 spec("14.2", properties=MUON_PROPERTIES, collect=_muon_collect, cases=_muon_cases, atol=1e-5,
@@ -641,12 +680,25 @@ def _relu2_negative(m):
     return d and f"with every pre-activation W1 x negative, the output and 0: {d}"
 
 
+def _relu2_is_composition(m):
+    ffn, x = m.ReLUSquaredFFN(8, 24), randn(122, 2, 3, 8)
+    with torch.no_grad():
+        d = differs(ffn(x), ffn.w2(torch.relu(ffn.w1(x)) ** 2), atol=1e-5)
+    return d and f"ReLUSquaredFFN(8, 24) on x (2, 3, 8), its output and its own w2(relu(w1(x))²): {d}"
+
+
 RELU2_PROPERTIES = (
     Property("a negative pre-activation contributes nothing: ReLU(·)² is 0 below 0", _relu2_negative,
              example="ffn = minilm.ReLUSquaredFFN(8, 24)\nffn.w1.weight.data = -ffn.w1.weight.data.abs()\n"
                      "print(ffn(torch.rand(2, 8) + 0.1))  # zeros",
              idea="clamp the pre-activations at 0 from below (torch.relu, or clamp(min=0)), then square"),
     ffn_adds_no_residual(lambda m: m.ReLUSquaredFFN(8, 24), "ReLUSquaredFFN(8, 24)"),
+    Property("ReLUSquaredFFN's forward is w2(ReLU(w1(x))²) of its own submodules, nothing scaled or added after",
+             _relu2_is_composition,
+             example="ffn, x = minilm.ReLUSquaredFFN(8, 24), torch.randn(3, 8)\n"
+                     "print(ffn(x) - ffn.w2(torch.relu(ffn.w1(x)) ** 2))  # zeros",
+             idea="self.w2(torch.relu(self.w1(x)).square()): the square of the ReLU, no ½ or other factor, and "
+                  "nothing applied to w2's output"),
     *module_contract(lambda m, **kw: m.ReLUSquaredFFN(32, 80, **kw), lambda _: (randn(149, 2, 3, 32),),
                      "ReLUSquaredFFN(32, 80)"),
 )

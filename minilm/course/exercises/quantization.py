@@ -126,7 +126,31 @@ def _quantize_underflow(m):
     return None
 
 
+def _quantize_ties(m):
+    w = torch.tensor([[0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 3.5, 127.0]])  # scale 1: w / scale is w itself
+    q, _ = m.quantize_int8(w)
+    got = [int(v) for v in q.flatten()] if type(q) is torch.Tensor else None
+    want = [0, 2, 2, 0, -2, -2, 4, 127]
+    return None if got == want else (f"on w = [0.5, 1.5, 2.5, −0.5, −1.5, −2.5, 3.5, 127] (scale 1), q is "
+                                     f"{shown(got)}, expected {want} (ties to even)")
+
+
+def _quantize_bfloat16(m):
+    w = rowed_weight(88).to(torch.bfloat16)
+    for per_channel in (True, False):
+        q, scale = m.quantize_int8(w, per_channel=per_channel)
+        q32, scale32 = m.quantize_int8(w.float(), per_channel=per_channel)
+        d = differs(scale.float(), scale32, atol=0, rtol=0) or differs(q.float(), q32.float(), atol=0, rtol=0)
+        if d:
+            return f"on a bfloat16 w (6, 10), per_channel={per_channel}, (q, scale) and those of its float32 copy: {d}"
+    return None
+
+
 QUANTIZE_PROPERTIES = (
+    Property("round(w / scale) rounds to the nearest integer, ties to even (torch.round)", _quantize_ties,
+             example="q, _ = minilm.quantize_int8(torch.tensor([[0.5, 1.5, 2.5, -0.5, 127.0]]))\n"
+                     "print(q)  # 0, 2, 2, 0, 127",
+             idea="torch.round(w / scale): floor(x + 0.5) rounds every tie up, and .to(torch.int8) truncates"),
     keeps_inputs("quantize_int8", lambda: (randn(111, 4, 6),), "on w (4, 6)"),
     Property("a row so tiny that max |w| / 127 underflows to 0 gets scale 1 and quantizes to zeros",
              _quantize_underflow,
@@ -139,6 +163,11 @@ QUANTIZE_PROPERTIES = (
                      "q, scale = minilm.quantize_int8(w)\nprint(((minilm.dequantize_int8(q, scale) - w).abs() - "
                      "scale / 2).max())  # ≤ 0",
              idea="scale = max|w| / 127 per row (1 where that is 0), then round(w / scale) clamped to ±127"),
+    Property("a bfloat16 w gives exactly what its float32 copy gives", _quantize_bfloat16,
+             example="w = torch.randn(6, 10).to(torch.bfloat16)\nprint(minilm.quantize_int8(w)[1] - "
+                     "minilm.quantize_int8(w.float())[1])  # zeros",
+             idea="convert w to float32 first (w.float()), then take max |w| / 127 and w / scale: in bfloat16 the "
+                  "scale and the quotient are rounded to 8 bits"),
 )
 
 spec("12.1", properties=QUANTIZE_PROPERTIES,

@@ -644,7 +644,28 @@ def _clip_nothing_to_clip(m):
                             torch.tensor(0.0, dtype=torch.float64))
 
 
+def _clip_in_place(m):
+    a, b = nn.Parameter(torch.zeros(3, 4)), nn.Parameter(torch.zeros(5))
+    a.grad, b.grad = randn(84, 3, 4, scale=5.0), randn(85, 5, scale=5.0)
+    held = [a.grad, b.grad]  # what an optimizer, or a hook, holds: the .grad tensors themselves
+    returned = m.clip_grad_norm([a, b], 1.0)
+    if type(returned) is not torch.Tensor or returned.shape != ():
+        got = type(returned).__name__ if type(returned) is not torch.Tensor else f"a tensor of shape " \
+                                                                                  f"{shown(list(returned.shape))}"
+        return f"clip_grad_norm returned {got}, expected a 0-dim tensor (as torch.nn.utils.clip_grad_norm_)"
+    if a.grad is not held[0] or b.grad is not held[1]:
+        return "after clipping, p.grad is a new tensor: the gradients must be multiplied in place, so every " \
+               "reference to them (the optimizer's, a hook's) sees the clipped values"
+    return None
+
+
 CLIP_PROPERTIES = (
+    Property("it returns the norm as a 0-dim tensor and scales each .grad in place", _clip_in_place,
+             example="a = torch.nn.Parameter(torch.zeros(3))\na.grad = 5 * torch.randn(3)\ng = a.grad\n"
+                     "norm = minilm.clip_grad_norm([a], 1.0)\nprint(type(norm), norm.shape, a.grad is g)  "
+                     "# Tensor, (), True",
+             idea="keep the norm as the tensor torch.sqrt gives (no .item() or float()), and scale with g.mul_(…) "
+                  "on each gradient rather than assigning p.grad = g * …"),
     Property("above max_norm, every gradient is scaled by one factor so that the global norm becomes max_norm",
              _clip_to_max_norm,
              example="a, b = torch.nn.Parameter(torch.zeros(3, 4)), torch.nn.Parameter(torch.zeros(5))\n"
@@ -804,7 +825,66 @@ def _adamw_state(m):
     return None
 
 
+def _adamw_decay_then_step(m):
+    p = nn.Parameter(torch.ones(6))
+    opt = m.AdamW([p], lr=0.1, weight_decay=0.5)
+    p.grad = randn(86, 6, scale=3.0)
+    opt.step()
+    want = 0.95 - 0.1 * p.grad.sign()
+    d = differs(p.detach(), want, atol=1e-5)
+    return d and ("one step from ones with lr 0.1, weight_decay 0.5 and gradients ~3: p and "
+                  f"(1 − 0.1 · 0.5) · 1 − 0.1 · sign(g) = 0.85 or 1.05: {d}")
+
+
+def _adamw_tiny_gradient(m):
+    p = nn.Parameter(torch.zeros(4))
+    opt = m.AdamW([p], lr=0.1, eps=1e-8, weight_decay=0.0)
+    p.grad = torch.tensor([1e-8, -1e-8, 1e-8, -1e-8])
+    opt.step()
+    d = differs(p.detach().abs(), torch.full((4,), 0.05), atol=1e-4)
+    return d and ("one step from 0 with lr 0.1, eps 1e-8 and gradients ±1e-8 (so √v̂ = 1e-8 = eps): |p| and "
+                  f"lr · |g| / (|g| + eps) = 0.05: {d}")
+
+
+def _adamw_params_alone(m):
+    init, grads = [randn(87, 3, 2), randn(88, 4)], [[randn(89 + 2 * t + i, *s) for i, s in enumerate(((3, 2), (4,)))]
+                                                   for t in range(3)]
+    together = [nn.Parameter(w.clone()) for w in init]
+    opt = m.AdamW(together, lr=0.05, weight_decay=0.1)
+    for g in grads:
+        for p, gi in zip(together, g):
+            p.grad = gi.clone()
+        opt.step()
+    for i, w in enumerate(init):
+        alone = nn.Parameter(w.clone())
+        one = m.AdamW([alone], lr=0.05, weight_decay=0.1)
+        for g in grads:
+            alone.grad = g[i].clone()
+            one.step()
+        d = differs(together[i].detach(), alone.detach(), atol=1e-6)
+        if d:
+            return (f"after 3 steps, parameter {i} of two in one AdamW and the same parameter in an AdamW of its "
+                    f"own: {d}")
+    return None
+
+
 ADAMW_PROPERTIES = (
+    Property("the decay multiplies the weight before the Adam step: from 1, one step gives (1 − lr · weight_decay) "
+             "− lr · sign(g)", _adamw_decay_then_step,
+             example="p = torch.nn.Parameter(torch.ones(6))\nopt = minilm.AdamW([p], lr=0.1, weight_decay=0.5)\n"
+                     "p.grad = 3 * torch.randn(6)\nopt.step()\nprint(p)  # 0.85 or 1.05",
+             idea="p ← p − lr · weight_decay · p first, then p ← p − lr · m̂ / (√v̂ + eps): decaying after the "
+                  "step also shrinks the step"),
+    Property("eps is added to √v̂ after the bias correction: a first gradient of size eps moves the weight by lr / 2",
+             _adamw_tiny_gradient,
+             example="p = torch.nn.Parameter(torch.zeros(4))\nopt = minilm.AdamW([p], lr=0.1, weight_decay=0.0)\n"
+                     "p.grad = torch.full((4,), 1e-8)\nopt.step()\nprint(p)  # -0.05",
+             idea="m̂ = m / (1 − β1ᵗ) and v̂ = v / (1 − β2ᵗ) first, then m̂ / (sqrt(v̂) + eps): the eps goes on the "
+                  "corrected root, not on sqrt(v) before the correction (nor inside the root)"),
+    Property("each parameter has its own state: two parameters in one AdamW move as each would alone",
+             _adamw_params_alone,
+             idea="keep step, exp_avg and exp_avg_sq in self.state[p] for each p: a step counter shared by all "
+                  "parameters, or one moment for a group, ties them together"),
     Property("the first step moves every weight by lr (bias correction makes m̂ / √v̂ = ±1)", _adamw_first_step,
              example="p = torch.nn.Parameter(torch.zeros(6))\nopt = minilm.AdamW([p], lr=0.1, weight_decay=0.0)\n"
                      "p.grad = 3 * torch.randn(6)\nopt.step()\nprint(p)  # every entry ±0.1",
