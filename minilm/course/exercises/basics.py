@@ -130,15 +130,15 @@ def _Linear_invariant(got, c) -> Problem | None:
 def _Linear_is_linear(m):
     layer, x = m.Linear(6, 4), randn(124, 3, 6)
     with torch.no_grad():
-        d = differs(layer(x), m.linear(x, layer.weight))
-    return d and f"Linear(6, 4) on x (3, 6), its output and your linear(x, layer.weight): {d}"
+        d = differs(layer(x), x @ layer.weight.T)  # only this task's code runs: never Task 1.1's linear
+    return d and f"Linear(6, 4) on x (3, 6), its output and x @ layer.weight.T: {d}"
 
 
 spec("1.2", properties=(learns(lambda m: (m.Linear(6, 4), (randn(115, 3, 6),)), "Linear(6, 4)"),
-                        Property("Linear's forward is your linear(x, self.weight), with nothing added or scaled",
+                        Property("Linear's forward is x Wᵀ with its own weight, nothing added or scaled",
                                  _Linear_is_linear,
                                  example="layer, x = minilm.Linear(6, 4), torch.randn(3, 6)\n"
-                                         "print(layer(x) - minilm.linear(x, layer.weight))  # zeros",
+                                         "print(layer(x) - x @ layer.weight.T)  # zeros",
                                  idea="forward returns linear(x, self.weight): the init's std belongs to the "
                                       "weight, not to the output"),
                         *module_contract(lambda m, **kw: m.Linear(48, 80, **kw), lambda _: (randn(118, 3, 48),),
@@ -426,16 +426,17 @@ def _RMSNorm_is_rms_norm(m):
         norm = m.RMSNorm(8, eps=eps)
         with torch.no_grad():
             norm.weight.copy_(w)
-            d = differs(norm(x), m.rms_norm(x, w, eps=eps))
+            # only this task's code runs: never Task 3.1's rms_norm
+            d = differs(norm(x), x / (x.pow(2).mean(-1, keepdim=True) + eps).sqrt() * w)
         if d:
-            return (f"RMSNorm(8, eps={eps:g}) with weight w, on x (2, 3, 8), its output and your "
-                    f"rms_norm(x, w, {eps:g}): {d}")
+            return (f"RMSNorm(8, eps={eps:g}) with weight w, on x (2, 3, 8), its output and "
+                    f"x / √(mean(x²) + {eps:g}) · w: {d}")
     return None
 
 
 spec("3.2", properties=(learns(lambda m: (m.RMSNorm(8), (randn(116, 3, 8),)), "RMSNorm(8)"),
-                        Property("RMSNorm's forward is your rms_norm(x, self.weight, self.eps), with the weight as "
-                                 "it is", _RMSNorm_is_rms_norm,
+                        Property("RMSNorm's forward is x / √(mean(x²) + self.eps) · self.weight, the weight as it "
+                                 "is", _RMSNorm_is_rms_norm,
                                  example="norm = minilm.RMSNorm(8)\nnorm.weight.data = torch.randn(8)\n"
                                          "x = torch.randn(3, 8)\n"
                                          "print(norm(x) - minilm.rms_norm(x, norm.weight, norm.eps))  # zeros",
@@ -600,17 +601,17 @@ def _SwiGLU_invariant(got, c) -> Problem | None:
 def _SwiGLU_is_swiglu(m):
     ffn, x = m.SwiGLU(8, 12), randn(127, 2, 3, 8)
     with torch.no_grad():
-        d = differs(ffn(x), m.swiglu(x, ffn.w1.weight, ffn.w2.weight, ffn.w3.weight), atol=1e-5)
-    return d and f"SwiGLU(8, 12) on x (2, 3, 8), its output and your swiglu(x, w1.weight, w2.weight, w3.weight): {d}"
+        h = ffn.w1(x)  # only this task's code runs: never Task 4.2's swiglu
+        d = differs(ffn(x), ffn.w2(h * torch.sigmoid(h) * ffn.w3(x)), atol=1e-5)
+    return d and f"SwiGLU(8, 12) on x (2, 3, 8), its output and its own w2(SiLU(w1(x)) ⊙ w3(x)): {d}"
 
 
 spec("4.3", properties=(learns(lambda m: (m.SwiGLU(8, 12), (randn(117, 3, 8),)), "SwiGLU(8, 12)"),
                         ffn_adds_no_residual(lambda m: m.SwiGLU(8, 12), "SwiGLU(8, 12)"),
-                        Property("SwiGLU's forward computes what your swiglu does with its weights: "
-                                 "w2(SiLU(w1(x)) ⊙ w3(x))", _SwiGLU_is_swiglu,
-                                 example="ffn, x = minilm.SwiGLU(8, 12), torch.randn(3, 8)\n"
-                                         "print(ffn(x) - minilm.swiglu(x, ffn.w1.weight, ffn.w2.weight, "
-                                         "ffn.w3.weight))  # zeros",
+                        Property("SwiGLU's forward is w2(SiLU(w1(x)) ⊙ w3(x)) of its own submodules",
+                                 _SwiGLU_is_swiglu,
+                                 example="ffn, x = minilm.SwiGLU(8, 12), torch.randn(3, 8)\nh = ffn.w1(x)\n"
+                                         "print(ffn(x) - ffn.w2(h * torch.sigmoid(h) * ffn.w3(x)))  # zeros",
                                  idea="self.w2(silu(self.w1(x)) * self.w3(x)): SiLU on w1's output alone, times "
                                       "w3's, then w2, with nothing after it"),
                         *module_contract(lambda m, **kw: m.SwiGLU(32, 80, **kw), lambda _: (randn(119, 2, 3, 32),),

@@ -420,8 +420,9 @@ def _gelu_ffn_any_width(m):
 def _gelu_ffn_is_composition(m):
     ffn, x = m.GeluFFN(8, 20), randn(124, 2, 3, 8)
     with torch.no_grad():
-        d = differs(ffn(x), ffn.w2(m.gelu(ffn.w1(x))), atol=1e-5)
-    return d and f"GeluFFN(8, 20) on x (2, 3, 8), its output and its own w2(gelu(w1(x))) with your gelu: {d}"
+        h = ffn.w1(x)  # only this task's code runs: never Task 13.3's gelu; GELU(h) = h·Φ(h)
+        d = differs(ffn(x), ffn.w2(h * (1 + torch.erf(h / 2 ** 0.5)) / 2), atol=1e-5)
+    return d and f"GeluFFN(8, 20) on x (2, 3, 8), its output and its own w2(GELU(w1(x))), GELU exact: {d}"
 
 
 spec("13.4", properties=(
@@ -429,10 +430,10 @@ spec("13.4", properties=(
                   example="print({k: v.shape for k, v in minilm.GeluFFN(8, 20).state_dict().items()})",
                   idea="size the inner layer by the d_ff argument, not by a fixed 4 · d_model"),
          ffn_adds_no_residual(lambda m: m.GeluFFN(8, 20), "GeluFFN(8, 20)"),
-         Property("GeluFFN's forward is w2(gelu(w1(x))) of its own submodules, with your gelu once between them",
+         Property("GeluFFN's forward is w2(GELU(w1(x))) of its own submodules, the exact GELU once between them",
                   _gelu_ffn_is_composition,
-                  example="ffn, x = minilm.GeluFFN(8, 20), torch.randn(3, 8)\n"
-                          "print(ffn(x) - ffn.w2(minilm.gelu(ffn.w1(x))))  # zeros",
+                  example="ffn, x = minilm.GeluFFN(8, 20), torch.randn(3, 8)\nh = ffn.w1(x)\n"
+                          "print(ffn(x) - ffn.w2(h * (1 + torch.erf(h / 2 ** 0.5)) / 2))  # zeros",
                   idea="self.w2(gelu(self.w1(x))): your exact GELU (Task 13.3), applied once, not SiLU or another "
                        "activation"),
          *module_contract(lambda m, **kw: m.GeluFFN(32, 80, **kw), lambda _: (randn(83, 2, 3, 32),),
@@ -626,8 +627,11 @@ def _lm_first_block_reads(m, changes: dict) -> str | None:
     with torch.no_grad():
         want, rule = lm.token_embeddings(ids), "token_embeddings(ids)"
         kind = changes.get("positions", "rope")
-        if kind == "sinusoidal":
-            want, rule = want + m.sinusoidal_positions(seq, d), rule + " + sinusoidal_positions(6, 32)"
+        if kind == "sinusoidal":  # the table by the paper's formula: only this task's code runs, never Task 13.2's
+            angles = torch.arange(seq, dtype=torch.float64)[:, None] * 10000.0 ** (
+                -torch.arange(0, d, 2, dtype=torch.float64) / d)
+            table = torch.stack((angles.sin(), angles.cos()), dim=-1).reshape(seq, d).float()
+            want, rule = want + table, rule + " + the sinusoidal table of 6 positions (sin, cos per pair)"
         elif kind == "learned":
             want, rule = want + lm.position_embeddings(torch.arange(seq)), rule + " + position_embeddings(0 … 5)"
     d = differs(seen[0][1], want, atol=1e-4)
