@@ -324,7 +324,7 @@ def _generate_stacks_the_new_tokens(model, prompt_ids, max_new_tokens, **kw):
 
 
 SLIPS = [
-    ("5.1", "solutions.rope", "rope_angles", _angles_theta_typo, "position 0 matches and every later one differs"),
+    ("5.1", "solutions.rope", "rope_angles", _angles_theta_typo, "pair i turns by p · θ^(−2i/d_k) at position p"),
     ("10.2", "solutions.training", "clip_grad_norm", _clip_returns_squared_norm, "squares of the expected ones"),
     ("13.2", "solutions.classic", "sinusoidal_positions", _sinusoid_base_typo, "position 1's angles by pair"),
     # Right values, wrong gradient: only the gradient property sees it.
