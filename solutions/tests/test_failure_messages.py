@@ -20,11 +20,15 @@ import torch
 from minilm.course import checks, exercises, tasks
 from minilm.course.difference import how_it_differs
 from solutions import make_stubs, mistakes
+from solutions.attention import MultiHeadSelfAttention, scaled_dot_product_attention, softmax
+from solutions.block import TransformerBlock
 from solutions.classic import ClassicBlock, ClassicLM, layer_norm
 from solutions.generation import generate, next_token_probs
 from solutions.linear import Linear
+from solutions.model import TransformerLM
 from solutions.modern import Muon, newton_schulz
 from solutions.quantization import Int8Linear, dequantize_int8, linear, quantize_int8
+from solutions.rope import RotaryPositionalEmbedding, rope_angles, rotate_pairs
 from solutions.tests.test_release import student_env
 from solutions.training import AdamW, clip_grad_norm
 
@@ -680,10 +684,110 @@ def _distill_kl_mean_over_vocab(student_logits, teacher_logits, targets, tempera
     log_q = log_softmax(student_logits / temperature)
     kl = (log_p.exp() * (log_p - log_q)).mean()  # a mean over the vocabulary too: KL / vocab_size
     return alpha * temperature**2 * kl + (1 - alpha) * cross_entropy(student_logits, targets)
+# A rule the visible cases cannot tell apart from a value: the default theta where another is given, a scale
+# or a mask one step off, a hook per head, a batch dim added.
+def _rope_theta_left_out(x, token_positions, theta=10000.0):
+    angles = rope_angles(token_positions, x.shape[-1])  # theta not passed on: the default's frequencies
+    return rotate_pairs(x, angles.cos(), angles.sin())
+
+
+def _rope_tables_theta_left_out(self, theta, d_k, max_seq_len, device=None, dtype=None):
+    torch.nn.Module.__init__(self)
+    self.theta, self.d_k, self.max_seq_len = theta, d_k, max_seq_len
+    angles = rope_angles(torch.arange(max_seq_len, device=device), d_k)  # the visible cases all use 10000
+    self.register_buffer("cos", angles.cos(), persistent=False)
+    self.register_buffer("sin", angles.sin(), persistent=False)
+
+
+def _softmax_max_along_the_last_dim(x, dim):
+    exps = torch.exp(x - x.amax(dim=-1, keepdim=True))  # right for dim=-1 only: other dims get another shift each
+    return exps / exps.sum(dim=dim, keepdim=True)
+
+
+def _sdpa_precedence(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 1 / 2  # d_k / 2, not √d_k
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return softmax(scores, dim=-1) @ v
+
+
+_MHSA_FORWARD = MultiHeadSelfAttention.forward
+_MHSA_INIT = MultiHeadSelfAttention.__init__
+
+
+def _mhsa_scaled_twice(self, x, token_positions=None, kv_cache=None):
+    import math
+
+    from einops import rearrange
+
+    if token_positions is None:
+        token_positions = torch.arange(x.shape[-2])
+    q, k, v = (rearrange(proj(x), "... seq (heads d_k) -> ... heads seq d_k", heads=self.num_heads)
+               for proj in (self.q_proj, self.k_proj, self.v_proj))
+    if self.rope is not None:
+        q, k = self.rope(q, token_positions.unsqueeze(-2)), self.rope(k, token_positions.unsqueeze(-2))
+    causal = torch.ones(x.shape[-2], x.shape[-2], dtype=torch.bool).tril()
+    out = scaled_dot_product_attention(q / math.sqrt(self.d_k), k, v, causal)  # sdpa scales again
+    return self.output_proj(rearrange(out, "... heads seq d_k -> ... seq (heads d_k)"))
+
+
+def _mhsa_rope_arguments_swapped(self, d_model, num_heads, max_seq_len=None, theta=None, device=None, dtype=None):
+    _MHSA_INIT(self, d_model, num_heads, max_seq_len, theta, device, dtype)
+    if theta is not None:  # RotaryPositionalEmbedding(max_seq_len, d_k, theta): a table of theta rows
+        self.rope = RotaryPositionalEmbedding(float(max_seq_len), self.d_k, int(theta), device=device)
+
+
+_BLOCK_INIT = TransformerBlock.__init__
+_LM_INIT = TransformerLM.__init__
+
+
+def _block_theta_left_out(self, d_model, num_heads, d_ff, max_seq_len, theta=10000.0, device=None, dtype=None):
+    _BLOCK_INIT(self, d_model, num_heads, d_ff, max_seq_len, device=device, dtype=dtype)  # theta at its default
+
+
+def _lm_theta_left_out(self, vocab_size, context_length, d_model, num_layers, num_heads, d_ff, rope_theta=10000.0,
+                       device=None, dtype=None):
+    _LM_INIT(self, vocab_size, context_length, d_model, num_layers, num_heads, d_ff, device=device, dtype=dtype)
+
+
+def _inputs_with_a_batch_dim(model, ids):
+    seen = []
+    handles = [layer.attn.register_forward_pre_hook(lambda module, args: seen.append(args[0].detach()))
+               for layer in model.layers]
+    try:
+        with torch.no_grad():
+            model(ids if ids.ndim > 1 else ids[None])  # (seq,) made (1, seq): the tensors gain a dim
+    finally:
+        for handle in handles:
+            handle.remove()
+    return seen
+
+
+def _previous_counts_query_0(pattern):
+    # query 0's weight on itself counted as if it were a previous token, over all seq queries
+    return (pattern.diagonal(offset=-1, dim1=-2, dim2=-1).sum(-1) + pattern[..., 0, 0]) / pattern.shape[-1]
+
+
+def _ablate_a_hook_per_head(attn, heads):
+    handle = None
+    for h in heads:
+        def zero(module, args, h=h):
+            merged = args[0].clone()
+            merged[..., h * attn.d_k:(h + 1) * attn.d_k] = 0.0
+            return (merged,)
+        handle = attn.output_proj.register_forward_pre_hook(zero)  # only the last one is returned
+    return handle if handle is not None else attn.output_proj.register_forward_pre_hook(lambda module, args: None)
+
+
+def _ablate_float32_mask(attn, heads):
+    keep = torch.ones(attn.d_model)  # float32 whatever the module's dtype
+    for h in heads:
+        keep[h * attn.d_k:(h + 1) * attn.d_k] = 0.0
+    return attn.output_proj.register_forward_pre_hook(lambda module, args: (args[0] * keep,))
 
 
 SLIPS = [
-    ("5.1", "solutions.rope", "rope_angles", _angles_theta_typo, "position 0 matches and every later one differs"),
+    ("5.1", "solutions.rope", "rope_angles", _angles_theta_typo, "pair i turns by p · θ^(−2i/d_k) at position p"),
     ("10.2", "solutions.training", "clip_grad_norm", _clip_returns_squared_norm, "squares of the expected ones"),
     ("13.2", "solutions.classic", "sinusoidal_positions", _sinusoid_base_typo, "position 1's angles by pair"),
     # Right values, wrong gradient: only the gradient property sees it.
@@ -759,17 +863,17 @@ SLIPS = [
     ("1.1", "solutions.linear", "linear", _linear_scaled, "the unit vector e_i gives W's column i"),
     ("2.2", "solutions.embedding", "Embedding.forward", _embedding_module_scaled, "row i of the module's own weight"),
     ("3.1", "solutions.rmsnorm", "rms_norm", _rms_norm_gain_inside, "rms_norm(x, ones) · w"),
-    ("3.2", "solutions.rmsnorm", "RMSNorm.forward", _rms_norm_module_gain_twice, "your rms_norm(x, w, 1e-05)"),
+    ("3.2", "solutions.rmsnorm", "RMSNorm.forward", _rms_norm_module_gain_twice, "x / √(mean(x²) + 1e-05) · w"),
     ("4.1", "solutions.swiglu", "silu", _silu_gelu_approximation, "silu(1) = σ(1) = 0.731059"),
     ("4.2", "solutions.swiglu", "swiglu", _swiglu_silu_after_product, "swiglu with 2·w3 and 2 · swiglu with w3"),
-    ("4.3", "solutions.swiglu", "SwiGLU.forward", _SwiGLU_silu_after_product, "your swiglu(x, w1.weight, w2.weight"),
+    ("4.3", "solutions.swiglu", "SwiGLU.forward", _SwiGLU_silu_after_product, "its own w2(SiLU(w1(x)) ⊙ w3(x))"),
     ("10.2", "solutions.training", "clip_grad_norm", _clip_returns_a_float, "returned float, expected a 0-dim tensor"),
     ("10.4", "solutions.training", "AdamW.step", _adamw_shared_step_count, "in an AdamW of its own"),
     ("11.1", "solutions.generation", "next_token_probs", _probs_times_temperature,
      "temperature 0.5 and the same filter on logits / 0.5"),
     ("12.1", "solutions.quantization", "quantize_int8", _quantize_rounds_half_up, "(ties to even)"),
     ("13.1", "solutions.classic", "layer_norm", _layer_norm_default_eps_typo, "layer_norm(x, w, b, eps=1e-5)"),
-    ("13.4", "solutions.classic", "GeluFFN.forward", _gelu_ffn_silu, "its own w2(gelu(w1(x))) with your gelu"),
+    ("13.4", "solutions.classic", "GeluFFN.forward", _gelu_ffn_silu, "its own w2(GELU(w1(x))), GELU exact"),
     ("13.5", "solutions.classic", "ClassicBlock.forward", _block_drops_positions,
      "token_positions [[3, 1, 4, 1, 5], [9, 2, 6, 5, 3]], the block and x + attn(ln1(x), token_positions)"),
     ("14.1", "solutions.modern", "newton_schulz", _ns_one_step_more, "with steps=0, the result and the diagonal"),
@@ -777,6 +881,29 @@ SLIPS = [
     ("14.6", "solutions.modern", "ReLUSquaredFFN.forward", _relu2_halved, "its own w2(relu(w1(x))²)"),
     ("16.1", "solutions.datalimit", "dropout", _dropout_mask_in_x_dtype, "on a float64 x (3, 4, 5), p 0.3"),
     ("16.2", "solutions.datalimit", "distillation_loss", _distill_kl_mean_over_vocab, "log 3 − 1.5 log 2 = 0.0588915"),
+    # Rules the visible cases meet only by coincidence (the default theta, one head per hook, a 2-D ids).
+    ("5.1", "solutions.rope", "rope", _rope_theta_left_out, "rope(x, positions, theta=100) on x = (1, 0, 1, 0)"),
+    ("5.2", "solutions.rope", "RotaryPositionalEmbedding.__init__", _rope_tables_theta_left_out,
+     "RotaryPositionalEmbedding(100, 4, 8) on x = (1, 0, 1, 0)"),
+    ("6.1", "solutions.attention", "softmax", _softmax_max_along_the_last_dim,
+     "dim=0, with a different number from −40 … 40 added to each slice"),
+    ("6.2", "solutions.attention", "scaled_dot_product_attention", _sdpa_precedence, "e^√2 / (e^√2 + 2) = 0.6728"),
+    ("6.3", "solutions.attention", "MultiHeadSelfAttention.forward", _mhsa_scaled_twice,
+     "MultiHeadSelfAttention(8, 1) on x (2, 5, 8), the output and output_proj(sdpa("),
+    ("6.3", "solutions.attention", "MultiHeadSelfAttention.__init__", _mhsa_rope_arguments_swapped,
+     "MultiHeadSelfAttention(32, 4, 16, 500).rope and RotaryPositionalEmbedding(500, 8, 16)"),
+    ("7.1", "solutions.block", "TransformerBlock.__init__", _block_theta_left_out,
+     "TransformerBlock(32, 4, 48, 16, theta=500) with ffn.w2 at zero"),
+    ("8.1", "solutions.model", "TransformerLM.__init__", _lm_theta_left_out,
+     "two TransformerBlock(32, 4, 48, 16, 500)"),
+    ("15.1", "solutions.inside", "attention_inputs", _inputs_with_a_batch_dim, "tensor 0 has shape [1, 7, 24], "
+     "expected (7, 24)"),
+    ("15.2", "solutions.inside", "previous_token_score", _previous_counts_query_0,
+     "a head (8, 8) that attends only to each token itself (query 0 too) scores 0.125 as previous-token head"),
+    ("15.3", "solutions.inside", "ablate_heads", _ablate_a_hook_per_head,
+     "after ablating heads 0 and 3 and removing the handle"),
+    ("15.3", "solutions.inside", "ablate_heads", _ablate_float32_mask,
+     "on MultiHeadSelfAttention(32, 4, dtype=torch.bfloat16) with head 1 ablated"),
 ]
 
 

@@ -12,6 +12,7 @@ from minilm.course.exercises import (
     gen,
     lm_shapes,
     load_state,
+    one_line,
     randn,
     shown,
     spec,
@@ -91,6 +92,12 @@ def _inputs_invariant(got, c) -> Problem | None:
         return Problem("attention_inputs must return a list of tensors, one per layer")
     if len(inputs) != layers:
         return Problem(f"on {c['what']}: {len(inputs)} tensors for a model of {layers} layers, expected one per layer")
+    want = (*c["ids"].shape, c["config"][2])
+    wrong = [i for i, t in enumerate(inputs) if tuple(t.shape) != want]
+    if wrong:
+        return Problem(f"on {c['what']}: tensor {wrong[0]} has shape {shown(list(inputs[wrong[0]].shape))}, expected "
+                       f"{want}: what the attention received keeps ids' own dims (…, seq) and adds d_model, no "
+                       "batch dim of its own")
     if got["hooks_left"] != 0:
         return Problem(f"on {c['what']}: {shown(got['hooks_left'])} hook(s) left on the model after attention_inputs "
                        "returned", "inputs_hooks_never_removed")
@@ -152,8 +159,15 @@ def _one_per_layer(m):
     if type(got) is str:
         return got
     wrong = [i for i, t in enumerate(got) if t.shape != (2, 8, 32)]
-    return wrong and (f"on ids (2, 8) through a model with d_model 32, tensor {wrong[0]} has shape "
-                      f"{tuple(got[wrong[0]].shape)}, expected (2, 8, 32)") or None
+    if wrong:
+        return (f"on ids (2, 8) through a model with d_model 32, tensor {wrong[0]} has shape "
+                f"{tuple(got[wrong[0]].shape)}, expected (2, 8, 32)")
+    got = _as_list(m.attention_inputs(lm, ids[0]), 3)  # one sequence, no batch dim: none is added
+    if type(got) is str:
+        return f"on ids (8,): {got}"
+    wrong = [i for i, t in enumerate(got) if t.shape != (8, 32)]
+    return wrong and (f"on ids (8,), one sequence without a batch dim, tensor {wrong[0]} has shape "
+                      f"{tuple(got[wrong[0]].shape)}, expected (8, 32)") or None
 
 
 def _what_each_got(m):
@@ -217,9 +231,10 @@ LM = ("model = minilm.TransformerLM(97, 32, 32, 3, 4, 48, 10000.0)\n"
       "ids = torch.randint(0, 97, (2, 8))\n")
 INPUTS_PROPERTIES = (
     Property("attention_inputs returns one tensor (..., seq, d_model) per layer", _one_per_layer,
-             example=LM + "print([x.shape for x in minilm.attention_inputs(model, ids)])  # 3 × (2, 8, 32)",
-             idea="register one hook per layer, on model.layers[i].attn, and run the model once: each hook keeps "
-                  "its args[0] in one list"),
+             example=LM + "print([x.shape for x in minilm.attention_inputs(model, ids)])  # 3 × (2, 8, 32)\n"
+                          "print([x.shape for x in minilm.attention_inputs(model, ids[0])])  # 3 × (8, 32)",
+             idea="register one hook per layer, on model.layers[i].attn, and run the model once on ids as they "
+                  "come (add no batch dim): each hook keeps its args[0] in one list"),
     Property("tensor i is what model.layers[i].attn received: the block's input after ln1, in the layers' order",
              _what_each_got,
              example=LM + "xs = minilm.attention_inputs(model, ids)\n"
@@ -310,6 +325,15 @@ def _previous_head(m):
     return None
 
 
+def _self_head(m):
+    p = torch.eye(8)
+    prev, ind = float(m.previous_token_score(p)), float(m.induction_score(p, 4))
+    if abs(prev) > 1e-6 or abs(ind) > 1e-6:
+        return (f"a head (8, 8) that attends only to each token itself (query 0 too) scores {prev:.4g} as "
+                f"previous-token head and {ind:.4g} as induction head with period 4, expected 0 and 0")
+    return None
+
+
 def _induction_head(m):
     for seq, period in ((8, 4), (9, 3)):
         p = _induction_only(seq, period)
@@ -343,6 +367,11 @@ SCORE_PROPERTIES = (
              "head", _previous_head, example=SCORE_EXAMPLE,
              idea="the previous token of query t is key t − 1, the diagonal just below the main one; average it over "
                   "the seq − 1 queries that have one"),
+    Property("a head that attends only to each token itself scores 0 as previous-token head and as induction head: "
+             "query 0's weight on itself counts for neither", _self_head,
+             example="p = torch.eye(8)\nprint(minilm.previous_token_score(p), minilm.induction_score(p, 4))  # 0 and 0",
+             idea="average pattern[..., t, t − 1] over the queries t = 1 … seq − 1 only: query 0 has no previous "
+                  "token, so its row adds nothing, neither to the sum nor to the count"),
     Property("a head that attends only to the token after the earlier copy scores 1 as induction head",
              _induction_head,
              example="p = torch.eye(8); t = torch.arange(4, 8)\np[t] = 0; p[t, t - 3] = 1  # period 4\n"
@@ -413,9 +442,34 @@ def _restored(m):
     layer, x = _probe_layer(m, 186)
     with torch.no_grad():
         before = layer(x)
-        m.ablate_heads(layer, [2]).remove()
-        d = differs(layer(x), before)
-    return d and f"after ablating head 2 and removing the handle, the output and the output before: {d}"
+        for heads in ([2], [0, 3]):
+            m.ablate_heads(layer, heads).remove()
+            d = differs(layer(x), before)
+            if d:
+                return (f"after ablating {'head 2' if heads == [2] else 'heads 0 and 3'} and removing the handle, the "
+                        f"output and the output before: {d}")
+    return None
+
+
+def _keeps_dtype(m):
+    """A bfloat16 layer: output_proj receives bfloat16, the other heads' columns as they came."""
+    layer = m.MultiHeadSelfAttention(32, 4, dtype=torch.bfloat16)
+    load_state(layer, {k: v.to(torch.bfloat16) for k, v in weights(196, attention_shapes(32)).items()})
+    x, seen = randn(197, 2, 7, 32, dtype=torch.bfloat16), []
+    with torch.no_grad():
+        handle = m.ablate_heads(layer, [1])
+        capture = layer.output_proj.register_forward_pre_hook(lambda module, args: seen.append(args[0]))
+        try:
+            layer(x)
+        except Exception as e:  # noqa: BLE001 - raising on a bfloat16 layer is breaking the property
+            return f"on MultiHeadSelfAttention(32, 4, dtype=torch.bfloat16) with head 1 ablated: your code raised " \
+                   f"{one_line(e)}"
+        finally:
+            capture.remove()
+            handle.remove()
+    got = str(seen[-1].dtype).replace("torch.", "") if seen else "nothing"
+    return None if got == "bfloat16" else ("on MultiHeadSelfAttention(32, 4, dtype=torch.bfloat16) with head 1 "
+                                           f"ablated, output_proj received {got}, expected bfloat16")
 
 
 def _slices(m):
@@ -453,15 +507,24 @@ ABLATE_PROPERTIES = (
              example=LAYER +
                      "before = attn(x)\nhandle = minilm.ablate_heads(attn, [])\nprint(attn(x) - before)  # zeros",
              idea="zero only the columns of the heads listed; leave every other column as it came in"),
-    Property("after handle.remove() the module computes what it did before", _restored,
+    Property("after handle.remove() the module computes what it did before, however many heads were listed",
+             _restored,
              example=LAYER +
-                     "before = attn(x)\nminilm.ablate_heads(attn, [2]).remove()\nprint(attn(x) - before)  # zeros",
-             idea="leave the weights alone: change output_proj's input inside a forward pre-hook, and return the "
-                  "handle register_forward_pre_hook gives you"),
+                     "before = attn(x)\nminilm.ablate_heads(attn, [0, 3]).remove()\nprint(attn(x) - before)  # zeros",
+             idea="leave the weights alone: register one forward pre-hook on output_proj that zeroes every head "
+                  "listed, and return its handle: a hook per head leaves all but the returned one in place"),
     Property("ablating head h zeroes its columns h·d_k … (h+1)·d_k − 1 of output_proj's input and passes the other "
              "heads' columns on unchanged", _slices, example=ABLATE_EXAMPLE,
              idea="in a forward pre-hook on output_proj, return the input with columns h·d_k … (h+1)·d_k − 1 set to "
                   "0: the heads' outputs sit side by side there as (heads d_k)"),
+    Property("the hook keeps output_proj's input in the module's dtype: a bfloat16 layer stays bfloat16",
+             _keeps_dtype,
+             example="attn = minilm.MultiHeadSelfAttention(32, 4, dtype=torch.bfloat16)\n"
+                     "handle = minilm.ablate_heads(attn, [1])\n"
+                     "attn.output_proj.register_forward_pre_hook(lambda m, args: print(args[0].dtype))  # bfloat16\n"
+                     "attn(torch.randn(7, 32, dtype=torch.bfloat16)); handle.remove()",
+             idea="zero the columns with masked_fill or torch.where on the input itself (or multiply by a mask "
+                  "made in its dtype, x.new_ones): a float32 mask times bfloat16 columns gives float32"),
 )
 
 spec("15.3", properties=ABLATE_PROPERTIES, collect=_ablate_collect, cases=_ablate_cases,

@@ -74,6 +74,41 @@ def _block_attention_half(m):
     return d and f"with ffn.w2 at zero, the block's output and x + attn(ln1(x)) from its own modules: {d}"
 
 
+def _block_attention_built(m):
+    """TransformerBlock(32, 4, 48, 16, theta=500) with ffn.w2 at zero against x + a fresh
+    MultiHeadSelfAttention(32, 4, 16, 500) holding the block's attention weights, on positions up to 15."""
+    block = m.TransformerBlock(32, 4, 48, 16, 500.0)
+    state = weights(83, block_shapes(32, 48))
+    state["ffn.w2.weight"] = torch.zeros_like(state["ffn.w2.weight"])
+    load_state(block, state)
+    attn = m.MultiHeadSelfAttention(32, 4, 16, 500.0)
+    load_state(attn, {k[len("attn."):]: v for k, v in state.items() if k.startswith("attn.")})
+    x, pos = randn(84, 2, 6, 32), torch.tensor([0, 3, 15, 1, 9, 9])
+    with torch.no_grad():
+        d = differs(block(x, pos), x + attn(block.ln1(x), pos), atol=1e-4)
+    return d and ("TransformerBlock(32, 4, 48, 16, theta=500) with ffn.w2 at zero, on positions [0, 3, 15, 1, 9, 9]: "
+                  f"the output and x + MultiHeadSelfAttention(32, 4, 16, 500)(ln1(x)) with the same weights: {d}")
+
+
+def _lm_blocks_built(m):
+    """TransformerLM(…, rope_theta=500) against its token_embeddings, ln_final and lm_head around fresh
+    TransformerBlock(32, 4, 48, 16, 500)s holding its layers' weights."""
+    with torch.random.fork_rng(devices=[]):
+        lm = m.TransformerLM(97, 16, 32, 2, 4, 48, 500.0)
+    state = weights(85, lm_shapes(97, 32, 2, 48))
+    load_state(lm, state)
+    ids = torch.randint(0, 97, (2, 16), generator=gen(86))
+    with torch.no_grad():
+        h = lm.token_embeddings(ids)
+        for i in range(2):
+            block = m.TransformerBlock(32, 4, 48, 16, 500.0)
+            load_state(block, {k[len(f"layers.{i}."):]: v for k, v in state.items() if k.startswith(f"layers.{i}.")})
+            h = block(h)
+        d = differs(lm(ids), lm.lm_head(lm.ln_final(h)), atol=1e-4)
+    return d and ("TransformerLM(97, 16, 32, 2, 4, 48, rope_theta=500) on ids (2, 16): the logits and "
+                  f"lm_head(ln_final(·)) of two TransformerBlock(32, 4, 48, 16, 500) with its layers' weights: {d}")
+
+
 def _lm_composes(m):
     lm, ids, _ = _lm_inputs(m)
     with torch.no_grad():
@@ -105,6 +140,15 @@ BLOCK_PROPERTIES = (
              example="block = minilm.TransformerBlock(32, 4, 48, 32, 10000.0)\nx = torch.randn(1, 8, 32)\n"
                      "print(block(x, torch.tensor([0, 5, 1, 9, 2, 2, 7, 30])) - block(x))  # not all zero",
              idea="forward(x, token_positions) calls self.attn(self.ln1(x), token_positions): RoPE needs them"),
+    Property("the block's attention is MultiHeadSelfAttention(d_model, num_heads, max_seq_len, theta), with the "
+             "theta and max_seq_len given", _block_attention_built,
+             example="block = minilm.TransformerBlock(32, 4, 48, 16, 500.0)\n"
+                     "attn = minilm.MultiHeadSelfAttention(32, 4, 16, 500.0)\n"
+                     "attn.load_state_dict(block.attn.state_dict())\nblock.ffn.w2.weight.data.zero_()\n"
+                     "x = torch.randn(1, 6, 32)\nprint(block(x) - (x + attn(block.ln1(x))))  # zeros",
+             idea="build self.attn = MultiHeadSelfAttention(d_model, num_heads, max_seq_len, theta, …) with the "
+                  "block's own arguments, in that order: a theta left at its default turns every head by the "
+                  "wrong angles"),
     learns(lambda m: (lambda block, x, _: (block, (x,)))(*_block_inputs(m)), "the block"),
     *module_contract(lambda m, **kw: m.TransformerBlock(32, 4, 80, 32, 10000.0, **kw),
                      lambda _: (randn(80, 2, 5, 32),), "TransformerBlock(32, 4, 80)", calls_linears=True, meta=False),
@@ -181,6 +225,15 @@ LM_PROPERTIES = (
                      "ids = torch.randint(0, 97, (2, 8))\nh = lm.token_embeddings(ids)\n"
                      "for layer in lm.layers:\n    h = layer(h)\nprint(lm(ids) - lm.lm_head(lm.ln_final(h)))  # zeros",
              idea="each block carries its own residuals: x = layer(x) in the loop, no x + layer(x)"),
+    Property("every block is TransformerBlock(d_model, num_heads, d_ff, context_length, rope_theta)",
+             _lm_blocks_built,
+             example="lm = minilm.TransformerLM(97, 16, 32, 2, 4, 48, 500.0)\nids = torch.randint(0, 97, (1, 16))\n"
+                     "h = lm.token_embeddings(ids)\nfor layer in lm.layers:\n"
+                     "    block = minilm.TransformerBlock(32, 4, 48, 16, 500.0)\n"
+                     "    block.load_state_dict(layer.state_dict())\n    h = block(h)\n"
+                     "print(lm(ids) - lm.lm_head(lm.ln_final(h)))  # zeros",
+             idea="pass the model's own context_length and rope_theta on to every TransformerBlock: a theta left "
+                  "at its default rotates with the wrong frequencies"),
     causal_property(_lm_inputs, "the model"), batch_rows_property(_lm_inputs, "the model"),
     *module_contract(lambda m, **kw: m.TransformerLM(97, 32, 32, 2, 4, 80, 10000.0, **kw),
                      lambda _: (torch.randint(0, 97, (2, 5), generator=gen(81)),),

@@ -7,6 +7,7 @@ import torch
 from minilm.course.exercises import (
     Problem,
     Property,
+    at_edge,
     attention_shapes,
     differs,
     each_row_alone,
@@ -92,6 +93,31 @@ def _rope_keeps_lengths(m):
     return d and f"for x (5, 8), the lengths of the pairs (x[2i], x[2i+1]) before and after: {d}"
 
 
+def _turns(rotate, where: str) -> str | None:
+    """x = (1, 0, 1, 0) at positions 1 and 7, with d_k = 4 and theta 100: pair i turns by p · 100^(−2i/4), so
+    pair 0 by p rad and pair 1 by p/10 rad, and the output is (cos p, sin p, cos p/10, sin p/10)."""
+    pos = torch.tensor([1, 7])
+    angles = pos.double()[:, None] * torch.tensor([1.0, 0.1], dtype=torch.float64)
+    want = torch.stack((angles.cos(), angles.sin()), -1).reshape(2, 4)
+    got = rotate(torch.tensor([[1.0, 0.0, 1.0, 0.0]] * 2), pos)
+    d = differs(got.double() if type(got) is torch.Tensor else got, want, atol=1e-4)
+    return d and (f"{where} on x = (1, 0, 1, 0) at positions p = 1 and 7, the output and (cos p, sin p, cos p/10, "
+                  f"sin p/10): {d}")
+
+
+def _rope_turns(m):
+    got = m.rope_angles(torch.tensor([1, 7]), 4, theta=100.0)
+    d = differs(got.double() if type(got) is torch.Tensor else got, torch.tensor([[1.0, 0.1], [7.0, 0.7]],
+                                                                                 dtype=torch.float64), atol=1e-5)
+    if d:
+        return f"rope_angles([1, 7], d_k=4, theta=100) and [[1, 0.1], [7, 0.7]]: {d}"
+    return _turns(lambda x, pos: m.rope(x, pos, theta=100.0), "rope(x, positions, theta=100)")
+
+
+ROPE_TURNS = ("pair i turns by p · θ^(−2i/d_k) at position p: with d_k = 4 and θ = 100, pair 0 by p rad and pair 1 by "
+              "p/10 rad")
+
+
 def _relative(rotate) -> str | None:
     """q·k after rotating q to position m and k to n depends on m − n alone (3 − 1 and 13 − 11 here)."""
     q, k = randn(62, 1, 8), randn(63, 1, 8)
@@ -114,6 +140,12 @@ ROPE_PROPERTIES = (
                      "print(x.reshape(4, 2).norm(dim=-1), y.reshape(4, 2).norm(dim=-1))",
              idea="rotate each adjacent pair by its angle: (a, b) → (a cos − b sin, a sin + b cos), both with the "
                   "same angle, neither scaled"),
+    Property(ROPE_TURNS, _rope_turns,
+             example="print(minilm.rope_angles(torch.tensor([1, 7]), 4, theta=100.0))  # [[1, 0.1], [7, 0.7]]\n"
+                     "print(minilm.rope(torch.tensor([[1.0, 0, 1, 0]]), torch.tensor([7]), theta=100.0))\n"
+                     "# cos 7, sin 7, cos 0.7, sin 0.7",
+             idea="the frequencies are θ^(−2i/d_k) for i = 0 … d_k/2 − 1, i.e. θ ** (−torch.arange(0, d_k, 2) / d_k) "
+                  "(pair 0 turns by exactly 1 rad per position), and rope passes its theta on to rope_angles"),
     Property("q·k depends only on how far apart q and k are", lambda m: _relative(m.rope),
              example=ROPE_RELATIVE_EXAMPLE,
              idea="rotate q and k by the same rule, each pair i by position · θ^(−2i/d_k): then the product of the "
@@ -185,6 +217,11 @@ def _rope_module_own_position(m):
     return d and f"token 2 (at position 3) rotated within x (2, 3, 8) and alone: {d}"
 
 
+def _rope_module_turns(m):
+    rope = m.RotaryPositionalEmbedding(100.0, 4, 8)
+    return _turns(lambda x, pos: rope(x, pos), "RotaryPositionalEmbedding(100, 4, 8)")
+
+
 def _rope_tables_float32(m):
     rope = m.RotaryPositionalEmbedding(10000.0, 8, 64, dtype=torch.bfloat16)
     tables = {n: b.dtype for n, b in rope.named_buffers()}
@@ -209,6 +246,12 @@ spec("5.2", properties=(
                   example="rope = minilm.RotaryPositionalEmbedding(10000.0, 8, 64)\nx = torch.randn(3, 8)\n"
                           "print(rope(x, torch.zeros(3, dtype=torch.long)) - x)",
                   idea="row p of the tables holds the angles of position p, from p = 0: torch.arange(max_seq_len)"),
+         Property(ROPE_TURNS + ", for the θ given and up to the tables' last row", _rope_module_turns,
+                  example="rope = minilm.RotaryPositionalEmbedding(100.0, 4, 8)\n"
+                          "print(rope(torch.tensor([[1.0, 0, 1, 0]]), torch.tensor([7])))  "
+                          "# cos 7, sin 7, cos 0.7, sin 0.7",
+                  idea="build the tables from rope_angles(torch.arange(max_seq_len), d_k, theta): pass theta on, "
+                       "so row p holds position p's angles for the theta given"),
          Property("q·k depends only on how far apart q and k are", lambda m: _relative(_rope_module(m)),
                   example="rope = minilm.RotaryPositionalEmbedding(10000.0, 8, 64)\n" + ROPE_RELATIVE_EXAMPLE.replace(
                       "minilm.rope", "rope"),
@@ -254,6 +297,19 @@ def _softmax_shift(m):
     return d and f"for x (4, 6), softmax(x + 1000) and softmax(x): {d}"
 
 
+def _softmax_slice_shift(m):
+    """Each slice along dim shifted by its own whole number (exact in float32 at this size): nothing changes."""
+    x = randn(67, 3, 4, 5)
+    for dim in (0, 1, -1):
+        shape = list(x.shape)
+        shape[dim] = 1
+        shift = torch.randint(-40, 41, shape, generator=gen(68)).float()
+        d = differs(m.softmax(x + shift, dim=dim), m.softmax(x, dim=dim))  # release: not a task (under test)
+        if d:
+            return f"for x (3, 4, 5) and dim={dim}, with a different number from −40 … 40 added to each slice: {d}"
+    return None
+
+
 def _softmax_wide(m):
     x = torch.tensor([[1e4, 0.0, -1e4], [-1e4, -1e4 + 1.0, -1e4]])
     y = m.softmax(x, dim=-1)  # release: not a task (the code under test)
@@ -275,6 +331,12 @@ SOFTMAX_PROPERTIES = (
     Property("adding one number to every entry changes nothing, even 1000", _softmax_shift,
              example="x = torch.randn(4, 6)\nprint(minilm.softmax(x + 1000, dim=-1) - minilm.softmax(x, dim=-1))",
              idea="subtract each slice's max along dim before exp: the result is the same, and exp never overflows"),
+    Property("adding a number to one slice along dim changes nothing in it, whatever the other slices get",
+             _softmax_slice_shift,
+             example="x = torch.randn(3, 4, 5)\nshift = torch.randint(-40, 41, (3, 1, 5)).float()\n"
+                     "print(minilm.softmax(x + shift, dim=1) - minilm.softmax(x, dim=1))  # zeros",
+             idea="each slice along dim is its own softmax: take its max and its sum along dim, both with "
+                  "keepdim=True, never along another dim or over the whole tensor"),
 )
 
 spec("6.1",
@@ -323,6 +385,17 @@ def _sdpa_masked_keys(m):
     return d and f"changing keys 1 and 4, which the mask hides: {d}"
 
 
+def _sdpa_scale(m):
+    """q = (1, 1), keys (1, 1), 0, 0 and v = 1, 0, 0: the scores are 2/√2, 0, 0, so the output is
+    e^√2 / (e^√2 + 2); a score divided by anything but √d_k = √2 moves it."""
+    q, k, v = torch.tensor([[1.0, 1.0]]), torch.tensor([[1.0, 1.0], [0.0, 0.0], [0.0, 0.0]]), torch.tensor([[1.0],
+                                                                                                         [0.0], [0.0]])
+    want = torch.tensor([[2 ** 0.5]]).exp()
+    d = differs(m.scaled_dot_product_attention(q, k, v), want / (want + 2), atol=1e-5)
+    return d and (f"q = (1, 1) against k = (1, 1), (0, 0), (0, 0) with v = 1, 0, 0: the output and "
+                  f"e^√2 / (e^√2 + 2) = {(want / (want + 2)).item():.4f}: {d}")
+
+
 def _sdpa_v_width(m):
     q, k, v = randn(119, 4, 8), randn(120, 6, 8), randn(121, 6, 3)
     d = differs(m.scaled_dot_product_attention(q, k, torch.cat([v, v, v], -1))[:, :3],
@@ -339,6 +412,12 @@ SDPA_PROPERTIES = (
                      "print(minilm.scaled_dot_product_attention(q, k, torch.ones(6, 3)))  # all ones",
              idea="softmax each query's scores over the keys (the last dim), after masking, and only then "
                   "multiply by v"),
+    Property("the scores are q·k / √d_k, d_k the width of q and k: q = k = (1, 1) scores 2/√2", _sdpa_scale,
+             example="q, k = torch.tensor([[1.0, 1.0]]), torch.tensor([[1.0, 1.0], [0, 0], [0, 0]])\n"
+                     "v = torch.tensor([[1.0], [0], [0]])\nprint(minilm.scaled_dot_product_attention(q, k, v))  "
+                     "# e^√2 / (e^√2 + 2) = 0.6728",
+             idea="divide q kᵀ by math.sqrt(d_k), d_k = q.shape[-1], before the softmax: not by d_k, not by the "
+                  "number of keys, and mind the precedence (d_k ** 1 / 2 is d_k / 2)"),
     Property("the weights depend on q and k alone: v's width changes nothing but the output's width", _sdpa_v_width,
              example="q, k, v = torch.randn(4, 8), torch.randn(6, 8), torch.randn(6, 3)\n"
                      "sdpa = minilm.scaled_dot_product_attention\n"
@@ -481,7 +560,109 @@ def _mhsa_relative(m):
     return d and f"positions 7 … 14 and 0 … 7 for the same x (2, 8, 32): {d}"
 
 
-MHSA_PROPERTIES = (causal_property(_mhsa_inputs, "attention"), batch_rows_property(_mhsa_inputs, "attention"),
+def rope_built_as(rope, m, theta: float, d_k: int, max_len: int, what: str) -> str | None:
+    """How `rope`, the RoPE a layer built (its .rope), misses a fresh RotaryPositionalEmbedding(theta, d_k,
+    max_len) of the student's own on x (2, d_k) at positions 1 and max_len − 1; None when they agree."""
+    if rope is None:
+        return f"{what}.rope is None, expected RotaryPositionalEmbedding({theta:g}, {d_k}, {max_len})"
+    x, pos = randn(190, 2, d_k), torch.tensor([1, max_len - 1])
+    return at_edge(f"{what}.rope and RotaryPositionalEmbedding({theta:g}, {d_k}, {max_len}) on x (2, {d_k}) at "
+                   f"positions 1 and {max_len - 1}", lambda: rope(x, pos),
+                   lambda: m.RotaryPositionalEmbedding(theta, d_k, max_len)(x, pos))
+
+
+def _mhsa_rope_built(m):
+    layer = m.MultiHeadSelfAttention(32, 4, 16, 500.0)
+    wrong = rope_built_as(getattr(layer, "rope", None), m, 500.0, 8, 16, "MultiHeadSelfAttention(32, 4, 16, 500)")
+    if wrong:
+        return wrong
+    plain = getattr(m.MultiHeadSelfAttention(32, 4), "rope", "no attribute")
+    return None if plain is None else "MultiHeadSelfAttention(32, 4), without theta, has a rope that is not None"
+
+
+def _mhsa_first_token(m):
+    layer, x, _ = _mhsa_inputs(m)
+    with torch.no_grad():
+        return at_edge("on x (2, 8, 32), the output at position 0 and output_proj(v_proj(x)) there",
+                       lambda: layer(x)[:, 0], lambda: layer.output_proj(layer.v_proj(x[:, :1]))[:, 0])
+
+
+def _mhsa_same_heads(m):
+    """Four heads with the same rows of q_proj, k_proj and v_proj: output_proj receives four equal slices."""
+    layer = m.MultiHeadSelfAttention(32, 4, 32, 10000.0)
+    block = weights(191, {n: (8, 32) for n in ("q_proj", "k_proj", "v_proj")})
+    state = {f"{n}.weight": block[n].repeat(4, 1) for n in block}
+    load_state(layer, {**state, "output_proj.weight": weights(192, {"w": (32, 32)})["w"]})
+    seen = []
+    hook = layer.output_proj.register_forward_pre_hook(lambda module, args: seen.append(args[0].detach().clone()))
+    try:
+        with torch.no_grad():
+            layer(randn(193, 2, 6, 32))
+    finally:
+        hook.remove()
+    if not seen:
+        return "output_proj was never called"
+    heads = seen[-1].reshape(*seen[-1].shape[:-1], 4, 8)
+    for h in range(1, 4):
+        d = differs(heads[..., h, :], heads[..., 0, :], atol=1e-4)
+        if d:
+            return (f"with the four heads' rows of q_proj, k_proj and v_proj equal, head {h}'s slice of output_proj's "
+                    f"input (columns {8 * h} … {8 * h + 7}) and head 0's: {d}")
+    return None
+
+
+def _mhsa_uses_positions(m):
+    layer, x, _ = _mhsa_inputs(m)
+    with torch.no_grad():
+        d = differs(layer(x, torch.tensor([0, 5, 1, 9, 2, 2, 7, 30])), layer(x))
+    return None if d else ("on x (2, 8, 32), positions [0, 5, 1, 9, 2, 2, 7, 30] and the default 0 … 7 give the same "
+                           "output")
+
+
+def _mhsa_one_head(m):
+    """One head without RoPE is the student's own scaled_dot_product_attention between its projections."""
+    layer = m.MultiHeadSelfAttention(8, 1)
+    load_state(layer, weights(194, attention_shapes(8), scale=0.6))
+    x = randn(195, 2, 5, 8)
+    with torch.no_grad():
+        causal = torch.ones(5, 5, dtype=torch.bool).tril()
+        return at_edge("MultiHeadSelfAttention(8, 1) on x (2, 5, 8), the output and output_proj(sdpa(q_proj(x), "
+                       "k_proj(x), v_proj(x), causal mask))", lambda: layer(x),
+                       lambda: layer.output_proj(m.scaled_dot_product_attention(layer.q_proj(x), layer.k_proj(x),
+                                                                                layer.v_proj(x), causal)))
+
+
+MHSA_PROPERTIES = (Property("self.rope is RotaryPositionalEmbedding(theta, d_k, max_seq_len), and None without theta",
+                            _mhsa_rope_built,
+                            example="attn = minilm.MultiHeadSelfAttention(32, 4, 16, 500.0)\n"
+                                    "x, p = torch.randn(2, 8), torch.tensor([1, 15])\n"
+                                    "print(attn.rope(x, p) - minilm.RotaryPositionalEmbedding(500.0, 8, 16)(x, p))\n"
+                                    "print(minilm.MultiHeadSelfAttention(32, 4).rope)  # None",
+                            idea="in __init__, self.rope = RotaryPositionalEmbedding(theta, self.d_k, max_seq_len) "
+                                 "in that order (d_k = d_model / num_heads, not d_model) when theta is given, else "
+                                 "None"),
+                   Property("query 0 sees key 0 alone: the output at the first position is output_proj(v_proj(x)) "
+                            "there", _mhsa_first_token,
+                            example="attn = minilm.MultiHeadSelfAttention(32, 4, 32, 10000.0)\n"
+                                    "x = torch.randn(1, 8, 32)\n"
+                                    "print(attn(x)[:, 0] - attn.output_proj(attn.v_proj(x))[:, 0])  # zeros",
+                            idea="the causal mask keeps the diagonal (tril(diagonal=0): key t for query t), v is "
+                                 "neither rotated nor mixed, and the heads are merged back as '… seq (heads d_k)'"),
+                   Property("heads with the same weights compute the same thing: each head attends with its own "
+                            "d_k columns alone", _mhsa_same_heads,
+                            example="attn = minilm.MultiHeadSelfAttention(32, 4, 32, 10000.0)\n"
+                                    "for p in (attn.q_proj, attn.k_proj, attn.v_proj):\n"
+                                    "    p.weight.data = p.weight.data[:8].repeat(4, 1)\n"
+                                    "attn.output_proj.register_forward_pre_hook(lambda m, a: print(a[0][0, :, :8] - "
+                                    "a[0][0, :, 8:16]))\nattn(torch.randn(1, 6, 32))  # zeros",
+                            idea="split the heads first ('… seq (heads d_k) -> … heads seq d_k'), then rotate q and k "
+                                 "with the RoPE of d_k (the same frequencies in every head) and scale by √d_k"),
+                   Property("token_positions reach RoPE: other positions give other outputs", _mhsa_uses_positions,
+                            example="attn = minilm.MultiHeadSelfAttention(32, 4, 32, 10000.0)\n"
+                                    "x = torch.randn(1, 8, 32)\n"
+                                    "print(attn(x, torch.tensor([0, 5, 1, 9, 2, 2, 7, 30])) - attn(x))  # not zeros",
+                            idea="use the token_positions given, and torch.arange(seq) only when they are None"),
+                   causal_property(_mhsa_inputs, "attention"), batch_rows_property(_mhsa_inputs, "attention"),
                    Property("with RoPE on q and k, only relative positions count: shifting every position by the "
                             "same offset leaves the output unchanged", _mhsa_relative,
                             example="attn = minilm.MultiHeadSelfAttention(32, 4, 32, 10000.0)\n"
@@ -489,6 +670,14 @@ MHSA_PROPERTIES = (causal_property(_mhsa_inputs, "attention"), batch_rows_proper
                                     "print(attn(x, p + 7) - attn(x, p))  # zeros",
                             idea="rotate both q and k with self.rope at the same positions, after splitting the "
                                  "heads: q·k then depends on the positions' difference only"),
+                   Property("with one head and no RoPE, the layer is output_proj of your "
+                            "scaled_dot_product_attention of its q, k and v with the causal mask", _mhsa_one_head,
+                            example="attn = minilm.MultiHeadSelfAttention(8, 1)\nx = torch.randn(5, 8)\n"
+                                    "mask = torch.ones(5, 5, dtype=torch.bool).tril()\n"
+                                    "sdpa = minilm.scaled_dot_product_attention(attn.q_proj(x), attn.k_proj(x), "
+                                    "attn.v_proj(x), mask)\nprint(attn(x) - attn.output_proj(sdpa))  # zeros",
+                            idea="call scaled_dot_product_attention(q, k, v, causal) once, with q from q_proj and k "
+                                 "from k_proj in that order; it scales by √d_k itself, so do not scale q before"),
                    learns(lambda m: (lambda layer, x, _: (layer, (x,)))(*_mhsa_inputs(m)), "the attention"),
                    *module_contract(lambda m, **kw: m.MultiHeadSelfAttention(32, 4, 32, 10000.0, **kw),
                                     lambda _: (randn(82, 2, 5, 32),), "MultiHeadSelfAttention(32, 4, 32, 10000.0)",
