@@ -889,7 +889,7 @@ SLIPS = [
      "dim=0, with a different number from −40 … 40 added to each slice"),
     ("6.2", "solutions.attention", "scaled_dot_product_attention", _sdpa_precedence, "e^√2 / (e^√2 + 2) = 0.6728"),
     ("6.3", "solutions.attention", "MultiHeadSelfAttention.forward", _mhsa_scaled_twice,
-     "MultiHeadSelfAttention(8, 1) on x (2, 5, 8), the output and output_proj(sdpa("),
+     "MultiHeadSelfAttention(8, 1) on x (2, 5, 8), the output and output_proj(softmax("),
     ("6.3", "solutions.attention", "MultiHeadSelfAttention.__init__", _mhsa_rope_arguments_swapped,
      "MultiHeadSelfAttention(32, 4, 16, 500).rope and RotaryPositionalEmbedding(500, 8, 16)"),
     ("7.1", "solutions.block", "TransformerBlock.__init__", _block_theta_left_out,

@@ -620,16 +620,18 @@ def _mhsa_uses_positions(m):
 
 
 def _mhsa_one_head(m):
-    """One head without RoPE is the student's own scaled_dot_product_attention between its projections."""
+    """One head without RoPE is causal attention between its own projections, written out here (only this
+    task's code runs: never Task 6.2's function)."""
     layer = m.MultiHeadSelfAttention(8, 1)
     load_state(layer, weights(194, attention_shapes(8), scale=0.6))
     x = randn(195, 2, 5, 8)
     with torch.no_grad():
-        causal = torch.ones(5, 5, dtype=torch.bool).tril()
-        return at_edge("MultiHeadSelfAttention(8, 1) on x (2, 5, 8), the output and output_proj(sdpa(q_proj(x), "
-                       "k_proj(x), v_proj(x), causal mask))", lambda: layer(x),
-                       lambda: layer.output_proj(m.scaled_dot_product_attention(layer.q_proj(x), layer.k_proj(x),
-                                                                                layer.v_proj(x), causal)))
+        q, k, v = layer.q_proj(x), layer.k_proj(x), layer.v_proj(x)
+        scores = (q @ k.transpose(-2, -1) / 8 ** 0.5).masked_fill(~torch.ones(5, 5, dtype=torch.bool).tril(), -1e9)
+        weights_ = (scores - scores.amax(-1, keepdim=True)).exp()
+        want = layer.output_proj(weights_ / weights_.sum(-1, keepdim=True) @ v)
+        return at_edge("MultiHeadSelfAttention(8, 1) on x (2, 5, 8), the output and output_proj(softmax(q kᵀ / √8, "
+                       "causal) v) of its own projections", lambda: layer(x), want)
 
 
 MHSA_PROPERTIES = (Property("self.rope is RotaryPositionalEmbedding(theta, d_k, max_seq_len), and None without theta",
@@ -670,8 +672,8 @@ MHSA_PROPERTIES = (Property("self.rope is RotaryPositionalEmbedding(theta, d_k, 
                                     "print(attn(x, p + 7) - attn(x, p))  # zeros",
                             idea="rotate both q and k with self.rope at the same positions, after splitting the "
                                  "heads: q·k then depends on the positions' difference only"),
-                   Property("with one head and no RoPE, the layer is output_proj of your "
-                            "scaled_dot_product_attention of its q, k and v with the causal mask", _mhsa_one_head,
+                   Property("with one head and no RoPE, the layer is output_proj(softmax(q kᵀ / √d_k, causal) v) of "
+                            "its own q, k and v", _mhsa_one_head,
                             example="attn = minilm.MultiHeadSelfAttention(8, 1)\nx = torch.randn(5, 8)\n"
                                     "mask = torch.ones(5, 5, dtype=torch.bool).tril()\n"
                                     "sdpa = minilm.scaled_dot_product_attention(attn.q_proj(x), attn.k_proj(x), "
