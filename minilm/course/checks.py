@@ -467,8 +467,10 @@ def _judge(got, want, what: str, key: str | None, mistakes: dict[str, str] | Non
         failed = CheckFailed(f"{what}: {why}")
         failed.generic, failed.cause = True, None
         raise failed
-    if got.shape != want.shape:
-        raise CheckFailed(f"{what}: expected {describe(want)}, got {describe(got)}")
+    if got.shape != want.shape:  # a broken property comes first, with the shapes beside it
+        failed = CheckFailed(f"{what}: expected {describe(want)}, got {describe(got)}")
+        failed.generic, failed.cause = True, f"{what} has {describe(got)}, expected {describe(want)}"
+        raise failed
     failed = CheckFailed(f"{what}: {how_it_differs(got, want, atol, rtol)}")
     # What the values alone suggest (a factor, an offset, the wrong places) is a guess at a cause; a broken
     # property is a fact about the student's code, so run_spec asks the properties first.

@@ -299,7 +299,7 @@ MISTAKES: list[dict] = [
            "two adjacent tokens"),
     # Task 9.3: Tokenizer's encode and decode
     mutant("specials_share_an_id", "9.3", [("solutions.bpe", "Tokenizer.__init__", _Tokenizer_specials_share_an_id)],
-           "expected [296] and [297]", broken="two new special tokens"),
+           "expected [296] and [297]", broken="new special tokens get ids"),
     mutant("tokenizer_merges_by_frequency", "9.3",
            [(_BPE, "Tokenizer._bpe",
              _tokenizer_bpe(lambda self, pairs: min(set(pairs), key=lambda p: (-pairs.count(p), self.ranks[p]))))],

@@ -284,6 +284,31 @@ def _get_batch_on_cpu(dataset, batch_size, context_length, device="cpu"):
     return windows[:, :-1].contiguous(), windows[:, 1:].contiguous()  # device ignored
 
 
+def _block_drops_the_cache(self, x, token_positions=None, kv_cache=None):
+    x = x + self.attn(self.ln1(x), token_positions)  # kv_cache never handed on
+    return x + self.ffn(self.ln2(x))
+
+
+def _load_checkpoint_assigns(src, model, optimizer):
+    checkpoint = torch.load(src, map_location="cpu")
+    model.load_state_dict(checkpoint["model"], assign=True)  # new tensors: the optimizer holds the old ones
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    return checkpoint["iteration"]
+
+
+def _attention_inputs_as_float(model, ids):
+    seen = []
+    handles = [layer.attn.register_forward_pre_hook(lambda module, args: seen.append(args[0].detach().float()))
+               for layer in model.layers]
+    try:
+        with torch.no_grad():
+            model(ids)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return seen
+
+
 _CLASSIC_LM_INIT = ClassicLM.__init__
 
 
@@ -821,6 +846,10 @@ SLIPS = [
     ("13.6", "solutions.classic", "ClassicLM.forward", _classic_lm_adds_each_block,
      "block 1's input and block 0's output"),
     ("9.1", "solutions.data", "get_batch", _get_batch_on_cpu, "returned x and y on ['cpu', 'cpu']"),
+    # An argument handed on, state restored in place, a dtype kept: what only another use of the code shows.
+    ("7.1", "solutions.block", "TransformerBlock.forward", _block_drops_the_cache, "self.attn without that kv_cache"),
+    ("10.5", "solutions.training", "load_checkpoint", _load_checkpoint_assigns, "are new tensors, not the parameters"),
+    ("15.1", "solutions.inside", "attention_inputs", _attention_inputs_as_float, "the tensors are float32"),
     # Boundary values the contract allows and no visible case reaches.
     ("11.1", "solutions.generation", "next_token_probs", _probs_topk_unguarded,
      "top_k 50 > the vocabulary's 12 against no filter: your code raised RuntimeError"),

@@ -554,13 +554,6 @@ spec("4.2",
                                call="x, *(torch.randn(s, dtype=torch.float64) for s in [(6, 4), (4, 6), (6, 4)])"),
      properties=(keeps_inputs("swiglu", lambda: (randn(96, 2, 8), randn(97, 12, 8), randn(98, 8, 12),
                                                        randn(99, 12, 8)), "on x (2, 8), d_ff 12"),
-                        Property("the gate is SiLU(W1 x) = W1 x · σ(W1 x): with W3 x = 1 and W2 = I the output is "
-                                 "the gate alone", _swiglu_gate_is_silu,
-                                 example="z = torch.linspace(-4, 4, 8); w1 = torch.zeros(8, 8); w1[:, 0] = z\n"
-                                         "w3 = torch.zeros(8, 8); w3[:, 0] = 1\n"
-                                         "print(minilm.swiglu(torch.eye(8)[0], w1, torch.eye(8), w3))  # z·σ(z)",
-                                 idea="the gate is your silu of W1 x (x·σ(x), not σ(x) alone, nor GELU or ReLU), "
-                                      "multiplied element by element with W3 x"),
                         Property("the value W3 x and W2 pass through no SiLU: doubling w3, or w2, doubles the output",
                                  _swiglu_linear_in_value,
                                  example="x, w1, w2, w3 = torch.randn(2, 8), torch.randn(12, 8), torch.randn(8, 12), "
@@ -568,6 +561,13 @@ spec("4.2",
                                          "print(minilm.swiglu(x, w1, w2, 2 * w3) - 2 * minilm.swiglu(x, w1, w2, w3))",
                                  idea="W2 (SiLU(W1 x) ⊙ W3 x): SiLU applies to W1 x only, before the product; the "
                                       "product then goes through W2 with nothing after it"),
+                        Property("the gate is SiLU(W1 x) = W1 x · σ(W1 x): with W3 x = 1 and W2 = I the output is "
+                                 "the gate alone", _swiglu_gate_is_silu,
+                                 example="z = torch.linspace(-4, 4, 8); w1 = torch.zeros(8, 8); w1[:, 0] = z\n"
+                                         "w3 = torch.zeros(8, 8); w3[:, 0] = 1\n"
+                                         "print(minilm.swiglu(torch.eye(8)[0], w1, torch.eye(8), w3))  # z·σ(z)",
+                                 idea="the gate is your silu of W1 x (x·σ(x), not σ(x) alone, nor GELU or ReLU), "
+                                      "multiplied element by element with W3 x"),
                         Property("the gate multiplies the value: with w3 all zeros the output is 0",
                                  _swiglu_gate_multiplies,
                                  example="x, w1, w2 = torch.randn(2, 8), torch.randn(12, 8), torch.randn(8, 12)\n"

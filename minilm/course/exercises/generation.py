@@ -158,16 +158,16 @@ PROBS_PROPERTIES = (
              example="print(minilm.next_token_probs(torch.tensor([2.0, 2.0, 2.0, 1.0]), top_k=2))  # three kept",
              idea="compare each logit with the k-th largest value (drop those strictly below it) rather than "
                   "keeping topk's k indices, which breaks ties arbitrarily"),
-    Property("top_k applies first, then top_p on the kept tokens renormalized", _probs_top_k_then_top_p,
-             example="p = torch.tensor([[0.4, 0.35, 0.25]])\n"
-                     "print(minilm.next_token_probs(p.log(), top_k=2, top_p=0.5))  # [1, 0, 0]",
-             idea="drop the logits below the k-th largest first; compute the probabilities for top_p from what is "
-                  "left (a softmax after the -inf), so its cumulative sums are over the kept tokens only"),
     Property("top_p keeps the most likely tokens until they reach p, in the logits' own order", _probs_top_p,
              example="p = torch.tensor([[0.15, 0.5, 0.05, 0.3]])\n"
                      "print(minilm.next_token_probs(p.log(), top_p=0.7))  # [0, 0.625, 0, 0.375]",
              idea="sort the probabilities, drop a token when the tokens before it already reach top_p, then put "
                   "the choice back in vocabulary order (scatter by the sort's indices)"),
+    Property("top_k applies first, then top_p on the kept tokens renormalized", _probs_top_k_then_top_p,
+             example="p = torch.tensor([[0.4, 0.35, 0.25]])\n"
+                     "print(minilm.next_token_probs(p.log(), top_k=2, top_p=0.5))  # [1, 0, 0]",
+             idea="drop the logits below the k-th largest first; compute the probabilities for top_p from what is "
+                  "left (a softmax after the -inf), so its cumulative sums are over the kept tokens only"),
     Property("each row is a distribution summing to 1, whatever the temperature, top_k and top_p, and the logits "
              "stay as they were", _probs_rows,
              example="logits = 3 * torch.randn(3, 9)\n"
@@ -594,18 +594,20 @@ def _kv_updates(n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
 
 def _kv_returns_what_it_was_given(m):
     (k1, v1), (k2, v2) = _kv_updates(2)
+    k3, v3 = randn(160, 2, 3, 150, 4), randn(161, 2, 3, 150, 4)  # more new positions than were cached, or fit
+    given = ((k1, v1), (k2, v2), (k3, v3))
     cache = m.KVCache()
-    for step, (k, v) in enumerate(((k1, v1), (k2, v2))):
+    for step, (k, v) in enumerate(given):
         got_k, got_v = cache.update(k, v)
-        want_k = torch.cat((k1, k2)[: step + 1], dim=-2)
-        want_v = torch.cat((v1, v2)[: step + 1], dim=-2)
+        want_k = torch.cat([kk for kk, _ in given[: step + 1]], dim=-2)
+        want_v = torch.cat([vv for _, vv in given[: step + 1]], dim=-2)
         for name, got, want, other in (("keys", got_k, want_k, want_v), ("values", got_v, want_v, want_k)):
             d = differs(got, want)
             if d:
                 swapped = differs(got, other) is None
-                return (f"after update {step + 1} of 2 (3 new positions, then 2), the {name} it returns and all the "
-                        f"{name} given so far: {d}" + (f" (they are the {'values' if name == 'keys' else 'keys'})"
-                                                          if swapped else ""))
+                also = f" (they are the {'values' if name == 'keys' else 'keys'})" if swapped else ""
+                return (f"after update {step + 1} of 3 (3 new positions, then 2, then 150), the {name} it returns "
+                        f"and all the {name} given so far: {d}{also}")
     return None
 
 

@@ -188,7 +188,12 @@ def _what_each_got(m):
         if not differs(t, seen["out"][i]):
             return f"tensor {i} is layer {i}'s attention's output, not its input"
         return f"on a model of 3 layers and ids (2, 8), tensor {i} and what layer {i}'s attention received: {d}"
-    return None
+    got = _as_list(m.attention_inputs(lm.to(torch.bfloat16), ids), 3)  # kept as received: no cast, no copy to float
+    if type(got) is str:
+        return got
+    kinds = sorted({str(t.dtype).replace("torch.", "") for t in got})
+    return None if kinds == ["bfloat16"] else (f"on the same model in bfloat16, the tensors are {', '.join(kinds)}: "
+                                               "expected bfloat16, what each attention received")
 
 
 def _hooks_gone(m):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from torch import nn
 
 from minilm.course.exercises import (
     Problem,
@@ -48,6 +49,75 @@ def _lm_inputs(m):
     changed = ids.clone()
     changed[:, 5:] = (ids[:, 5:] + 1) % 97
     return lm, ids, changed
+
+
+class _Cache:
+    """A stand-in for a KVCache that holds `cached` positions: what a layer must hand on, untouched."""
+
+    def __init__(self, cached: int = 0):
+        self.cached = cached
+
+    def __len__(self) -> int:
+        return self.cached
+
+
+class _Tap(nn.Module):
+    """Records the arguments a submodule is called with and returns its first one: the module it replaces
+    does not run, so only what was handed to it is judged."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls: list[tuple[tuple, dict]] = []
+
+    def forward(self, x, *args, **kwargs):
+        self.calls.append((args, kwargs))
+        return x
+
+
+def _handed(call: tuple[tuple, dict], names: tuple[str, ...]) -> dict:
+    """A call's arguments after x by name: positional ones in the order of `names`, then keywords."""
+    args, kwargs = call
+    return dict(zip(names, args)) | kwargs
+
+
+def _block_hands_on(m):
+    block, x, _ = _block_inputs(m)
+    block._modules["attn"] = tap = _Tap()
+    positions, cache = torch.tensor([0, 5, 1, 9, 2, 2, 7, 30]), _Cache()
+    with torch.no_grad():
+        block(x, positions, cache)
+    if not tap.calls:
+        return "block(x, token_positions, kv_cache) never called self.attn"
+    got = _handed(tap.calls[0], ("token_positions", "kv_cache"))
+    if got.get("kv_cache") is not cache:
+        return "block(x, token_positions, kv_cache) called self.attn without that kv_cache"
+    given = got.get("token_positions")
+    if type(given) is not torch.Tensor or not torch.equal(given, positions):
+        return "block(x, token_positions, kv_cache) called self.attn without those token_positions"
+    return None
+
+
+def _lm_hands_on(m):
+    lm, ids, _ = _lm_inputs(m)
+    taps = [_Tap() for _ in lm.layers]
+    for i, tap in enumerate(taps):
+        lm.layers._modules[str(i)] = tap
+    caches = [_Cache(3) for _ in taps]  # 3 tokens already cached: the new ones are at positions 3 … 10
+    with torch.no_grad():
+        lm(ids, kv_cache=caches)
+    for i, (tap, cache) in enumerate(zip(taps, caches)):
+        if len(tap.calls) != 1:
+            return f"with kv_cache given, layers[{i}] ran {len(tap.calls)} times, expected once"
+        got = _handed(tap.calls[0], ("token_positions", "kv_cache"))
+        if got.get("kv_cache") is not cache:
+            return f"with kv_cache = [cache 0, cache 1], layers[{i}] was not handed cache {i}"
+        given = got.get("token_positions")
+        want = torch.arange(3, 3 + ids.shape[-1])
+        if type(given) is not torch.Tensor or not torch.equal(given.reshape(-1)[-ids.shape[-1]:], want):
+            shown_ = given.reshape(-1)[: ids.shape[-1]].tolist() if type(given) is torch.Tensor else given
+            return (f"with 3 tokens already cached and 8 new ones, layers[{i}] got token_positions {shown_}, "
+                    "expected 3 … 10")
+    return None
 
 
 def _block_uses_positions(m):
@@ -149,6 +219,11 @@ BLOCK_PROPERTIES = (
              idea="build self.attn = MultiHeadSelfAttention(d_model, num_heads, max_seq_len, theta, …) with the "
                   "block's own arguments, in that order: a theta left at its default turns every head by the "
                   "wrong angles"),
+    Property("the block hands its attention token_positions and kv_cache as they are", _block_hands_on,
+             example="# forward(x, token_positions, kv_cache): h = x + self.attn(self.ln1(x), token_positions, "
+                     "kv_cache)",
+             idea="pass both on to self.attn, in its order (x, token_positions, kv_cache) or by name: the cache path "
+                  "of notebook 11 goes through the block"),
     learns(lambda m: (lambda block, x, _: (block, (x,)))(*_block_inputs(m)), "the block"),
     *module_contract(lambda m, **kw: m.TransformerBlock(32, 4, 80, 32, 10000.0, **kw),
                      lambda _: (randn(80, 2, 5, 32),), "TransformerBlock(32, 4, 80)", calls_linears=True, meta=False),
@@ -235,6 +310,12 @@ LM_PROPERTIES = (
              idea="pass the model's own context_length and rope_theta on to every TransformerBlock: a theta left "
                   "at its default rotates with the wrong frequencies"),
     causal_property(_lm_inputs, "the model"), batch_rows_property(_lm_inputs, "the model"),
+    Property("with kv_cache given, layer i gets kv_cache[i], and the positions continue after the cached tokens",
+             _lm_hands_on,
+             example="# start = len(kv_cache[0]); positions = start … start + seq − 1;\n"
+                     "# x = layer(x, positions, kv_cache[i]) for the i-th layer",
+             idea="read start = len(kv_cache[0]) before running any layer, make positions start … start + seq − 1, "
+                  "and give each layer its own cache, kv_cache[i]"),
     *module_contract(lambda m, **kw: m.TransformerLM(97, 32, 32, 2, 4, 80, 10000.0, **kw),
                      lambda _: (torch.randint(0, 97, (2, 5), generator=gen(81)),),
                      "TransformerLM(97, 32, 32, 2, 4, 80)", calls_linears=True, meta=False),

@@ -170,13 +170,13 @@ def _muon_moves(m, shape, grads, **hparams) -> list[torch.Tensor]:
 
 
 def _muon_step_size(m):
-    for shape, scale in (((8, 2), 2.0), ((2, 8), 1.0)):
+    for shape, scale in (((8, 2), 2.0), ((3, 2), 1.5 ** 0.5), ((2, 8), 1.0)):
         (move,) = _muon_moves(m, shape, [randn(171, *shape)], lr=0.01)
         size = move.norm().item()
         if abs(size - 0.01 * scale) > 1e-4 * scale:
             rows, cols = shape
             return (f"with ns_steps 0 (so ‖O‖ = 1), lr 0.01, one step moved a {rows} × {cols} matrix by {size:.5g} "
-                    f"(Frobenius norm), expected lr · sqrt(max(1, {rows}/{cols})) = {0.01 * scale:g}")
+                    f"(Frobenius norm), expected lr · sqrt(max(1, {rows}/{cols})) = {0.01 * scale:.5g}")
     return None
 
 

@@ -439,8 +439,8 @@ def _quantize_model_invariant(got, c) -> Problem | None:
         None if got["in_place"] is True
                  else Problem("quantize_model must quantize in place and return the model itself"),
         None if not all(k in keys for k in c["state"] if _quantized(k)) else Problem(
-            "no Linear was quantized: the model's Linears are your minilm Linear (Task 1.2), which need not be a "
-            "subclass of torch.nn.Linear; find them by your class"),
+            "no Linear was quantized: quantize_model replaces every Linear of the model (your Task 1.2 class, at "
+            "any depth) by an Int8Linear, in place, and returns the model after the whole walk"),
         None if "lm_head.weight" not in keys else Problem(
             "lm_head is still a float Linear: quantize every Linear, the output head included", "lm_head_left_float"),
         None if not any(_quantized(k) for k in keys) else Problem(

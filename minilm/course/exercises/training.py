@@ -415,12 +415,19 @@ def _explain_ids(key: str, got: torch.Tensor, want: torch.Tensor) -> str | None:
 def _new_specials_distinct(m):
     merges = [(bytes(a), bytes(b)) for a, b in CORPUS_MERGES]
     vocab = tokenizer_vocab(merges)
-    tok = m.Tokenizer(vocab, merges, ["<|a|>", "<|b|>"])
-    a, b = tok.encode("<|a|>"), tok.encode("<|b|>")
-    if len(a) != 1 or len(b) != 1 or a == b or min(a[0], b[0]) <= max(vocab):
-        return (f"with vocab ids 0 … {max(vocab)} and special tokens <|a|>, <|b|>, encode gives {shown(a)} and "
-                f"{shown(b)}, expected [{max(vocab) + 1}] and [{max(vocab) + 2}]")
+    tok = m.Tokenizer(vocab, merges, ["<|b|>", "<|a|>"])  # not in sorted order: the ids follow the order given
+    b, a = tok.encode("<|b|>"), tok.encode("<|a|>")
+    if b != [max(vocab) + 1] or a != [max(vocab) + 2]:
+        return (f"with vocab ids 0 … {max(vocab)} and special tokens ['<|b|>', '<|a|>'], encode gives {shown(b)} and "
+                f"{shown(a)}, expected [{max(vocab) + 1}] and [{max(vocab) + 2}], in the order given")
     return None
+
+
+def _decode_replaces_bad_bytes(m):
+    tok = m.Tokenizer(tokenizer_vocab([]), [])
+    got = tok.decode([104, 255, 105])  # b"h\xffi": 0xff is no UTF-8
+    return None if got == "h\ufffdi" else f"decode([104, 255, 105]), the bytes h, 0xff, i, gives {got!r}, expected " \
+                                              "'h\ufffdi' (0xff is no UTF-8: it becomes U+FFFD)"
 
 
 def _special_in_vocab_keeps_its_id(m):
@@ -464,7 +471,13 @@ TOKENIZER_PROPERTIES = (
                      "a.encode('hi'); print(b.decode(b.encode('hi')))  # 'hi'",
              idea="create every dict and list in __init__ (self.cache = {}), never as a class attribute or a "
                   "module-level variable, which every Tokenizer shares"),
-    Property("two new special tokens get two ids of their own, after the largest id of vocab", _new_specials_distinct,
+    Property("bytes that are no UTF-8 decode to U+FFFD (errors='replace'), nothing dropped",
+             _decode_replaces_bad_bytes,
+             example="tok = minilm.Tokenizer({i: bytes([i]) for i in range(256)}, [])\n"
+                     "print(repr(tok.decode([104, 255, 105])))  # 'h\\ufffdi'",
+             idea="join the ids' bytes and decode them once with .decode('utf-8', errors='replace')"),
+    Property("new special tokens get ids of their own after the largest id of vocab, in the order given",
+             _new_specials_distinct,
              example="vocab = {b: bytes([b]) for b in range(256)}  # the single bytes\n"
                      "tok = minilm.Tokenizer(vocab, [], ['<|a|>', '<|b|>'])\n"
                      "print(tok.encode('<|a|>'), tok.encode('<|b|>'))  # [256] [257]",
@@ -792,10 +805,16 @@ def _adamw_cases():
 def _adamw_first_step(m):
     p = nn.Parameter(torch.zeros(6))
     opt = m.AdamW([p], lr=0.1, weight_decay=0.0)
-    p.grad = randn(84, 6, scale=3.0)
-    opt.step()
-    d = differs(p.detach().abs(), torch.full((6,), 0.1), atol=1e-5)
-    return d and f"after one step from 0 with lr 0.1 and gradients ~3, |p| and 0.1: {d}"
+    g = randn(84, 6, scale=3.0)
+    for step in range(1, 4):  # a constant gradient: m̂ = g and v̂ = g² at every step, once both are corrected
+        before = p.detach().clone()
+        p.grad = g.clone()
+        opt.step()
+        d = differs((p.detach() - before).abs(), torch.full((6,), 0.1), atol=1e-5)
+        if d:
+            return (f"with the same gradient (~3) at every step and lr 0.1, step {step} moved each weight by other "
+                    f"than 0.1 (bias correction 1 − β^t makes m̂ / √v̂ = ±1 at every step t): {d}")
+    return None
 
 
 def _adamw_decay_alone(m):
@@ -885,7 +904,8 @@ ADAMW_PROPERTIES = (
              _adamw_params_alone,
              idea="keep step, exp_avg and exp_avg_sq in self.state[p] for each p: a step counter shared by all "
                   "parameters, or one moment for a group, ties them together"),
-    Property("the first step moves every weight by lr (bias correction makes m̂ / √v̂ = ±1)", _adamw_first_step,
+    Property("with the same gradient at every step, each step moves every weight by lr (bias correction makes "
+             "m̂ / √v̂ = ±1 at every step)", _adamw_first_step,
              example="p = torch.nn.Parameter(torch.zeros(6))\nopt = minilm.AdamW([p], lr=0.1, weight_decay=0.0)\n"
                      "p.grad = 3 * torch.randn(6)\nopt.step()\nprint(p)  # every entry ±0.1",
              idea="at step t = 1, m = (1 − β1) g and v = (1 − β2) g²: dividing them by 1 − β1ᵗ and 1 − β2ᵗ gives g "
@@ -1037,6 +1057,19 @@ def _checkpoint_iteration(m):
     return None
 
 
+def _checkpoint_in_place(m):
+    model, opt = _trained(0, 3)
+    fresh, fresh_opt = _trained(1, 1, lr=0.01)
+    held = [id(p) for p in fresh.parameters()]  # what fresh_opt updates
+    buffer = io.BytesIO()
+    m.save_checkpoint(model, opt, 3, buffer)
+    buffer.seek(0)
+    m.load_checkpoint(buffer, fresh, fresh_opt)
+    replaced = [n for (n, p), i in zip(fresh.named_parameters(), held) if id(p) != i]
+    return replaced and (f"after load_checkpoint, the model's {', '.join(replaced)} are new tensors, not the "
+                         "parameters the optimizer holds: its next step would not move the model") or None
+
+
 def _checkpoint_model(m):
     model, _, fresh, _, _ = _round_trip(m)
     saved, restored = model.state_dict(), fresh.state_dict()
@@ -1106,6 +1139,12 @@ CHECKPOINT_PROPERTIES = (
                      "other.state_dict().values())))",
              idea="save model.state_dict() (every parameter and buffer, not only named_parameters()) and call "
                   "model.load_state_dict(checkpoint[...]) on the model given: it copies into its tensors"),
+    Property("load_checkpoint copies into the model's own parameters, the ones the optimizer holds",
+             _checkpoint_in_place,
+             example="ids = [id(p) for p in model.parameters()]\nminilm.load_checkpoint(path, model, optimizer)\n"
+                     "print(ids == [id(p) for p in model.parameters()])  # True",
+             idea="model.load_state_dict(state) copies the values into the existing tensors; assign=True, or "
+                  "setting new nn.Parameters, leaves the optimizer updating tensors the model no longer uses"),
     Property("load_checkpoint restores the optimizer's state: each parameter's moments and step count, and the lr",
              _checkpoint_optimizer,
              example="# after load_checkpoint(src, model, optimizer):\n"
