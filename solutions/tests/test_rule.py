@@ -135,6 +135,17 @@ def test_switching_it_off_where_no_call_is_seen_is_found_at_the_end():
     assert refusal.escape and refusal.what == "something that switched the recording off"
 
 
+def test_code_that_recurses_without_end_raises_and_is_refused_nothing():
+    def forever(n):
+        return forever(n + 1)
+
+    from minilm.course.rules.recorder import watching
+
+    with pytest.raises(RecursionError), watching("6.1", {__file__: "minilm/attention.py"}) as record:
+        forever(0)
+    assert record.refusal is None
+
+
 def test_threads_and_the_torch_function_stack_are_out_of_reach():
     import threading
 

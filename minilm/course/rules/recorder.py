@@ -181,7 +181,10 @@ class Recorder:
             self._mode.__exit__(None, None, None)
         except Exception:  # noqa: BLE001 - the student's code popped it already: not intact
             intact = False
-        if self.refusal is None and not intact:
+        # Python turns a profile hook off when it raises, as it does once code recurses past the limit: that
+        # run ends in the RecursionError, a bug the student is shown, not a way around the rule.
+        recursed = kind is not None and issubclass(kind, RecursionError)
+        if self.refusal is None and not intact and not recursed:
             self.refuse(Refusal(self.task_id, "something that switched the recording off", "", "", "", True))
         return kind is Refused  # a refusal ends the run; the recorder keeps it
 
