@@ -268,9 +268,9 @@ def each_row_alone(name: str, make_args: Callable[[], tuple], what: str, batched
 
 
 def keeps_dtype(name: str, make_args: Callable[[], tuple], what: str,
-                dtypes: tuple[torch.dtype, ...] = (torch.float64, torch.bfloat16)) -> Property:
+                dtypes: tuple[torch.dtype, ...] = (torch.float64, torch.bfloat16, torch.float16)) -> Property:
     """The property that `name` (a function of the task) works in every float dtype its signature allows
-    (Float[Tensor, …]): its float arguments cast to float64 or bfloat16 give an output of that dtype with
+    (Float[Tensor, …]): its float arguments cast to float64, bfloat16 or float16 give an output of that dtype with
     the float32 output's values, to the dtype's precision. Code that builds a float32 tensor of its own (a
     one-hot .float(), torch.tensor(…) without a dtype) breaks it, or returns float32."""
     def cast(args, dtype):
@@ -285,7 +285,9 @@ def keeps_dtype(name: str, make_args: Callable[[], tuple], what: str,
             try:
                 out = fn(*cast(args, dtype))
             except Exception as e:  # noqa: BLE001 - raising on another dtype is breaking the property
-                return f"{what}, in {dname}: your code raised {one_line(e)}"
+                overflow = (f" ({dname}'s largest value is {torch.finfo(dtype).max:,.0f}: a number beyond it cannot be "
+                            "stored in it, -inf can)") if "overflow" in str(e) else ""
+                return f"{what}, in {dname}: your code raised {one_line(e)}{overflow}"
             if type(out) is not torch.Tensor or out.dtype != dtype:
                 got = str(out.dtype).replace("torch.", "") if type(out) is torch.Tensor else type(out).__name__
                 return f"{what}, in {dname}: expected a {dname} tensor, got {got}"
@@ -294,7 +296,7 @@ def keeps_dtype(name: str, make_args: Callable[[], tuple], what: str,
             if d:
                 return f"{what}, the {dname} output and the float32 one: {d}"
         return None
-    return Property(f"{name} works in float64 and bfloat16 and returns that dtype", probe,
+    return Property(f"{name} works in float64, bfloat16 and float16 and returns that dtype", probe,
                     example=f"# give minilm.{name} float64 inputs: the output should be float64 with the same values",
                     idea="build every new tensor from the inputs' dtype (torch.zeros_like, x.new_tensor, "
                          "dtype=x.dtype) and compute with the inputs themselves; a .float() or a float32 "
@@ -510,15 +512,34 @@ class _Sealed(nn.Module):
         raise AttributeError(f"a Linear swapped by quantize_model has no attribute {name!r}")
 
 
+def unregistered_tensors(module: nn.Module) -> list[str]:
+    """The tensors `module` or its submodules keep as plain attributes: .to(), .cuda() and .half() skip
+    them, so they stay behind on the old device and in the old dtype."""
+    return [f"{prefix}.{name}".lstrip(".") for prefix, owner in module.named_modules()
+            for name, value in vars(owner).items() if isinstance(value, torch.Tensor)]
+
+
+def registered_property(what: str, probe: Callable[[object], str | None]) -> Property:
+    return Property(f"every tensor {what} keeps is a parameter or a buffer, so .to(device) moves it", probe,
+                    example=f"# build {what} as `module`, then\n"
+                            "print([n for n, v in vars(module).items() if isinstance(v, torch.Tensor)])  # []",
+                    idea="register what the module keeps: nn.Parameter for what it learns, self.register_buffer(name, "
+                         "tensor, persistent=False) for a table it computes; a tensor set as a plain attribute "
+                         "stays on the CPU when the model moves to a GPU")
+
+
 def module_contract(make: Callable[..., nn.Module], inputs: Callable[[nn.Module], tuple], what: str,
-                    calls_linears: bool = False, meta: bool = True) -> tuple[Property, ...]:
+                    calls_linears: bool = False, meta: bool = True,
+                    variants: dict[str, Callable[..., nn.Module]] | None = None) -> tuple[Property, ...]:
     """The properties every module task shares, about how it is built: make(m, **kw) builds a fresh module of
     the task (kw: dtype, device, passed on as the constructor's own), inputs(module) gives forward's arguments.
 
     - a fresh module's parameters start as the contract's init for their kind (`_contract_init`): a
       composite module that draws its own torch.randn, or ties a weight the other way round, breaks it;
-    - dtype= and device= reach every parameter, and a float64 module returns float64 (the device is
-      "meta", which holds no data, unless meta=False: RoPE's tables are computed and checked on build);
+    - dtype= and device= reach every parameter, and a float64 or bfloat16 module returns that dtype, also
+      built as each of `variants` (label → make: a config's other branches); the device is "meta", which
+      holds no data, unless meta=False: RoPE's tables are computed and checked on build;
+    - every tensor it keeps is a parameter or a buffer;
     - with calls_linears, forward calls its Linears rather than reading their weights (Task 12.3 swaps
       every Linear of the model for an Int8Linear, which has none)."""
     def starts(m):
@@ -534,10 +555,19 @@ def module_contract(make: Callable[..., nn.Module], inputs: Callable[[nn.Module]
         if wrong:
             return (f"{what} built with dtype=torch.float64: {wrong[0][0]} is {str(wrong[0][1])[6:]}"
                     + (f" (and {len(wrong) - 1} more)" if len(wrong) > 1 else ""))
-        args = [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in inputs(module)]
-        out = module(*args)
-        if type(out) is torch.Tensor and out.dtype != torch.float64:
-            return f"{what} built with dtype=torch.float64 returns {str(out.dtype)[6:]} on float64 inputs"
+        # float64 hides a float32 tensor made in forward (float32 + float64 is float64); bfloat16 shows it.
+        for label, build in {what: make, **(variants or {})}.items():
+            for dtype in (torch.float64, torch.bfloat16):
+                module = build(m, dtype=dtype)
+                args = [a.to(dtype) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                        for a in inputs(module)]
+                dname = str(dtype)[6:]
+                try:
+                    out = module(*args)
+                except Exception as e:  # noqa: BLE001 - raising in the dtype it was built in breaks the property
+                    return f"{label} built with dtype=torch.{dname}, on {dname} inputs: your code raised {one_line(e)}"
+                if type(out) is torch.Tensor and out.dtype != dtype:
+                    return f"{label} built with dtype=torch.{dname} returns {str(out.dtype)[6:]} on {dname} inputs"
         if meta:
             elsewhere = [(n, p.device.type) for n, p in make(m, device="meta").named_parameters()
                          if p.device.type != "meta"]
@@ -562,6 +592,11 @@ def module_contract(make: Callable[..., nn.Module], inputs: Callable[[nn.Module]
         return d and f"with its Linears swapped for modules that compute the same but hide .weight, {what}'s " \
                      f"output changed: {d}"
 
+    def registers(m):
+        stray = unregistered_tensors(make(m))
+        return (f"{what} holds {len(stray)} tensor(s) that are neither parameters nor buffers: "
+                f"{', '.join(stray[:3])}") if stray else None
+
     props = (
         Property(f"a fresh {what} starts each parameter at the contract's init", starts,
                  example=f"# build a fresh {what} as `module`, then\n"
@@ -569,10 +604,13 @@ def module_contract(make: Callable[..., nn.Module], inputs: Callable[[nn.Module]
                  idea="build every part from your own Linear, Embedding and norm modules, whose __init__ draws the "
                       "contract's init, and tie nothing the contract does not tie; a torch.randn or nn.Parameter "
                       "made by hand in a composite module skips it"),
-        Property(f"{what} builds every parameter in the dtype and on the device it is given", builds_in,
+        Property(f"{what} builds every parameter in the dtype and on the device it is given, and computes in that "
+                 "dtype", builds_in,
                  example=f"# build {what} with dtype=torch.float64 as `module`, then\n"
                          "print({name: p.dtype for name, p in module.named_parameters()})",
-                 idea="pass device=device, dtype=dtype on to every submodule and tensor you create in __init__"),
+                 idea="pass device=device, dtype=dtype on to every submodule and tensor you create in __init__, "
+                      "and in forward make new tensors in the dtype of the tensors you are given"),
+        registered_property(what, registers),
     )
     if calls_linears:
         props += (Property(f"{what}'s forward calls its Linears (self.w1(x)) and never reads their weights", calls,

@@ -348,6 +348,12 @@ RMS_PROPERTIES = (
                      "print(minilm.rms_norm(x, w) - minilm.rms_norm(x, torch.ones(16)) * w)  # zeros",
              idea="normalize x by its own RMS first, x / sqrt(mean(x²) + eps), then multiply by weight once: the "
                   "gain is not part of the RMS, and it multiplies (not divides)"),
+    Property("with weight 1, every vector along the last dim comes out with mean square 1, for any number of leading "
+             "dims", _rms_norm_unit_rms,
+             example="x = 5 * torch.randn(2, 3, 16)\ny = minilm.rms_norm(x, torch.ones(16))\n"
+                     "print(y.pow(2).mean(-1))  # ones, shape (2, 3)",
+             idea="divide by the root of the mean of x² over the last dim (dim=-1, not dim=1), kept for the "
+                  "division: x² itself, not the variance or the std, which subtract the mean first"),
     Property("its default eps is the contract's 1e-5", _rms_norm_default_eps,
              example="x = 1e-3 * torch.randn(3, 8)\nw = torch.ones(8)\n"
                      "print(minilm.rms_norm(x, w) - minilm.rms_norm(x, w, eps=1e-5))  # zeros",
@@ -359,11 +365,6 @@ RMS_PROPERTIES = (
              idea="x / sqrt(mean(x²) + eps): eps is added inside the square root, not used as a floor (max, clamp) "
                   "nor added after it"),
     keeps_inputs("rms_norm", lambda: (randn(93, 3, 16), randn(94, 16)), "on x (3, 16)"),
-    Property("with weight 1, every vector along the last dim comes out with mean square 1, for any number of leading "
-             "dims", _rms_norm_unit_rms,
-             example="x = 5 * torch.randn(2, 3, 16)\ny = minilm.rms_norm(x, torch.ones(16))\n"
-                     "print(y.pow(2).mean(-1))  # ones, shape (2, 3)",
-             idea="the mean of x² is over the last dim, dim=-1 (not dim=1), kept for the division"),
     Property("a float16 x gives its float32 result rounded to float16, also for values near 300",
              _rms_norm_float16,
              example="x = torch.full((16,), 300.0, dtype=torch.float16)\nw = torch.ones(16, dtype=torch.float16)\n"
@@ -537,6 +538,12 @@ def _swiglu_linear_in_value(m):
     return d and f"on x (2, 8), d_ff 12, swiglu with 2·w2 and 2 · swiglu with w2 (W2 is the last step): {d}"
 
 
+def _swiglu_ends_in_w2(m):
+    x, w1, w3 = randn(96, 2, 8), randn(97, 12, 8), randn(99, 12, 8)
+    d = differs(m.swiglu(x, w1, torch.zeros(8, 12), w3), torch.zeros(2, 8))
+    return d and f"on x (2, 8), d_ff 12, with w2 all zeros, the output and 0: {d}"
+
+
 def _swiglu_gate_multiplies(m):
     x, w1, w2 = randn(96, 2, 8), randn(97, 12, 8), randn(98, 8, 12)
     d = differs(m.swiglu(x, w1, w2, torch.zeros(12, 8)), torch.zeros(2, 8))
@@ -554,6 +561,12 @@ spec("4.2",
                                call="x, *(torch.randn(s, dtype=torch.float64) for s in [(6, 4), (4, 6), (6, 4)])"),
      properties=(keeps_inputs("swiglu", lambda: (randn(96, 2, 8), randn(97, 12, 8), randn(98, 8, 12),
                                                        randn(99, 12, 8)), "on x (2, 8), d_ff 12"),
+                        Property("swiglu ends in W2: with w2 all zeros the output is 0 (the block adds the residual, "
+                                 "not the FFN)", _swiglu_ends_in_w2,
+                                 example="x, w1, w3 = torch.randn(2, 8), torch.randn(12, 8), torch.randn(12, 8)\n"
+                                         "print(minilm.swiglu(x, w1, torch.zeros(8, 12), w3))  # zeros",
+                                 idea="return W2 (SiLU(W1 x) ⊙ W3 x) and nothing else: x + … is the block's "
+                                      "residual, added once there, and nothing is added after W2"),
                         Property("the value W3 x and W2 pass through no SiLU: doubling w3, or w2, doubles the output",
                                  _swiglu_linear_in_value,
                                  example="x, w1, w2, w3 = torch.randn(2, 8), torch.randn(12, 8), torch.randn(8, 12), "

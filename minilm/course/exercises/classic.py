@@ -181,6 +181,12 @@ def _layer_norm_standardizes(m):
     return d and f"with weight 1 and bias 0, each row's mean and 0, mean square and 1 (x around 40): {d}"
 
 
+def _layer_norm_shift(m):
+    x, w, b = randn(124, 3, 16, scale=0.1), randn(125, 16), randn(126, 16)
+    d = differs(m.layer_norm(x + 300, w, b), m.layer_norm(x, w, b), atol=1e-2, rtol=1e-2)
+    return d and f"on x (3, 16) of size ~0.1, layer_norm(x + 300) and layer_norm(x): {d}"
+
+
 def _layer_norm_float16(m):
     x, w, b = (randn(88, 2, 16, scale=30) + 300).half(), torch.ones(16).half(), torch.zeros(16).half()
     d = differs(m.layer_norm(x, w, b), m.layer_norm(x.float(), w.float(), b.float()).half(), atol=2e-2, rtol=2e-2)
@@ -229,6 +235,13 @@ LAYER_NORM_PROPERTIES = (
                      "print(y.mean(-1), y.pow(2).mean(-1))  # 0 and 1",
              idea="subtract each row's mean, divide by the square root of the mean of the squared deviations "
                   "(the biased variance) + eps, over the last dim"),
+    Property("adding one number to every entry of a row changes nothing, even 300 to entries of size 0.1",
+             _layer_norm_shift,
+             example="x, w, b = 0.1 * torch.randn(3, 16), torch.ones(16), torch.zeros(16)\n"
+                     "print(minilm.layer_norm(x + 300, w, b) - minilm.layer_norm(x, w, b))  # zeros",
+             idea="subtract the mean first, then average the squared deviations: mean((x − mean)²). E[x²] − E[x]² is "
+                  "the same on paper, but in float32 two numbers near 90,000 cancel and the digits of a variance of "
+                  "0.01 are lost"),
     Property("a row whose entries are all equal (variance 0) comes out as the bias: eps keeps 0 / 0 away",
              _layer_norm_constant_rows,
              example="print(minilm.layer_norm(torch.full((2, 8), 2.5), torch.ones(8), torch.zeros(8)))  # zeros",
@@ -464,6 +477,11 @@ BLOCK_CHANGES = {"modern": {}, "post-norm": dict(norm_position="post"), "LayerNo
                  "GELU FFN": dict(ffn="gelu"), "no RoPE": dict(positions="none"), "classic": CLASSIC}
 
 
+def _built(cls: str, changes: dict):
+    """make(m, **kw) for module_contract: the student's `cls` built from BASE with `changes`."""
+    return lambda m, **kw: getattr(m, cls)(m.ClassicConfig(**BASE | changes), **kw)
+
+
 def _block_collect(m, c):
     out = {"keys": state_keys(blk := m.ClassicBlock(m.ClassicConfig(**c["config"])))}
     load_matching(blk, c["state"])
@@ -525,7 +543,9 @@ CLASSIC_BLOCK_PROPERTIES = (
              idea="build attn as MultiHeadSelfAttention(d_model, num_heads) when config.positions is not 'rope': "
                   "the context length and rope_theta switch RoPE on"),
     *module_contract(lambda m, **kw: m.ClassicBlock(m.ClassicConfig(**BASE | CLASSIC), **kw),
-                     lambda _: (randn(84, 2, 5, 32),), "ClassicBlock (classic)"),
+                     lambda _: (randn(84, 2, 5, 32),), "ClassicBlock (classic)",
+                     variants={f"ClassicBlock ({label})": _built("ClassicBlock", changes)
+                               for label, changes in BLOCK_CHANGES.items()}),
 )
 
 spec("13.5", properties=CLASSIC_BLOCK_PROPERTIES,
@@ -731,7 +751,8 @@ LM_PROPERTIES = (
                   "the embeddings themselves go in as they are"),
     *module_contract(
         lambda m, **kw: m.ClassicLM(m.ClassicConfig(**BASE | CLASSIC | dict(positions="learned")), **kw),
-        lambda _: (torch.randint(0, 97, (2, 5), generator=gen(85)),), "ClassicLM (classic, learned positions)"),
+        lambda _: (torch.randint(0, 97, (2, 5), generator=gen(85)),), "ClassicLM (classic, learned positions)",
+        variants={f"ClassicLM ({label})": _built("ClassicLM", changes) for label, changes in ONE_CHANGE.items()}),
 )
 
 spec("13.6", properties=LM_PROPERTIES,

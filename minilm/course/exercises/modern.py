@@ -70,6 +70,19 @@ def _ns_orthogonal(m):
         "all near 1 (0.7 … 1.2 for the quintic)")
 
 
+def _reflection(n: int, seed: int) -> torch.Tensor:
+    """A Householder reflection I − 2 v vᵀ / ‖v‖²: an orthogonal (n, n) matrix, built by hand."""
+    v = randn(seed, n, 1)
+    return torch.eye(n) - 2 * (v @ v.T) / (v.T @ v)
+
+
+def _ns_rotation(m):
+    G, Q, R = randn(91, 5, 8), _reflection(5, 92), _reflection(8, 93)
+    d = differs(m.newton_schulz(Q @ G @ R), Q @ m.newton_schulz(G) @ R, atol=1e-4)
+    return d and (f"for G (5, 8) and orthogonal Q (5, 5) and R (8, 8), newton_schulz(Q G R) and "
+                  f"Q newton_schulz(G) R: {d}")
+
+
 def _ns_zero(m):
     return at_edge("on an all-zero G (4, 6), the result and zeros", lambda: m.newton_schulz(torch.zeros(4, 6)),
                    torch.zeros(4, 6))
@@ -108,6 +121,12 @@ NS_PROPERTIES = (
     Property("an all-zero G gives an all-zero result: G / (‖G‖_F + eps) is 0, and the iteration keeps it 0", _ns_zero,
              example="print(minilm.newton_schulz(torch.zeros(4, 6)))  # zeros, not NaN",
              idea="divide by the Frobenius norm plus eps, G / (G.norm() + eps): without eps a zero gradient is 0 / 0"),
+    Property("it changes the singular values alone: for orthogonal Q and R, newton_schulz(Q G R) is Q newton_schulz(G) "
+             "R", _ns_rotation,
+             example="G = torch.randn(5, 8)\nQ = torch.linalg.qr(torch.randn(5, 5)).Q\n"
+                     "print(minilm.newton_schulz(Q @ G) - Q @ minilm.newton_schulz(G))  # zeros",
+             idea="build every step from matrix products, A = X @ X.T and A @ A: an element-wise product (A * A) or "
+                  "a power of entries mixes the singular vectors"),
     Property("the result's singular values are all near 1", _ns_orthogonal,
              example="print(torch.linalg.svdvals(minilm.newton_schulz(torch.randn(6, 10))))",
              idea="normalize by the Frobenius norm first, then X ← aX + (bA + cA²)X with A = X Xᵀ, `steps` times"),
@@ -610,7 +629,12 @@ spec("14.4", properties=WSD_PROPERTIES,
 def _softcap_bounded(m):
     x = torch.tensor([-1e4, -60.0, -1.0, 0.0, 0.5, 30.0, 1e4])
     y = m.softcap(x, 30.0)
-    if not isinstance(y, torch.Tensor) or y.abs().max() > 30.0 + 1e-4:
+    if not isinstance(y, torch.Tensor) or y.shape != x.shape:
+        return "softcap(x, 30) on x (7,) did not return a tensor of shape (7,)"
+    if not torch.isfinite(y).all():
+        return (f"softcap(x, 30) is NaN or inf at x = {', '.join(f'{v:g}' for v in x[~torch.isfinite(y)].tolist())}, "
+                "expected values within ±30")
+    if not (y.abs() <= 30.0 + 1e-4).all():
         return f"softcap(x, 30) on x from −10,000 to 10,000 reaches {shown(y.abs().max().item())}, beyond ±30"
     d = differs(y[2:5], x[2:5], atol=2e-3)
     return d and f"for |x| ≤ 1 and cap 30, softcap(x) and x: {d}"

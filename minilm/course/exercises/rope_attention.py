@@ -21,9 +21,11 @@ from minilm.course.exercises import (
     module_contract,
     one_line,
     randn,
+    registered_property,
     shown,
     spec,
     state_keys,
+    unregistered_tensors,
     weights,
 )
 
@@ -257,6 +259,9 @@ spec("5.2", properties=(
                       "minilm.rope", "rope"),
                   idea="index the cos and sin tables by each token's position and rotate the adjacent pairs as "
                        "rope does"),
+         registered_property("RotaryPositionalEmbedding(10000.0, 8, 64)", lambda m: (
+             (stray := unregistered_tensors(m.RotaryPositionalEmbedding(10000.0, 8, 64)))
+             and f"it keeps {', '.join(stray)} as plain attributes, not buffers" or None)),
          Property("the cos and sin tables stay float32 whatever dtype the module is given, and the output has "
                   "x's dtype", _rope_tables_float32,
                   example="rope = minilm.RotaryPositionalEmbedding(10000.0, 8, 64, dtype=torch.bfloat16)\n"
@@ -436,7 +441,8 @@ spec("6.2",
                                                                          randn(183, 3, 6, 3)),
                          "on q (3, 4, 8), k (3, 6, 8), v (3, 6, 3)", batched=(0, 1, 2)),
      dtypes=keeps_dtype("scaled_dot_product_attention", lambda: (randn(162, 2, 4, 8), randn(163, 2, 6, 8),
-                          randn(164, 2, 6, 3)), "on q (2, 4, 8), k (2, 6, 8), v (2, 6, 3)"),
+                          randn(164, 2, 6, 3), torch.ones(4, 6, dtype=torch.bool).tril(1)),
+                        "on q (2, 4, 8), k (2, 6, 8), v (2, 6, 3) and a causal mask"),
      gradient=gradient_follows("scaled_dot_product_attention", lambda: (randn(131, 2, 4, 8).double(),
                                randn(132, 2, 6, 8).double(), randn(133, 2, 6, 3).double()),
                                "on q (2, 4, 8), k (2, 6, 8), v (2, 6, 3)", wrt=(0, 1, 2), call="x, x, x"),

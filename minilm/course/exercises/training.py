@@ -526,8 +526,9 @@ spec("9.3", properties=TOKENIZER_PROPERTIES,
 def _cross_entropy_invariant(got, c) -> Problem | None:
     loss = got["loss"]
     if type(loss) is torch.Tensor and loss.numel() == 1 and not bool(torch.isfinite(loss).all()):
-        return Problem(f"cross_entropy gives {loss.item()} for {c['what']}: exp overflows. Use the log-sum-exp trick: "
-                       "subtract the max logit before exp and add it back after the log", "no_logsumexp")
+        return Problem(f"cross_entropy gives {loss.item()} for {c['what']}: exp overflowed or underflowed. Use the "
+                       "log-sum-exp trick row by row: subtract each row's own max logit (over the last dim) before "
+                       "exp and add it back after the log", "no_logsumexp")
     return None
 
 
@@ -635,26 +636,39 @@ def _clip_to_max_norm(m):
     return d and f"every gradient entry must be scaled by the same factor, but the factors: {d}"
 
 
+def _not_a_norm(value, when: str) -> str | None:
+    """What is wrong with clip_grad_norm's return `value`, which the contract makes a 0-dim tensor in
+    every case (a float, or a tensor of shape (1,), is not), or None."""
+    if type(value) is torch.Tensor and value.ndim == 0:
+        return None
+    got = f"a tensor of shape {tuple(value.shape)}" if type(value) is torch.Tensor else f"a {type(value).__name__}"
+    return f"{when}, clip_grad_norm returned {got}, expected a 0-dim tensor"
+
+
 def _clip_returns_norm(m):
     grads, _, returned = _clipped(m, 5.0, 1.0)
-    d = differs(torch.as_tensor(returned).double().reshape(()), _global_norm(grads), atol=1e-4)
-    return d and f"the returned value and the global norm before clipping: {d}"
+    wrong = _not_a_norm(returned, "with gradients of norm 5 and max_norm 1")
+    d = wrong or differs(returned.detach().double(), _global_norm(grads), atol=1e-4)
+    return wrong or d and f"the returned value and the global norm before clipping: {d}"
 
 
 def _clip_nothing_to_clip(m):
     zero = [nn.Parameter(torch.ones(3, 4)), nn.Parameter(torch.ones(5))]
     for p in zero:
         p.grad = torch.zeros_like(p)
-    found = at_edge("with two all-zero gradients and max_norm 1, the returned norm and 0",
-                    lambda: torch.as_tensor(m.clip_grad_norm(zero, 1.0)).double().reshape(()),
-                    torch.tensor(0.0, dtype=torch.float64))
-    found = found or at_edge("with two all-zero gradients, the gradients after clipping and zeros",
-                             lambda: torch.cat([p.grad.flatten() for p in zero]), torch.zeros(17))
     none = [nn.Parameter(torch.ones(3, 4)), nn.Parameter(torch.ones(5))]  # .grad None: nothing to clip
-    return found or at_edge("with two parameters whose .grad is None (no gradient at all) and max_norm 1, the "
-                            "returned norm and 0",
-                            lambda: torch.as_tensor(m.clip_grad_norm(none, 1.0)).double().reshape(()),
-                            torch.tensor(0.0, dtype=torch.float64))
+    for params, when in ((zero, "with two all-zero gradients and max_norm 1"),
+                         (none, "with two parameters whose .grad is None (no gradient at all) and max_norm 1")):
+        returned = m.clip_grad_norm(params, 1.0)
+        wrong = _not_a_norm(returned, when)
+        if wrong:
+            return wrong
+        found = at_edge(f"{when}, the returned norm and 0", lambda: returned.detach().double(),
+                        torch.tensor(0.0, dtype=torch.float64))
+        if found:
+            return found
+    return at_edge("with two all-zero gradients, the gradients after clipping and zeros",
+                   lambda: torch.cat([p.grad.flatten() for p in zero]), torch.zeros(17))
 
 
 def _clip_in_place(m):
@@ -888,6 +902,20 @@ def _adamw_params_alone(m):
 
 
 ADAMW_PROPERTIES = (
+    Property("the state of each parameter holds step and the moments exp_avg and exp_avg_sq, not bias-corrected",
+             _adamw_state,
+             idea="keep the step count and the two moments in self.state[p] under PyTorch's names; compute the "
+                  "bias-corrected m̂ and v̂ as new tensors (m / (1 − β1ᵗ)), never in place on the stored moments"),
+    Property("with the same gradient at every step, each step moves every weight by lr (bias correction makes "
+             "m̂ / √v̂ = ±1 at every step)", _adamw_first_step,
+             example="p = torch.nn.Parameter(torch.zeros(6))\nopt = minilm.AdamW([p], lr=0.1, weight_decay=0.0)\n"
+                     "p.grad = 3 * torch.randn(6)\nopt.step()\nprint(p)  # every entry ±0.1",
+             idea="at step t = 1, m = (1 − β1) g and v = (1 − β2) g²: dividing them by 1 − β1ᵗ and 1 − β2ᵗ gives g "
+                  "and g², so the step is lr · g / |g|"),
+    Property("with a zero gradient, a step multiplies each weight by 1 − lr · weight_decay", _adamw_decay_alone,
+             example="p = torch.nn.Parameter(torch.ones(4))\nopt = minilm.AdamW([p], lr=0.1, weight_decay=0.5)\n"
+                     "p.grad = torch.zeros(4)\nopt.step()\nprint(p)  # 0.95",
+             idea="the decay is decoupled: p ← p − lr · weight_decay · p, apart from the moments"),
     Property("the decay multiplies the weight before the Adam step: from 1, one step gives (1 − lr · weight_decay) "
              "− lr · sign(g)", _adamw_decay_then_step,
              example="p = torch.nn.Parameter(torch.ones(6))\nopt = minilm.AdamW([p], lr=0.1, weight_decay=0.5)\n"
@@ -904,21 +932,7 @@ ADAMW_PROPERTIES = (
              _adamw_params_alone,
              idea="keep step, exp_avg and exp_avg_sq in self.state[p] for each p: a step counter shared by all "
                   "parameters, or one moment for a group, ties them together"),
-    Property("with the same gradient at every step, each step moves every weight by lr (bias correction makes "
-             "m̂ / √v̂ = ±1 at every step)", _adamw_first_step,
-             example="p = torch.nn.Parameter(torch.zeros(6))\nopt = minilm.AdamW([p], lr=0.1, weight_decay=0.0)\n"
-                     "p.grad = 3 * torch.randn(6)\nopt.step()\nprint(p)  # every entry ±0.1",
-             idea="at step t = 1, m = (1 − β1) g and v = (1 − β2) g²: dividing them by 1 − β1ᵗ and 1 − β2ᵗ gives g "
-                  "and g², so the step is lr · g / |g|"),
-    Property("with a zero gradient, a step multiplies each weight by 1 − lr · weight_decay", _adamw_decay_alone,
-             example="p = torch.nn.Parameter(torch.ones(4))\nopt = minilm.AdamW([p], lr=0.1, weight_decay=0.5)\n"
-                     "p.grad = torch.zeros(4)\nopt.step()\nprint(p)  # 0.95",
-             idea="the decay is decoupled: p ← p − lr · weight_decay · p, apart from the moments"),
     *optimizer_edges(lambda m, params: m.AdamW(params, lr=0.1), "AdamW"),
-    Property("the state of each parameter holds step and the moments exp_avg and exp_avg_sq, not bias-corrected",
-             _adamw_state,
-             idea="keep the step count and the two moments in self.state[p] under PyTorch's names; compute the "
-                  "bias-corrected m̂ and v̂ as new tensors (m / (1 − β1ᵗ)), never in place on the stored moments"),
 )
 
 spec("10.4", properties=ADAMW_PROPERTIES, collect=_adamw_collect, cases=_adamw_cases, atol=1e-6,
@@ -1208,12 +1222,15 @@ class Regression:
     bias b in two param groups (b's with an lr_scale), batches drawn by the step, an evaluation that
     remembers when it ran and whether gradients were on."""
 
-    def __init__(self, seed: int = 0, lr_scale: float = 0.5, scale: float = 3.0):
+    def __init__(self, seed: int = 0, lr_scale: float = 0.5, scale: float = 3.0, scaled_first: bool = False):
         g = gen(seed)
         self.w = nn.Parameter(torch.randn(3, generator=g))
         self.b = nn.Parameter(torch.zeros(1))
         self.x, self.y = torch.randn(32, 3, generator=g) * scale, torch.randn(32, generator=g) * scale
-        self.optimizer = Recorder([{"params": [self.w]}, {"params": [self.b], "lr_scale": lr_scale}])
+        groups = [{"params": [self.w]}, {"params": [self.b], "lr_scale": lr_scale}]
+        if scaled_first:  # the scaled group first: code that reads group 0's rate gets the scaled one
+            groups = [{"params": [self.w], "lr_scale": lr_scale}, {"params": [self.b]}]
+        self.optimizer = Recorder(groups)
         self.asked: list[int] = []
         self.evaluated: list[int] = []
         self.grad_on: list[bool] = []
@@ -1400,13 +1417,15 @@ def _evaluates_on_schedule(m):
 
 
 def _yields_the_rate(m):
-    r = Regression(lr_scale=0.5)
-    done = r.run(m, 0, 3, lambda step: 0.1 * (step + 1), None)
-    got = [None if d.lr is None else round(_number(d.lr), 9) for d in done]
-    return None if got == [0.1, 0.2, 0.3] else (
-        f"with lr_at(s) = 0.1 · (s + 1) and a second group whose lr_scale is 0.5, the Steps' lr are "
-        f"[{', '.join('None' if v is None else f'{v:g}' for v in got)}], "
-        "expected lr_at(s) itself, [0.1, 0.2, 0.3]")
+    for scaled_first, which in ((False, "a second group"), (True, "the first group")):
+        r = Regression(lr_scale=0.5, scaled_first=scaled_first)
+        done = r.run(m, 0, 3, lambda step: 0.1 * (step + 1), None)
+        got = [None if d.lr is None else round(_number(d.lr), 9) for d in done]
+        if got != [0.1, 0.2, 0.3]:
+            return (f"with lr_at(s) = 0.1 · (s + 1) and {which} whose lr_scale is 0.5, the Steps' lr are "
+                    f"[{', '.join('None' if v is None else f'{v:g}' for v in got)}], "
+                    "expected lr_at(s) itself, [0.1, 0.2, 0.3]")
+    return None
 
 
 def _evaluates_after_the_update(m):
