@@ -327,6 +327,10 @@ def validate_recipe(args: argparse.Namespace, parser: argparse.ArgumentParser) -
 
         args.levers_todo = _unwritten(lambda: minilm.dropout(torch.ones(2), 0.1, True))
         args.levers_chosen_by_budget = args.levers_todo is None
+    # Past the levers' cap the plan distils (plan.py's MAX_TEACHERS) with the student's Task 16.2, once written.
+    args.distill_todo = "the levers are off" if not args.levers_chosen_by_budget else _unwritten(
+        lambda: minilm.distillation_loss(torch.zeros(1, 2), torch.zeros(1, 2), torch.zeros(1, dtype=torch.long),
+                                         1.0, 0.5))
     if not args.muon_lr > 0:
         parser.error(f"--muon-lr must be > 0, got {args.muon_lr}")
     if not 0 < args.decay_frac <= 1:

@@ -42,14 +42,19 @@ from minilm.course.train.options import (
 )
 from minilm.course.train.own_tokenizer import MERGES_FILE, OwnVocabulary, probe
 from minilm.course.train.plan import (
+    COMPILE_S,
     COMPILE_SPEEDUP,
     DATA_TOKENS_PER_PARAMETER,
     DEFAULT_SIZE,
+    DISTILL_ALPHA,
+    DISTILL_T,
     END_S,
     LEVERS,
     MAX_EPOCHS,
+    MAX_TEACHERS,
     PLAIN_EPOCHS,
     SAFETY,
+    STUDENT_SHARE,
     TOKENS_PER_PARAMETER,
     Plan,
     Speed,
@@ -381,14 +386,18 @@ def report_plan(run: Run) -> None:
     if plan.levers:
         print(f"past {PLAIN_EPOCHS:g} passes over the training tokens the models here overfit: the plan switches on "
               + ", ".join(f"{k} {v}" for k, v in LEVERS.items()) + " (docs/training.md)")
+    if plan.levers and plan.unused_s > 0:
+        print(f"past {MAX_EPOCHS:g} passes the time left goes to distillation (notebook 16) when the first run "
+              "ends early enough: " + (f"it needs your code ({args.distill_todo})" if args.distill_todo else
+                                       "more runs from other seeds, then a student on their averaged logits"))
     if plan.unused_s > 0:
         todo = getattr(args, "levers_todo", None)
         cap, why = ((MAX_EPOCHS, "repeated text loses its value") if plan.levers else
                     (PLAIN_EPOCHS, f"without dropout the models here overfit, and the plan leaves dropout off: it "
                                    f"needs your code ({todo})") if todo else
                     (PLAIN_EPOCHS, "without dropout the models here overfit; --dropout or --reshuffle given"))
-        print(f"the plan ends {plan.unused_s:.0f} s early: {cap:g} passes over the training tokens is the most a "
-              f"budget trains ({why}; docs/training.md)")
+        print(f"the {'first run' if plan.levers else 'plan'} ends {plan.unused_s:.0f} s early: {cap:g} passes over "
+              f"the training tokens is the most a budget trains ({why}; docs/training.md)")
     for line in hardware_note(speed, vocab_size, args.context_length, args.batch_size,
                               eval_forward_tokens(args, len(run.data.val)), args.sample_tokens, run.dist.world_size,
                               n_train=len(run.data.train)):
@@ -446,10 +455,10 @@ def learning_rate(run: Run, it: int, loop_start: float, deadline: float | None) 
     return lr, gone.item()
 
 
-def train_loop(run: Run, model, optimizer, training_loss, start: int) -> Trained:
-    """Train from step `start` to --steps, or with a --budget until the plan's deadline, with a
-    validation loss on a subset every --eval-interval steps and a checkpoint every
-    --checkpoint-interval."""
+def train_loop(run: Run, model, optimizer, training_loss, start: int, until: float | None = None) -> Trained:
+    """Train from step `start` to --steps, or with a --budget until the plan's deadline (or `until`, a
+    time.perf_counter() deadline), with a validation loss on a subset every --eval-interval steps and a
+    checkpoint every --checkpoint-interval."""
     args, dist, plan, data = run.args, run.dist, run.plan, run.data
     # Different batches on every rank (and after a resume), reproducible from the seed.
     torch.manual_seed(args.seed + 1 + dist.rank + 7919 * start)
@@ -458,8 +467,8 @@ def train_loop(run: Run, model, optimizer, training_loss, start: int) -> Trained
     bar = tqdm(initial=start, total=args.steps, disable=not dist.main, dynamic_ncols=True, mininterval=1.0)
     started, first_loss, loss_value = time.time(), None, float("nan")
     loop_start = time.perf_counter()
-    deadline = (run.clock_start + args.budget_s * SAFETY - plan.reserve_s
-                if plan is not None else None)
+    deadline = until if until is not None else (run.clock_start + args.budget_s * SAFETY - plan.reserve_s
+                                                if plan is not None else None)
     epochs = None
     if run.recipe.reshuffle:  # every window once per epoch, in a new order each epoch
         epochs = recipes.EpochBatches(data.train, args.batch_size, args.context_length,
@@ -517,6 +526,85 @@ def train_loop(run: Run, model, optimizer, training_loss, start: int) -> Trained
             run.log.step(it, loss_value, done.lr, it * tokens_per_step, time.time() - started, evaluated, checkpoint)
     bar.close()
     return Trained(start, it, first_loss, loss_value, started)
+
+
+def distillation_fits(run: Run, first, trained: Trained) -> tuple[int, float] | None:
+    """After a budget's first run ended at MAX_EPOCHS with time left: (teachers, the time left) when, at the
+    pace the first run trained, the other teachers' runs and STUDENT_SHARE of a student's (whose steps also
+    run every teacher forward; its schedule follows the clock to the deadline) fit; as many teachers as fit,
+    up to MAX_TEACHERS. None when the plan did not switch the levers on, Task 16.2 is unwritten, or under
+    torchrun."""
+    args, plan = run.args, run.plan
+    if plan is None or not plan.levers or plan.unused_s <= 0 or args.distill_todo or run.dist.enabled:
+        return None
+    end = run.clock_start + args.budget_s * SAFETY - plan.reserve_s
+    left_s = end - time.perf_counter()
+    steps = trained.final_step - trained.start
+    run_s = time.time() - trained.started  # one run of `steps`, as it went: a busy machine's pace included
+    x = torch.zeros(args.batch_size, args.context_length, dtype=torch.long, device=run.device)
+    with torch.no_grad():
+        first(x)  # warm
+        t = time.perf_counter()
+        first(x).sum().item()
+        forward_s = time.perf_counter() - t
+    compile_s = COMPILE_S if args.compile else 0.0  # each new model compiles its step again
+
+    def needed_s(k: int) -> float:  # k − 1 more runs, then STUDENT_SHARE of a student with k teachers
+        return (k - 1) * (run_s + compile_s) + compile_s + STUDENT_SHARE * (run_s + k * steps * forward_s)
+
+    teachers = max((k for k in range(1, MAX_TEACHERS + 1) if needed_s(k) <= left_s), default=0)
+    return (teachers, left_s) if teachers else None
+
+
+def distil(run: Run, first, first_optimizer, trained: Trained, teachers: int):
+    """teachers − 1 more runs like the first, from other seeds, then a student of the same size trained on
+    the runs' averaged logits with your distillation_loss (Task 16.2) until the budget's deadline. (the
+    model to keep, its optimizer, what its loop did): the student or the first run, whichever scores lower
+    on the validation subset (--eval-tokens)."""
+    args, data, dist = run.args, run.data, run.dist
+    end = run.clock_start + args.budget_s * SAFETY - run.plan.reserve_s
+    run_s = time.time() - trained.started
+    log, run.log = run.log, None  # metrics.jsonl and loss.png keep the first run's curve
+    ensemble = [first]
+
+    def phase(k: int, until: float, teachers_of=None):
+        run.args = argparse.Namespace(**{**vars(args), "seed": args.seed + 1000 * k,
+                                         "checkpoint_interval": 10**9})  # the first run's checkpoint stays
+        model, optimizer, _ = new_model(run.args, data.vocab.size, run.recipe, run.device)
+
+        def loss(x, y):
+            if teachers_of is None:
+                return minilm.cross_entropy(model(x), y)
+            with torch.no_grad():
+                soft = torch.stack([t(x) for t in teachers_of]).mean(0)  # the ensemble: its logits averaged
+            return minilm.distillation_loss(model(x), soft, y, DISTILL_T, DISTILL_ALPHA)
+
+        step = compile_step(run, loss, optimizer) if run.args.compile else loss  # eager: said once already
+        done = train_loop(run, model, optimizer, step, 0, until=until)
+        run.args = args
+        return model, optimizer, done
+
+    for k in range(1, teachers):
+        ensemble.append(phase(k, until=min(time.perf_counter() + 1.2 * run_s, end))[0])
+    for t in ensemble:
+        t.eval()  # soft targets without dropout
+    student, student_optimizer, done = phase(teachers, until=end, teachers_of=ensemble)
+    run.log = log
+
+    def subset_loss(model) -> float:
+        nats, n = evaluate_sums(model, data.val, args.context_length, args.batch_size, args.eval_tokens, dist,
+                                run.device)
+        return nats / n
+
+    first_loss, student_loss = subset_loss(first), subset_loss(student)
+    keep = student_loss <= first_loss
+    if dist.main:
+        print(f"distillation: {teachers} run(s) as teachers, then a student on their averaged logits with your "
+              f"distillation_loss (T {DISTILL_T:g}, α {DISTILL_ALPHA:g}) for {done.final_step:,} steps: validation "
+              f"loss on the first {min(args.eval_tokens, len(data.val) - 1):,} tokens {first_loss:.4f} for the first "
+              f"run, {student_loss:.4f} "
+              "for the student: keeping the " + ("student" if keep else "first run"))
+    return (student, student_optimizer, done) if keep else (first, first_optimizer, trained)
 
 
 def eval_forward_tokens(args, n_tokens: int) -> float:
@@ -688,6 +776,13 @@ def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
             report_start(run, model, start)
         training_loss = compile_step(run, training_loss, optimizer)
         trained = train_loop(run, model, optimizer, training_loss, start)
+        fits = distillation_fits(run, model, trained)
+        if fits:
+            if dist.main:
+                print(f"the first run ended with {fits[1]:.0f} s of the budget left: distilling (notebook 16), "
+                      f"{fits[0]} teacher run(s) in all, then a student of the same size on their averaged logits "
+                      "(your Task 16.2) until the deadline")
+            model, optimizer, trained = distil(run, model, optimizer, trained, fits[0])
         final_step = trained.final_step
         if dist.main and (final_step != start or not (out_dir / CHECKPOINT_FILE).exists()):
             save(model, optimizer, final_step, out_dir)
