@@ -104,6 +104,14 @@ def test_the_lint_reads_what_stopped_the_old_scan_in_linear_time():
     assert lint.parse_problem("def f(:\n", "linear").startswith("minilm/linear.py:1: syntax error")
 
 
+def test_a_watched_name_bound_to_itself_stays_watched():
+    # `getattr = getattr` made the name the file's own, and lookups by computed names passed (red team 5)
+    found = [f.what for f in lint.lint("getattr = getattr\nx = getattr(torch, 'C'.lower())\n", "linear")]
+    assert any("binds the name getattr" in w for w in found) and any("computed name" in w for w in found), found
+    assert any("binds the name eval" in f.what for f in lint.lint("eval = eval\n", "linear"))
+    assert lint.lint("def f(input, type):\n    input = input * 2\n    return input\n", "linear") == []
+
+
 def test_a_lint_finding_costs_the_tasks_of_its_module_and_of_those_importing_it():
     found = lint.lint_package({"linear": "import sys\n", "attention": "from .linear import Linear\n",
                                "data": "import numpy\n"})
@@ -129,10 +137,24 @@ def test_a_call_that_would_switch_the_recording_off_is_refused_before_it_runs():
     assert sys.getprofile() is before  # the recorder's hook ran the refusal and then put the old one back
 
 
-def test_switching_it_off_where_no_call_is_seen_is_found_at_the_end():
-    # map() calls sys.setprofile from C: no event for it, but the hook is gone when the run ends
-    refusal = _watched("6.1", lambda: list(map(sys.setprofile, [None])))
-    assert refusal.escape and refusal.what == "something that switched the recording off"
+def test_switching_it_off_from_c_is_refused_before_it_runs_even_when_put_back():
+    # map() calls sys.setprofile from C, which makes no profile event: the audit hook sees it, and refuses it
+    # before it runs, so code that switches the hook off, calls what it likes and puts the hook back is caught
+    before = sys.getprofile()
+
+    def off_and_back():
+        list(map(sys.setprofile, [None]))
+        list(map(sys.setprofile, [before]))
+
+    refusal = _watched("6.1", off_and_back)
+    assert refusal.escape and refusal.what == "sys.setprofile" and refusal.where.startswith("minilm/attention.py:")
+    assert sys.getprofile() is before
+
+
+def test_torch_reads_a_scalar_type_it_is_handed_without_calling_it():
+    import torch
+
+    assert _watched("6.1", lambda: torch.ones(3, 3, dtype=bool).tril()) is None
 
 
 def test_code_that_recurses_without_end_raises_and_is_refused_nothing():

@@ -38,12 +38,47 @@ CALLED_BACK = "code torch called back"
 HANDED_OVER = "a function handed to a torch function"
 
 
+_SCALAR_TYPES = (bool, int, float, complex)  # dtype=bool: torch reads the type, it calls nothing
+
+
 def _hands_over_a_callable(args, kwargs) -> bool:
-    """Whether a torch function's arguments (or a list or tuple among them) hold something callable. callable()
-    reads the type's slot: it runs no code of the student's."""
+    """Whether a torch function's arguments (or a list or tuple among them) hold something callable, Python's
+    scalar types aside. callable() reads the type's slot: it runs no code of the student's."""
     values = [*args, *(kwargs or {}).values()]
     values += [v for a in values if type(a) in (list, tuple) for v in a]
-    return any(callable(v) for v in values)
+    return any(callable(v) and not any(v is t for t in _SCALAR_TYPES) for v in values)
+
+
+_HOOK_EVENTS = ("sys.setprofile", "sys.settrace")
+
+
+def _audited() -> dict:
+    """An audit hook, for the life of the process (Python offers no way to remove one): while a recorder
+    watches, a call that sets or clears a profile or trace function is refused before it runs, however it
+    was made (map(sys.setprofile, …) from C makes no profile event). Python clearing a hook that raised at
+    the recursion limit is let through: that run ends in its RecursionError."""
+    state = {"watch": None, "own": 0}
+
+    def hook(event, args):
+        watch = state["watch"]
+        if watch is None or state["own"] or event not in _HOOK_EVENTS:
+            return
+        if sys.getrecursionlimit() - _depth() < 64:
+            return
+        watch(event, _getframe(1))
+
+    sys.addaudithook(hook)
+    return state
+
+
+def _depth() -> int:
+    frame, n = _getframe(1), 0
+    while frame is not None:
+        frame, n = frame.f_back, n + 1
+    return n
+
+
+_AUDIT: dict | None = None
 
 
 class Refused(BaseException):
@@ -160,13 +195,21 @@ class Recorder:
             import torch._dynamo  # noqa: F401 - torch.optim.Optimizer imports it on first use: a second, not ten, outside
         self.task_id, self.on_refusal = task.id, on_refusal
         self.refusal: Refusal | None = None
-        self._profile, self._mode = _hooks(self, task, student_files)
+        self._profile, self._mode, self._refuse_at = _hooks(self, task, student_files)
         self._saved = None
 
     def __enter__(self) -> Recorder:
+        global _AUDIT
+        if _AUDIT is None:
+            _AUDIT = _audited()
         self._saved = _getprofile()
         self._mode.__enter__()
-        _setprofile(self._profile)
+        _AUDIT["own"] += 1
+        try:
+            _setprofile(self._profile)
+        finally:
+            _AUDIT["own"] -= 1
+        _AUDIT["watch"] = lambda event, frame: self._refuse_at(event, None, frame, True)
         return self
 
     def intact(self) -> bool:
@@ -176,6 +219,7 @@ class Recorder:
 
     def __exit__(self, kind, value, tb) -> bool:
         intact = self.intact()
+        _AUDIT["watch"] = None
         _setprofile(self._saved)
         try:
             self._mode.__exit__(None, None, None)
@@ -313,7 +357,7 @@ def _hooks(record: Recorder, task, student_files: dict[str, str]):
         n = _stack_len()
         return n > 0 and _stack_at(n - 1) is mode
 
-    return profile, mode
+    return profile, mode, refuse
 
 
 def watching(task_id: str, student_files: dict[str, str], on_refusal=None) -> Recorder:
