@@ -77,7 +77,7 @@ MAX_EPOCHS = 16.0
 # measured an ensemble of 3 at −0.21 and the model distilled from it at −0.14 against one run (3 seeds).
 MAX_TEACHERS = 4
 DISTILL_T, DISTILL_ALPHA = 2.0, 0.5
-STUDENT_SHARE = 0.6  # distil when at least this share of the student's steps fits (assumed, not measured)
+STUDENT_SHARE = 0.5  # distil when at least this share of the student's steps fits (assumed, not measured)
 # An idle 2-core machine (2 threads, the reference, vocabulary 2,048, batch 16 × 64), training
 # tokens/s by d_model: 64: 18,685, 96: 18,642, 128: 11,867, 192: 6,296, 256: 4,342, 384: 1,915; the
 # line 39 µs + 7.71 ps per FLOP fits them within 12%. Forward-only is assumed a third of a step.
@@ -313,7 +313,8 @@ def plan_budget(left_s: float, speed: Speed, vocab_size: int, context_length: in
 
 
 def hardware_note(speed: Speed, vocab_size: int, context_length: int, batch_size: int, n_val: int,
-                  sample_tokens: int, world_size: int = 1, n_train: int | None = None) -> list[str]:
+                  sample_tokens: int, world_size: int = 1, n_train: int | None = None,
+                  levers: bool = False) -> list[str]:
     """What this machine trains per second at each ladder size, and what 3, 10 and 30 minutes buy."""
     rates = ", ".join(f"{s['d_model']}: "
                       f"{world_size / speed.train_s_per_token(flops_per_token(s, vocab_size, context_length)):,.0f}"
@@ -321,10 +322,11 @@ def hardware_note(speed: Speed, vocab_size: int, context_length: int, batch_size
     lines = [f"this machine now (slower while busy), training tokens per second by d_model: {rates}"]
     for minutes in (3, 10, 30):
         p = plan_budget(minutes * 60 * SAFETY, speed, vocab_size, context_length, batch_size, n_val, sample_tokens,
-                        world_size, n_train=n_train)
+                        world_size, n_train=n_train, levers=levers)
         lines.append(f"  --budget {minutes}m would train d_model {p.size['d_model']}, {p.size['num_layers']} layers "
                      f"for ~{p.steps:,} steps ({p.steps * batch_size * context_length * world_size / 1e6:.1f}M tokens"
-                     + (", compiled)" if p.compile else ")"))
+                     + (", compiled" if p.compile else "")
+                     + (f"; its first run ends ~{p.unused_s:.0f} s early" if p.unused_s > 0 else "") + ")")
     lines.append("  on a GPU: --device cuda (on a Mac: --device mps; MPS results can differ from the CPU's, "
                  "so compare on one device)")
     return lines

@@ -42,7 +42,6 @@ from minilm.course.train.options import (
 )
 from minilm.course.train.own_tokenizer import MERGES_FILE, OwnVocabulary, probe
 from minilm.course.train.plan import (
-    COMPILE_S,
     COMPILE_SPEEDUP,
     DATA_TOKENS_PER_PARAMETER,
     DEFAULT_SIZE,
@@ -147,6 +146,7 @@ class Run:
     notes: tuple[str, ...] = ()  # what the recipe's optimizer trains with what
     threads_note: str = ""  # with --steps: how the thread count was chosen
     log: MetricsLog | None = None  # metrics.jsonl (rank 0)
+    compile_s: float = 0.0  # how long compiling the training step took (0: eager)
 
 
 @dataclass
@@ -400,7 +400,7 @@ def report_plan(run: Run) -> None:
               f"the training tokens is the most a budget trains ({why}; docs/training.md)")
     for line in hardware_note(speed, vocab_size, args.context_length, args.batch_size,
                               eval_forward_tokens(args, len(run.data.val)), args.sample_tokens, run.dist.world_size,
-                              n_train=len(run.data.train)):
+                              n_train=len(run.data.train), levers=args.levers_chosen_by_budget):
         print(line)
 
 
@@ -417,6 +417,7 @@ def compile_step(run: Run, training_loss, optimizer):
         # first step would compile it all again.
         training_loss, why_not = compile_or_eager(training_loss, lambda f: f(dummy, dummy.clone()).backward())
         optimizer.zero_grad(set_to_none=True)
+        run.compile_s = time.perf_counter() - compile_started
         if dist.main:
             note = f" ({plan.compile_note})" if plan is not None else ""
             print("torch.compile: " + (f"unavailable, training eagerly ({why_not})" if why_not else
@@ -547,7 +548,11 @@ def distillation_fits(run: Run, first, trained: Trained) -> tuple[int, float] | 
         t = time.perf_counter()
         first(x).sum().item()
         forward_s = time.perf_counter() - t
-    compile_s = COMPILE_S if args.compile else 0.0  # each new model compiles its step again
+    # Each new model compiles its step again (as long as the first did: the cache is warm now), and its
+    # teachers' forward passes are compiled with it.
+    compile_s = run.compile_s if args.compile else 0.0
+    if args.compile:
+        forward_s /= COMPILE_SPEEDUP
 
     def needed_s(k: int) -> float:  # k − 1 more runs, then STUDENT_SHARE of a student with k teachers
         return (k - 1) * (run_s + compile_s) + compile_s + STUDENT_SHARE * (run_s + k * steps * forward_s)
