@@ -23,7 +23,9 @@ from solutions import make_stubs, mistakes
 from solutions.attention import MultiHeadSelfAttention, scaled_dot_product_attention, softmax
 from solutions.block import TransformerBlock
 from solutions.classic import ClassicBlock, ClassicLM, layer_norm
+from solutions.datalimit import dropout
 from solutions.generation import generate, next_token_probs
+from solutions.inside import attention_inputs
 from solutions.linear import Linear
 from solutions.model import TransformerLM
 from solutions.modern import Muon, newton_schulz
@@ -38,6 +40,7 @@ ROOT = tasks.ROOT
 _CLIP_GRAD_NORM, _QUANTIZE_INT8, _LAYER_NORM = clip_grad_norm, quantize_int8, layer_norm
 _CLASSIC_BLOCK_FORWARD, _MUON_STEP = ClassicBlock.forward, Muon.step
 _SWIGLU, _TRAIN = swiglu, train
+_ATTENTION_INPUTS, _DROPOUT = attention_inputs, dropout
 
 
 # ---------------------------------------------------------------- the registry's `uses` edges
@@ -877,6 +880,84 @@ def _ns_elementwise_square(G, steps=5, eps=1e-7):
     return (X.T if G.shape[0] > G.shape[1] else X).to(G.dtype)
 
 
+# Set 7's classes (held out, measured at 484e959), one slip each.
+def _linear_reshape_back_minus_one(x, weight):
+    y = x.reshape(-1, x.shape[-1]) @ weight.T
+    return y.reshape(*x.shape[:-1], -1)  # -1 cannot be inferred for 0 elements
+
+
+def _rms_norm_gain_after_the_cast(x, weight, eps=1e-5):
+    h = x.float()
+    return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * weight
+
+
+def _get_batch_sorted_starts(dataset, batch_size, context_length, device="cpu"):
+    import numpy as np
+
+    starts = sorted(torch.randint(0, len(dataset) - context_length, (batch_size,)).tolist())
+    windows = torch.from_numpy(np.stack([np.asarray(dataset[i:i + context_length + 1], dtype=np.int64)
+                                         for i in starts]))
+    return windows[:, :-1].contiguous().to(device), windows[:, 1:].contiguous().to(device)
+
+
+def _clip_float_copies(parameters, max_norm):
+    grads = [p.grad.float() for p in parameters if p.grad is not None]  # copies for half-precision gradients
+    if not grads:
+        return torch.tensor(0.0)
+    norm = torch.sqrt(sum((g ** 2).sum() for g in grads))
+    if norm > max_norm:
+        for g in grads:
+            g.mul_(max_norm / (norm + 1e-6))
+    return norm
+
+
+def _quantize_by_class_name(model, per_channel=True):
+    for name, child in list(model.named_children()):
+        if type(child).__name__ == "Linear":  # torch's nn.Linear too
+            model.add_module(name, Int8Linear.from_linear(child, per_channel))
+        else:
+            _quantize_by_class_name(child, per_channel)
+    return model
+
+
+def _ns_in_the_inputs_dtype(G, steps=5, eps=1e-7):
+    from solutions.modern import NS_COEFFICIENTS
+
+    a, b, c = NS_COEFFICIENTS
+    X = G.T if G.shape[0] > G.shape[1] else G
+    X = X / (X.norm() + eps)
+    for _ in range(steps):
+        A = X @ X.T
+        X = a * X + (b * A + c * A @ A) @ X
+    return X.T if G.shape[0] > G.shape[1] else X
+
+
+def _inputs_squeezed(model, ids):
+    return [t.squeeze(0) for t in _ATTENTION_INPUTS(model, ids)]
+
+
+def _dropout_seeded_without_a_generator(x, p, training, generator=None):
+    return _DROPOUT(x, p, training, generator if generator is not None else torch.Generator().manual_seed(0))
+
+
+def _sdpa_scales_the_output(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return softmax(scores, dim=-1) @ v / q.shape[-1] ** 0.5
+
+
+def _distill_without_the_max(student_logits, teacher_logits, targets, temperature, alpha):
+    from solutions.training import cross_entropy
+
+    def log_softmax(z):
+        return torch.log(torch.exp(z) / torch.exp(z).sum(-1, keepdim=True))
+
+    log_p = log_softmax(teacher_logits.detach() / temperature)
+    kl = (log_p.exp() * (log_p - log_softmax(student_logits / temperature))).sum(-1).mean()
+    return alpha * temperature**2 * kl + (1 - alpha) * cross_entropy(student_logits, targets)
+
+
 SLIPS = [
     ("5.1", "solutions.rope", "rope_angles", _angles_theta_typo, "pair i turns by p · θ^(−2i/d_k) at position p"),
     ("10.2", "solutions.training", "clip_grad_norm", _clip_returns_squared_norm, "squares of the expected ones"),
@@ -1012,6 +1093,19 @@ SLIPS = [
     ("3.1", "solutions.rmsnorm", "rms_norm", _rms_norm_by_std, "the mean of y² over the last dim and 1"),
     ("13.1", "solutions.classic", "layer_norm", _layer_norm_by_moments, "layer_norm(x + 300) and layer_norm(x)"),
     ("14.1", "solutions.modern", "newton_schulz", _ns_elementwise_square, "newton_schulz(Q G R) and Q newton_schulz"),
+    ("1.1", "solutions.linear", "linear", _linear_reshape_back_minus_one, "for x (0, 2, 5), an empty batch"),
+    ("3.1", "solutions.rmsnorm", "rms_norm", _rms_norm_gain_after_the_cast,
+     "in bfloat16 with float32 weights: expected a bfloat16 tensor (x's dtype), got float32"),
+    ("9.1", "solutions.data", "get_batch", _get_batch_sorted_starts, "in the order drawn"),
+    ("10.2", "solutions.training", "clip_grad_norm", _clip_float_copies, "the gradients themselves were not scaled"),
+    ("12.3", "solutions.quantization", "quantize_model", _quantize_by_class_name,
+     "another library's module named Linear among them"),
+    ("14.1", "solutions.modern", "newton_schulz", _ns_in_the_inputs_dtype, "the bfloat16 output and the float32 one"),
+    ("15.1", "solutions.inside", "attention_inputs", _inputs_squeezed, "on ids (1, 8), a batch of one"),
+    ("16.1", "solutions.datalimit", "dropout", _dropout_seeded_without_a_generator, "two calls in a row dropped"),
+    ("6.2", "solutions.attention", "scaled_dot_product_attention", _sdpa_scales_the_output,
+     "is scaled after the softmax"),
+    ("16.2", "solutions.datalimit", "distillation_loss", _distill_without_the_max, "with +1000 added to every"),
 ]
 
 

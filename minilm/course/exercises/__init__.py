@@ -27,6 +27,7 @@ decides a point: the worker can read and patch this package, and only the judge'
 
 from __future__ import annotations
 
+import copy
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -166,20 +167,33 @@ def at_edge(what: str, edge: Callable[[], object], want, atol: float = 1e-5, rto
     return d and f"{what}: {d}"
 
 
+def _same(a, b) -> bool:
+    """Whether two arguments hold the same values: tensors by torch.equal, dicts, lists and tuples item by item."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return type(a) is type(b) and a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b)
+    if type(a) in (dict, list, tuple) or type(b) in (dict, list, tuple):
+        if type(a) is not type(b) or len(a) != len(b):
+            return False
+        if type(a) is dict:
+            return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+        return all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
 def keeps_inputs(name: str, make_args: Callable[[], tuple], what: str) -> Property:
-    """The property that `name` (a function of the task) leaves its tensor arguments as they were: code that
-    scales or masks its input in place changes the caller's tensors, and every later use of them."""
+    """The property that `name` (a function or class of the task) leaves its arguments as they were: code that
+    scales or masks its input in place, or adds to a dict or list it was given, changes the caller's objects,
+    and every later use of them."""
     def probe(m):
         args = make_args()
-        before = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+        before = copy.deepcopy(args)
         getattr(m, name)(*args)
-        changed = [i for i, (a, b) in enumerate(zip(args, before))
-                   if isinstance(a, torch.Tensor) and not torch.equal(a, b)]
+        changed = [i for i, (a, b) in enumerate(zip(args, before)) if not _same(a, b)]
         return changed and f"{what}: argument {changed[0] + 1} changed during the call" or None
     return Property(f"{name} leaves its arguments as they were", probe,
-                    idea="compute into new tensors (x = x / c, torch.where, masked_fill without the underscore); "
-                         "an in-place operation on an argument (x /= c, masked_fill_, mul_) changes the caller's "
-                         "tensor")
+                    idea="compute into new tensors (x = x / c, torch.where, masked_fill without the underscore) and "
+                         "copy a dict or list before adding to it (dict(vocab)); an in-place operation on an argument "
+                         "(x /= c, masked_fill_, mul_, vocab[k] = …) changes the caller's object")
 
 
 def one_line(e: Exception) -> str:
@@ -259,8 +273,18 @@ def each_row_alone(name: str, make_args: Callable[[], tuple], what: str, batched
             d = differs(whole[i], row)
             if d:
                 return f"{what}, row {i} of the batch's output and the output on row {i} alone: {d}"
+        empty = [a[:0] if j in batched else a for j, a in enumerate(args)]
+        try:
+            none = fn(*empty)
+        except Exception as e:  # noqa: BLE001 - a batch of 0 rows is a batch
+            return f"{what}, with 0 rows (an empty batch): your code raised {one_line(e)}"
+        want = (0, *whole.shape[1:])
+        if type(none) is not torch.Tensor or tuple(none.shape) != want:
+            got = tuple(none.shape) if type(none) is torch.Tensor else type(none).__name__
+            return f"{what}, with 0 rows (an empty batch): got {got}, expected shape {want}"
         return None
-    return Property(f"{name} treats the leading dims as a batch: row i's output is what row i alone gives", probe,
+    return Property(f"{name} treats the leading dims as a batch: row i's output is what row i alone gives, and 0 rows "
+                    "give 0 rows", probe,
                     example=f"# compare minilm.{name} on a batch, row 0 of its output, with {name} on row 0 alone",
                     idea="work along the dims the contract names (dim=-1, the last two for attention) and read "
                          "sizes from the end (x.shape[-2], x.shape[-1]): a reduction over the whole tensor, or "
@@ -268,7 +292,8 @@ def each_row_alone(name: str, make_args: Callable[[], tuple], what: str, batched
 
 
 def keeps_dtype(name: str, make_args: Callable[[], tuple], what: str,
-                dtypes: tuple[torch.dtype, ...] = (torch.float64, torch.bfloat16, torch.float16)) -> Property:
+                dtypes: tuple[torch.dtype, ...] = (torch.float64, torch.bfloat16, torch.float16),
+                mixed: bool = False, half_atol: float = 5e-2, idea: str | None = None) -> Property:
     """The property that `name` (a function of the task) works in every float dtype its signature allows
     (Float[Tensor, …]): its float arguments cast to float64, bfloat16 or float16 give an output of that dtype with
     the float32 output's values, to the dtype's precision. Code that builds a float32 tensor of its own (a
@@ -280,27 +305,31 @@ def keeps_dtype(name: str, make_args: Callable[[], tuple], what: str,
         args = make_args()
         fn = getattr(m, name)
         base = fn(*args)
-        for dtype in dtypes:
-            dname = str(dtype).replace("torch.", "")
+        # mixed: x alone in the low precision, the weights float32, as a norm meets them under autocast
+        runs = [(dtype, cast(args, dtype), "") for dtype in dtypes] + [
+            (dtype, [*cast(args[:1], dtype), *args[1:]], " with float32 weights") for dtype in dtypes
+            if mixed and dtype != torch.float64]
+        for dtype, given, weights in runs:
+            dname = str(dtype).replace("torch.", "") + weights
             try:
-                out = fn(*cast(args, dtype))
+                out = fn(*given)
             except Exception as e:  # noqa: BLE001 - raising on another dtype is breaking the property
                 overflow = (f" ({dname}'s largest value is {torch.finfo(dtype).max:,.0f}: a number beyond it cannot be "
                             "stored in it, -inf can)") if "overflow" in str(e) else ""
                 return f"{what}, in {dname}: your code raised {one_line(e)}{overflow}"
             if type(out) is not torch.Tensor or out.dtype != dtype:
                 got = str(out.dtype).replace("torch.", "") if type(out) is torch.Tensor else type(out).__name__
-                return f"{what}, in {dname}: expected a {dname} tensor, got {got}"
-            atol = 5e-2 if dtype in (torch.bfloat16, torch.float16) else 1e-4
+                return f"{what}, in {dname}: expected a {str(dtype)[6:]} tensor (x's dtype), got {got}"
+            atol = half_atol if dtype in (torch.bfloat16, torch.float16) else 1e-4
             d = differs(out.float(), base.float(), atol=atol, rtol=atol)
             if d:
                 return f"{what}, the {dname} output and the float32 one: {d}"
         return None
     return Property(f"{name} works in float64, bfloat16 and float16 and returns that dtype", probe,
                     example=f"# give minilm.{name} float64 inputs: the output should be float64 with the same values",
-                    idea="build every new tensor from the inputs' dtype (torch.zeros_like, x.new_tensor, "
-                         "dtype=x.dtype) and compute with the inputs themselves; a .float() or a float32 "
-                         "constant tensor changes the dtype or mixes two")
+                    idea=idea or "build every new tensor from the inputs' dtype (torch.zeros_like, x.new_tensor, "
+                                 "dtype=x.dtype) and compute with the inputs themselves; a .float() or a float32 "
+                                 "constant tensor changes the dtype or mixes two")
 
 
 def gradient_follows(name: str, make_args: Callable[[], tuple], what: str, wrt: tuple[int, ...] = (0,),
@@ -592,6 +621,24 @@ def module_contract(make: Callable[..., nn.Module], inputs: Callable[[nn.Module]
         return d and f"with its Linears swapped for modules that compute the same but hide .weight, {what}'s " \
                      f"output changed: {d}"
 
+    def norms_as_built(m):
+        module = make(m)
+        kinds = tuple(k for k in (getattr(m, "RMSNorm", None), getattr(m, "LayerNorm", None)) if k is not None)
+        for name, norm in module.named_modules():
+            if not name or type(norm) not in kinds:
+                continue
+            d = norm.weight.shape[0]
+            fresh = type(norm)(d)
+            with torch.no_grad():
+                for p_fresh, p_norm in zip(fresh.parameters(), norm.parameters()):
+                    p_fresh.copy_(p_norm)
+                x = randn(187, 2, d, scale=1e-3)  # mean square ≈ 1e-6: eps shows
+                d_out = differs(norm(x), fresh(x), atol=1e-6)
+            if d_out:
+                return (f"{what}.{name} and a fresh {type(norm).__name__}({d}) with the same weight, on x of size "
+                        f"~1e-3 (where eps shows): {d_out}")
+        return None
+
     def registers(m):
         stray = unregistered_tensors(make(m))
         return (f"{what} holds {len(stray)} tensor(s) that are neither parameters nor buffers: "
@@ -611,6 +658,12 @@ def module_contract(make: Callable[..., nn.Module], inputs: Callable[[nn.Module]
                  idea="pass device=device, dtype=dtype on to every submodule and tensor you create in __init__, "
                       "and in forward make new tensors in the dtype of the tensors you are given"),
         registered_property(what, registers),
+        Property(f"the norms inside {what} are built as the contract builds them, with the default eps",
+                 norms_as_built,
+                 example=f"# build {what} as `module`, then\n"
+                         "print([(n, getattr(m, 'eps', None)) for n, m in module.named_modules()])",
+                 idea="build each norm as RMSNorm(d_model, device=device, dtype=dtype), its eps the default 1e-5: "
+                      "an eps of your own changes the output of every vector whose mean square is near it"),
     )
     if calls_linears:
         props += (Property(f"{what}'s forward calls its Linears (self.w1(x)) and never reads their weights", calls,

@@ -58,7 +58,10 @@ def _linear_leading_ones(m):
 def _linear_rows(m):
     x, w = randn(52, 3, 2, 5), randn(53, 4, 5)
     d = differs(m.linear(x, w)[1, 0], m.linear(x[1, 0], w))
-    return d and f"for x (3, 2, 5), linear(x)[1, 0] and linear(x[1, 0]): {d}"
+    if d:
+        return f"for x (3, 2, 5), linear(x)[1, 0] and linear(x[1, 0]): {d}"
+    return at_edge("for x (0, 2, 5), an empty batch, the output and an empty (0, 2, 4)", lambda: m.linear(x[:0], w),
+                   torch.zeros(0, 2, 4))
 
 
 def _linear_columns(m):
@@ -84,7 +87,7 @@ LINEAR_PROPERTIES = (
              example="print(minilm.linear(torch.randn(1, 3, 6), torch.randn(4, 6)).shape)  # (1, 3, 4)",
              idea="x @ W.T keeps every leading dim; squeeze() or view with sizes worked out by hand drops those of "
                   "size 1"),
-    Property("each vector of x is mapped on its own, whatever the leading dims", _linear_rows,
+    Property("each vector of x is mapped on its own, whatever the leading dims, an empty batch too", _linear_rows,
              example="x, w = torch.randn(3, 2, 5), torch.randn(4, 5)\n"
                      "print(minilm.linear(x, w)[1, 0] - minilm.linear(x[1, 0], w))",
              idea="y = x Wᵀ acts on the last dim only: flatten nothing across vectors, mix no rows"),
@@ -389,7 +392,9 @@ RMS_PROPERTIES = (
 
 spec("3.1",
      rows=each_row_alone("rms_norm", lambda: (randn(172, 3, 4, 6), randn(173, 6)), "on x (3, 4, 6)"),
-     dtypes=keeps_dtype("rms_norm", lambda: (randn(153, 3, 6), randn(154, 6)), "on x (3, 6)"),
+     dtypes=keeps_dtype("rms_norm", lambda: (randn(153, 3, 6), randn(154, 6)), "on x (3, 6)", mixed=True,
+                        idea="compute in float32 (x.float(), and the weight too) whatever x's dtype, and cast the "
+                             "result once, at the end, to x's dtype"),
      gradient=gradient_follows("rms_norm", lambda: (randn(122, 3, 6).double(), randn(123, 6).double()), "on x (3, 6)",
                                wrt=(0, 1), call="x, torch.ones(4, dtype=torch.float64)"),
      collect=lambda m, c: {"y": m.rms_norm(c["x"], c["w"], **({"eps": c["eps"]} if "eps" in c else {}))},

@@ -269,7 +269,9 @@ LAYER_NORM_PROPERTIES = (
 
 spec("13.1",
      rows=each_row_alone("layer_norm", lambda: (randn(184, 3, 4, 6), randn(185, 6), randn(186, 6)), "on x (3, 4, 6)"),
-     dtypes=keeps_dtype("layer_norm", lambda: (randn(165, 3, 6), randn(166, 6), randn(167, 6)), "on x (3, 6)"),
+     dtypes=keeps_dtype("layer_norm", lambda: (randn(165, 3, 6), randn(166, 6), randn(167, 6)), "on x (3, 6)",
+                        mixed=True, idea="compute in float32 (x.float(), the weight and bias too) whatever x's "
+                                         "dtype, and cast the result once, at the end, to x's dtype"),
      gradient=gradient_follows("layer_norm", lambda: (randn(135, 3, 6).double(), randn(136, 6).double(),
                                                     randn(137, 6).double()), "on x (3, 6)", wrt=(0, 1, 2),
                                 call="x, torch.ones(4, dtype=torch.float64), torch.zeros(4, dtype=torch.float64)"),

@@ -7,6 +7,7 @@ import torch
 from minilm.course.exercises import (
     Problem,
     Property,
+    at_edge,
     differs,
     dtype_shown,
     gen,
@@ -102,7 +103,17 @@ def _dropout_generator(m):
         return f"two calls on x (6, 9), p 0.5, each with a generator seeded 5: {d}"
     if torch.equal(a, m.dropout(x, 0.5, True, generator=gen(6))):
         return "on x (6, 9), p 0.5, generators seeded 5 and 6 gave the same mask: the generator is not used"
-    return None
+    # Without one, torch's global generator draws: each call a new mask, torch.manual_seed repeats them
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(3)
+        first, second = m.dropout(x, 0.5, True), m.dropout(x, 0.5, True)
+        torch.manual_seed(3)
+        again = m.dropout(x, 0.5, True)
+    if torch.equal(first, second):
+        return ("on x (6, 9), p 0.5 and no generator, two calls in a row dropped the same entries: without a "
+                "generator each call draws a new mask from torch's own")
+    d = differs(again, first, atol=0, rtol=0)
+    return d and f"on x (6, 9), p 0.5 and no generator, the first call after torch.manual_seed(3), twice: {d}"
 
 
 def _dropout_contract_mask(m):
@@ -177,11 +188,13 @@ spec("16.1", collect=_dropout_collect, cases=_dropout_cases, invariant=_dropout_
          Property("the output has x's dtype and shape", _dropout_dtype_shape,
                   example="print(minilm.dropout(torch.randn(2, 3, dtype=torch.float16), 0.5, True).dtype)",
                   idea="draw the mask with x's shape, and build the output from x so that it keeps x's dtype"),
-         Property("the same generator gives the same mask", _dropout_generator,
+         Property("the same generator gives the same mask; without one, each call draws a new mask from torch's "
+                  "generator, which torch.manual_seed repeats", _dropout_generator,
                   example="g = lambda: torch.Generator().manual_seed(0)\n"
                           "x = torch.randn(5)\n"
                           "print(minilm.dropout(x, 0.5, True, g()), minilm.dropout(x, 0.5, True, g()))",
-                  idea="pass generator=generator to torch.rand, as the contract's mask line does"),
+                  idea="pass generator=generator to torch.rand, as the contract's mask line does, and pass None on "
+                       "as it is: torch.rand then draws from torch's own generator (no generator of your own)"),
      ),
      mistakes={
          "dropout_no_rescale": "scale the entries kept by 1 / (1 − p): without it the output's mean shrinks by "
@@ -232,6 +245,18 @@ def _distill_same(m):
     loss = float(m.distillation_loss(s, s.clone(), y, 3.0, 1.0))
     return None if abs(loss) < 1e-5 else f"with α 1 and the student's logits equal to the teacher's (6, 9), T 3, " \
                                           f"the loss is {loss:.6g}, not 0"
+
+
+def _distill_shift(m):
+    s, t, y = _pair(189, 4, 9, scale=3)
+    base = m.distillation_loss(s, t, y, 2.0, 0.5)
+    for shift in (1000.0, -1000.0):
+        shifted = m.distillation_loss(s + shift, t + shift, y, 2.0, 0.5)
+        d = at_edge(f"on logits (4, 9) with {shift:+g} added to every student and teacher logit, T 2, α 0.5, the loss "
+                    "and the unshifted one", lambda: shifted, base, atol=1e-3)
+        if d:
+            return d
+    return None
 
 
 def _distill_known_kl(m):
@@ -299,6 +324,13 @@ spec("16.2",
      outputs={"loss": "the loss", "student_grad": "the gradient on student_logits",
               "teacher_gets_gradient": "whether teacher_logits get a gradient"},
      properties=(
+         Property("adding one number to every logit changes nothing, even ±1000: both softmaxes take the max out "
+                  "first", _distill_shift,
+                  example="s, t, y = torch.randn(4, 9), torch.randn(4, 9), torch.randint(0, 9, (4,))\n"
+                          "print(minilm.distillation_loss(s + 1000, t + 1000, y, 2.0, 0.5), "
+                          "minilm.distillation_loss(s, t, y, 2.0, 0.5))",
+                  idea="log-softmax as z − max(z) − log Σ exp(z − max(z)), each row's max over the vocabulary, for "
+                       "the student's and the teacher's logits / T alike: exp of a logit above ~88 is inf"),
          Property("with α 1 and the student equal to the teacher, the loss is 0", _distill_same,
                   example="s = torch.randn(6, 9); y = torch.zeros(6, dtype=torch.long)\n"
                           "print(minilm.distillation_loss(s, s.clone(), y, 3.0, 1.0))  # 0",

@@ -162,12 +162,16 @@ def _one_per_layer(m):
     if wrong:
         return (f"on ids (2, 8) through a model with d_model 32, tensor {wrong[0]} has shape "
                 f"{tuple(got[wrong[0]].shape)}, expected (2, 8, 32)")
-    got = _as_list(m.attention_inputs(lm, ids[0]), 3)  # one sequence, no batch dim: none is added
-    if type(got) is str:
-        return f"on ids (8,): {got}"
-    wrong = [i for i, t in enumerate(got) if t.shape != (8, 32)]
-    return wrong and (f"on ids (8,), one sequence without a batch dim, tensor {wrong[0]} has shape "
-                      f"{tuple(got[wrong[0]].shape)}, expected (8, 32)") or None
+    # one sequence without a batch dim (none is added), and a batch of one (its dim of size 1 is kept)
+    for given, want, what in ((ids[0], (8, 32), "ids (8,), one sequence without a batch dim"),
+                              (ids[:1], (1, 8, 32), "ids (1, 8), a batch of one")):
+        got = _as_list(m.attention_inputs(lm, given), 3)
+        if type(got) is str:
+            return f"on {what}: {got}"
+        wrong = [i for i, t in enumerate(got) if t.shape != want]
+        if wrong:
+            return f"on {what}, tensor {wrong[0]} has shape {tuple(got[wrong[0]].shape)}, expected {want}"
+    return None
 
 
 def _what_each_got(m):
@@ -235,7 +239,8 @@ def _output_unchanged(m):
 LM = ("model = minilm.TransformerLM(97, 32, 32, 3, 4, 48, 10000.0)\n"
       "ids = torch.randint(0, 97, (2, 8))\n")
 INPUTS_PROPERTIES = (
-    Property("attention_inputs returns one tensor (..., seq, d_model) per layer", _one_per_layer,
+    Property("attention_inputs returns one tensor (..., seq, d_model) per layer, ids' leading dims kept, sizes of 1 "
+             "too", _one_per_layer,
              example=LM + "print([x.shape for x in minilm.attention_inputs(model, ids)])  # 3 × (2, 8, 32)\n"
                           "print([x.shape for x in minilm.attention_inputs(model, ids[0])])  # 3 × (8, 32)",
              idea="register one hook per layer, on model.layers[i].attn, and run the model once on ids as they "

@@ -466,10 +466,23 @@ def _quantize_model_cases():
             for pc in (True, False)]
 
 
+class Linear(nn.Module):
+    """Another library's Linear, with a bias: a module named Linear that is not the course's, which
+    quantize_model leaves alone (torch's own nn.Linear would be refused while Task 12.3 runs)."""
+
+    def __init__(self, d_in: int, d_out: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(d_out, d_in))
+        self.bias = nn.Parameter(torch.zeros(d_out))
+
+    def forward(self, x):
+        return x @ self.weight.T + self.bias
+
+
 def _nest(m) -> tuple[nn.Module, dict[str, torch.Tensor]]:
     """A model that is no TransformerLM: your Linears at the top, in a ModuleList, a Sequential inside it and a
-    ModuleDict in a plain module, beside torch's Embedding and LayerNorm and a parameter of its own; and the
-    Linears' weights by name."""
+    ModuleDict in a plain module, beside torch's Embedding and LayerNorm, another library's Linear (with a
+    bias: Int8Linear has none) and a parameter of its own; and your Linears' weights by name."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         model = nn.Module()
@@ -480,6 +493,7 @@ def _nest(m) -> tuple[nn.Module, dict[str, torch.Tensor]]:
         model.inner.parts = nn.ModuleDict({"proj": m.Linear(4, 5)})
         model.gain = nn.Parameter(torch.linspace(0.5, 1.5, 4))
         model.head = m.Linear(5, 3)
+        model.adapter = Linear(4, 4)
     names = ("blocks.0", "blocks.1.0", "inner.parts.proj", "head")
     with torch.no_grad():
         for i, name in enumerate(names):
@@ -503,12 +517,16 @@ def _quantize_model_nested(m):
         return f"on a nested model, {len(swapped)} of its 4 Linears' places hold no Int8Linear"
     extra = sum(isinstance(mod, m.Int8Linear) for mod in model.modules()) - len(linears)
     if extra:
-        return (f"on a nested model with 4 Linears, {extra} other {'module' if extra == 1 else 'modules'} (torch's "
-                "Embedding, LayerNorm, a container) became Int8Linear too")
+        swapped_other = isinstance(model.get_submodule("adapter"), m.Int8Linear)
+        torch_linear = " (another library's module named Linear among them: only your Linear is quantized)" \
+            if swapped_other else ""
+        return (f"on a nested model with 4 of your Linears, {extra} other {'module' if extra == 1 else 'modules'} "
+                f"(torch's Embedding and LayerNorm, another Linear, a container) became Int8Linear too{torch_linear}")
     state = model.state_dict()
     changed = [k for k, v in kept.items() if k not in state or not torch.equal(state[k], v)]
     return changed and (f"on a nested model, quantize_model changed {len(changed)} of the {len(kept)} weights that "
-                        "are no Linear's (torch's Embedding and LayerNorm, a parameter of the model's own)") or None
+                        "are none of your Linears' (torch's Embedding and LayerNorm, another library's Linear, a "
+                        "parameter of the model's own)") or None
 
 
 def _quantize_model_per_channel(m):

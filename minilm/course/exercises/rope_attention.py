@@ -377,7 +377,12 @@ def _sdpa_rows_sum_to_one(m):
         y = m.scaled_dot_product_attention(q, k, torch.ones(2, 6, 3), *([masked] if masked is not None else []))
         d = differs(y, torch.ones(2, 4, 3))
         if d:
-            return f"with v all ones ({'a mask' if masked is not None else 'no mask'}), the output and 1: {d}"
+            where = f"with v all ones ({'a mask' if masked is not None else 'no mask'})"
+            if type(y) is torch.Tensor and y.numel() and torch.allclose(y, y.flatten()[0].expand_as(y)):
+                # one number everywhere: the weights may well sum to 1, and something scales after them
+                return (f"{where}, every output is {y.flatten()[0].item():.4g}, not 1: the weighted sum of v is "
+                        "scaled after the softmax (a scale belongs on the scores q kᵀ, before it)")
+            return f"{where}, the output and 1: {d}"
     return None
 
 

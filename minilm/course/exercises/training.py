@@ -115,7 +115,28 @@ def _get_batch_on_device(m):
     return None if places == ["meta", "meta"] else f"get_batch(…, device='meta') returned x and y on {places}"
 
 
+def _get_batch_seeded(m):
+    data = np.arange(1000, dtype=np.int64)  # x[b, 0] is row b's start
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(7)
+        x, _ = m.get_batch(data, 8, 4, "cpu")
+        torch.manual_seed(7)
+        want = torch.randint(0, 1000 - 4, (8,))
+    got = x[:, 0].long() if type(x) is torch.Tensor and x.ndim == 2 else None
+    if got is not None and torch.equal(got, want):
+        return None
+    return (f"after torch.manual_seed(7), on the tokens 0 … 999 with batch 8 and context_length 4, the rows start at "
+            f"{got.tolist() if got is not None else '…'}, expected torch.randint(0, 996, (8,))'s draws in the order "
+            f"drawn: {want.tolist()}")
+
+
 GET_BATCH_PROPERTIES = (
+    Property("row b starts at the b-th of batch_size starts drawn with one torch.randint, so torch.manual_seed "
+             "reproduces the batch", _get_batch_seeded,
+             example="torch.manual_seed(7); x, y = minilm.get_batch(np.arange(1000), 8, 4, 'cpu')\n"
+                     "torch.manual_seed(7); print(x[:, 0], torch.randint(0, 996, (8,)))  # the same",
+             idea="draw the starts with torch.randint(0, len(dataset) − context_length, (batch_size,)) and use them "
+                  "in the order drawn: sorting or shuffling them makes row b's start depend on the others"),
     Property("x and y are on the device it is given", _get_batch_on_device,
              example="x, y = minilm.get_batch(np.arange(50), 2, 4, 'meta')\nprint(x.device, y.device)  # meta meta",
              idea="move both tensors with .to(device) before returning them (on a laptop 'mps' or 'cuda' trains "
@@ -457,6 +478,9 @@ def _tokenizers_keep_their_own_state(m):
 
 
 TOKENIZER_PROPERTIES = (
+    keeps_inputs("Tokenizer", lambda: ({i: bytes([i]) for i in range(256)} | {256: b"ab"}, [(b"a", b"b")],
+                                       ["<|endoftext|>", "<|x|>"]),
+                 "Tokenizer(vocab, merges, ['<|endoftext|>', '<|x|>']) with 257 ids"),
     Property("a special token whose bytes vocab already holds keeps that id; a new one gets the largest id + 1",
              _special_in_vocab_keeps_its_id,
              example="vocab = {b: bytes([b]) for b in range(256)} | {300: b'<|endoftext|>'}  # a gap: 256 … 299\n"
@@ -683,15 +707,25 @@ def _clip_in_place(m):
     if a.grad is not held[0] or b.grad is not held[1]:
         return "after clipping, p.grad is a new tensor: the gradients must be multiplied in place, so every " \
                "reference to them (the optimizer's, a hook's) sees the clipped values"
+    for dtype in (torch.bfloat16, torch.float16):  # a model trained in half precision has half-precision gradients
+        p = nn.Parameter(torch.zeros(4, 6, dtype=dtype))
+        p.grad = randn(86, 4, 6, scale=5.0).to(dtype)
+        m.clip_grad_norm([p], 1.0)
+        norm = p.grad.double().norm().item()
+        if abs(norm - 1.0) > 0.02:
+            return (f"with {str(dtype)[6:]} gradients of norm ~24 and max_norm 1, p.grad's norm after clipping is "
+                    f"{norm:.3g}, expected 1: the gradients themselves were not scaled")
     return None
 
 
 CLIP_PROPERTIES = (
-    Property("it returns the norm as a 0-dim tensor and scales each .grad in place", _clip_in_place,
+    Property("it returns the norm as a 0-dim tensor and scales each .grad in place, in any float dtype",
+             _clip_in_place,
              example="a = torch.nn.Parameter(torch.zeros(3))\na.grad = 5 * torch.randn(3)\ng = a.grad\n"
                      "norm = minilm.clip_grad_norm([a], 1.0)\nprint(type(norm), norm.shape, a.grad is g)  "
                      "# Tensor, (), True",
-             idea="keep the norm as the tensor torch.sqrt gives (no .item() or float()), and scale with g.mul_(…) "
+             idea="keep the norm as the tensor torch.sqrt gives (no .item() or float()), and scale the .grad tensors "
+                  "themselves (not float copies of them: .float() of a bfloat16 tensor is a copy) with g.mul_(…) "
                   "on each gradient rather than assigning p.grad = g * …"),
     Property("above max_norm, every gradient is scaled by one factor so that the global norm becomes max_norm",
              _clip_to_max_norm,
@@ -1487,6 +1521,8 @@ TRAIN_PROPERTIES = (
                      "print([d.step for d in steps])  # batch 2, 3, 4; [3, 4, 5]",
              idea="keep a step counter from start; each time round, ask lr_at first and stop on None; after the "
                   "update add one and yield that"),
+    Property("before the optimizer's step, every param group's lr is lr_at(s) times its lr_scale", _lr_per_group,
+             idea="set group['lr'] = lr * group.get('lr_scale', 1.0) for every group at the top of each step"),
     Property("each Step's loss is loss_of(batch(s)) before that step's update", _loss_before_the_update,
              idea="compute the loss from this step's batch, then backward and step: the loss you yield is the one "
                   "you backpropagated"),
@@ -1498,8 +1534,6 @@ TRAIN_PROPERTIES = (
                      "                  lambda s: None if s >= 3 else 1.0, clip=None))\nprint(w)  # -3 · c",
              idea="backward() adds to .grad: zero the gradients (optimizer.zero_grad()) before each loss.backward(), "
                   "and take the optimizer's step after it"),
-    Property("before the optimizer's step, every param group's lr is lr_at(s) times its lr_scale", _lr_per_group,
-             idea="set group['lr'] = lr * group.get('lr_scale', 1.0) for every group at the top of each step"),
     Property("with clip, the optimizer steps on gradients of global norm at most clip at every step, and grad_norm "
              "is the norm before clipping, a float (None without clip)", _clips_before_the_step,
              idea="clip after loss.backward() and before optimizer.step(), with your clip_grad_norm, and keep the "
