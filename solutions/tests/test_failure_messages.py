@@ -868,16 +868,22 @@ def _layer_norm_by_moments(x, weight, bias, eps=1e-5):
     return (x - x.mean(-1, keepdim=True)) / torch.sqrt(var + eps) * weight + bias
 
 
-def _ns_elementwise_square(G, steps=5, eps=1e-7):
+def _ns_slip(G, steps, eps, float32=True, matmul_square=True):
+    """The reference's iteration with one slip: no float32 upcast, or A·A as A * A."""
     from solutions.modern import NS_COEFFICIENTS
 
     a, b, c = NS_COEFFICIENTS
-    X = G.float().T if G.shape[0] > G.shape[1] else G.float()
+    X = G.float() if float32 else G
+    X = X.T if G.shape[0] > G.shape[1] else X
     X = X / (X.norm() + eps)
     for _ in range(steps):
         A = X @ X.T
-        X = a * X + (b * A + c * A * A) @ X
+        X = a * X + (b * A + c * (A @ A if matmul_square else A * A)) @ X
     return (X.T if G.shape[0] > G.shape[1] else X).to(G.dtype)
+
+
+def _ns_elementwise_square(G, steps=5, eps=1e-7):
+    return _ns_slip(G, steps, eps, matmul_square=False)
 
 
 # Set 7's classes (held out, measured at 484e959), one slip each.
@@ -921,15 +927,7 @@ def _quantize_by_class_name(model, per_channel=True):
 
 
 def _ns_in_the_inputs_dtype(G, steps=5, eps=1e-7):
-    from solutions.modern import NS_COEFFICIENTS
-
-    a, b, c = NS_COEFFICIENTS
-    X = G.T if G.shape[0] > G.shape[1] else G
-    X = X / (X.norm() + eps)
-    for _ in range(steps):
-        A = X @ X.T
-        X = a * X + (b * A + c * A @ A) @ X
-    return X.T if G.shape[0] > G.shape[1] else X
+    return _ns_slip(G, steps, eps, float32=False)
 
 
 def _inputs_squeezed(model, ids):
