@@ -157,7 +157,7 @@ MISTAKES: list[dict] = [
     # Task 6.1: softmax
     mutant("softmax_wrong_dim", "6.1", [(_A, "softmax", _softmax_always_last_dim)], "dim"),
     mutant("softmax_unstable", "6.1", [(_A, "softmax", _softmax_unstable)], "subtract the max"),
-    mutant("softmax_global_max", "6.1", [(_A, "softmax", _softmax_global_max)], "whole tensor"),
+    mutant("softmax_global_max", "6.1", [(_A, "softmax", _softmax_global_max)], "each slice's own max"),
     *[variant(f"softmax_wrong_dim ({d})", "6.1", [(_A, "softmax", _softmax_over(d))]) for d in (-1, 0, 1)],
     # Task 6.2: scaled_dot_product_attention
     mutant("no_scaling", "6.2", [(_A, "scaled_dot_product_attention", _sdpa(scale=False))], "sqrt(d_k)"),

@@ -28,12 +28,12 @@ from solutions.generation import generate, next_token_probs
 from solutions.inside import attention_inputs
 from solutions.linear import Linear
 from solutions.model import TransformerLM
-from solutions.modern import Muon, newton_schulz
+from solutions.modern import Muon, newton_schulz, parameter_groups
 from solutions.quantization import Int8Linear, dequantize_int8, linear, quantize_int8
 from solutions.rope import RotaryPositionalEmbedding, rope_angles, rotate_pairs
 from solutions.swiglu import swiglu
 from solutions.tests.test_release import student_env
-from solutions.training import AdamW, clip_grad_norm, train
+from solutions.training import AdamW, clip_grad_norm, lr_cosine_schedule, train
 
 ROOT = tasks.ROOT
 # The reference's functions, kept: slips below replace them and call the originals.
@@ -41,6 +41,7 @@ _CLIP_GRAD_NORM, _QUANTIZE_INT8, _LAYER_NORM = clip_grad_norm, quantize_int8, la
 _CLASSIC_BLOCK_FORWARD, _MUON_STEP = ClassicBlock.forward, Muon.step
 _SWIGLU, _TRAIN = swiglu, train
 _ATTENTION_INPUTS, _DROPOUT = attention_inputs, dropout
+_PARAMETER_GROUPS, _MHSA_FORWARD, _COSINE = parameter_groups, MultiHeadSelfAttention.forward, lr_cosine_schedule
 
 
 # ---------------------------------------------------------------- the registry's `uses` edges
@@ -956,6 +957,56 @@ def _distill_without_the_max(student_logits, teacher_logits, targets, temperatur
     return alpha * temperature**2 * kl + (1 - alpha) * cross_entropy(student_logits, targets)
 
 
+# Set 8's classes (held out, measured at 8797ef5), one slip each.
+def _linear_squeezed(x, weight):
+    return (x @ weight.T).squeeze(-1)  # d_out = 1 loses its dim
+
+
+def _rms_norm_module_in_gain_dtype(self, x):
+    from solutions.rmsnorm import rms_norm
+
+    return rms_norm(x, self.weight, self.eps).to(self.weight.dtype)
+
+
+def _silu_one_minus(x):
+    return x * (1 - torch.sigmoid(-x))  # cancels to 0 for x ≪ 0
+
+
+def _quantize_exact_type(model, per_channel=True):
+    from solutions.linear import Linear as CourseLinear
+
+    for name, child in list(model.named_children()):
+        if type(child) is CourseLinear:  # a subclass is a Linear too
+            model.add_module(name, Int8Linear.from_linear(child, per_channel))
+        else:
+            _quantize_exact_type(child, per_channel)
+    return model
+
+
+def _groups_skip_frozen(model, muon=True):
+    return {k: [p for p in v if p.requires_grad] for k, v in _PARAMETER_GROUPS(model, muon).items()}
+
+
+def _relu2_in_place(self, x):
+    h = torch.relu_(self.w1(x))
+    return self.w2(h.square_())  # overwrites what relu's backward needs
+
+
+def _dropout_multiplies(x, p, training, generator=None):
+    if not training or p == 0:
+        return x
+    keep = torch.rand(x.shape, generator=generator, device=x.device) >= p
+    return x * keep / (1 - p)  # −inf · 0 is NaN
+
+
+def _mhsa_adds_residual(self, x, token_positions=None, kv_cache=None):
+    return x + _MHSA_FORWARD(self, x, token_positions, kv_cache)
+
+
+def _cosine_as_tensor(it, max_lr, min_lr, warmup_iters, cosine_cycle_iters):
+    return torch.tensor(_COSINE(it, max_lr, min_lr, warmup_iters, cosine_cycle_iters))
+
+
 SLIPS = [
     ("5.1", "solutions.rope", "rope_angles", _angles_theta_typo, "pair i turns by p · θ^(−2i/d_k) at position p"),
     ("10.2", "solutions.training", "clip_grad_norm", _clip_returns_squared_norm, "squares of the expected ones"),
@@ -1096,14 +1147,23 @@ SLIPS = [
      "in bfloat16 with float32 weights: expected a bfloat16 tensor (x's dtype), got float32"),
     ("9.1", "solutions.data", "get_batch", _get_batch_sorted_starts, "in the order drawn"),
     ("10.2", "solutions.training", "clip_grad_norm", _clip_float_copies, "the gradients themselves were not scaled"),
-    ("12.3", "solutions.quantization", "quantize_model", _quantize_by_class_name,
-     "another library's module named Linear among them"),
+    ("12.3", "solutions.quantization", "quantize_model", _quantize_by_class_name, "among them"),
     ("14.1", "solutions.modern", "newton_schulz", _ns_in_the_inputs_dtype, "the bfloat16 output and the float32 one"),
     ("15.1", "solutions.inside", "attention_inputs", _inputs_squeezed, "on ids (1, 8), a batch of one"),
     ("16.1", "solutions.datalimit", "dropout", _dropout_seeded_without_a_generator, "two calls in a row dropped"),
     ("6.2", "solutions.attention", "scaled_dot_product_attention", _sdpa_scales_the_output,
      "is scaled after the softmax"),
     ("16.2", "solutions.datalimit", "distillation_loss", _distill_without_the_max, "with +1000 added to every"),
+    ("1.1", "solutions.linear", "linear", _linear_squeezed, "W (1, 6) give y of shape"),
+    ("3.2", "solutions.rmsnorm", "RMSNorm.forward", _rms_norm_module_in_gain_dtype, "expected x's dtype"),
+    ("4.1", "solutions.swiglu", "silu", _silu_one_minus, "1 − σ(−x) cancels to 0"),
+    ("12.3", "solutions.quantization", "quantize_model", _quantize_exact_type, "a subclass of your Linear among"),
+    ("14.3", "solutions.modern", "parameter_groups", _groups_skip_frozen, "in no list"),
+    ("14.6", "solutions.modern", "ReLUSquaredFFN.forward", _relu2_in_place, "a backward pass through"),
+    ("16.1", "solutions.datalimit", "dropout", _dropout_multiplies, "are NaN: a dropped entry is 0"),
+    ("6.3", "solutions.attention", "MultiHeadSelfAttention.forward", _mhsa_adds_residual,
+     "with output_proj at zero"),
+    ("10.3", "solutions.training", "lr_cosine_schedule", _cosine_as_tensor, "expected a Python float"),
 ]
 
 

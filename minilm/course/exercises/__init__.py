@@ -120,9 +120,13 @@ def off_points(f: Callable[[float], float], want: dict, setting: str, at: str) -
     got = {}
     for x in want:
         try:
-            got[x] = float(f(x))
+            value = f(x)
         except Exception as e:  # noqa: BLE001 - raising at a boundary (warmup 0: 0 / 0) is missing its value
             return f"with {setting}, {at} {x:g}: your code raised {one_line(e)}"
+        if not isinstance(value, (int, float)):  # a 0-dim tensor would become group["lr"] and Step.lr
+            return (f"with {setting}, {at} {x:g}: it returned a {type(value).__name__}, expected a Python float "
+                    "(math.cos, not torch.cos)")
+        got[x] = float(value)
     wrong = [f"{at} {x:g}: {got[x]:.6g}, expected {v:g}" for x, v in want.items() if abs(got[x] - v) > 1e-9]
     return f"with {setting}, " + "; ".join(wrong[:3]) if wrong else None
 
@@ -211,11 +215,17 @@ def optimizer_edges(make: Callable[[object, list], torch.optim.Optimizer], what:
     - a parameter whose .grad is None (frozen, or out of the loss's reach) is skipped and left as it is;
     - step(closure) calls the closure with gradients on, so the closure may run backward, and returns its loss."""
     def skips(m):
-        a, b = nn.Parameter(torch.ones(3, 2)), nn.Parameter(torch.ones(3, 2))
-        opt = make(m, [a, b])
+        a, b, c = nn.Parameter(torch.ones(3, 2)), nn.Parameter(torch.ones(3, 2)), nn.Parameter(torch.ones(3, 2))
+        opt = make(m, [a, b, c])
         a.grad = torch.tensor([[1.0, -2.0], [0.5, 3.0], [-1.0, 2.0]])
-        return at_edge(f"{what} over two (3, 2) weights of ones, the second's .grad None: the second after a step "
-                       "and ones", lambda: (opt.step(), b.detach().clone())[1], torch.ones(3, 2))
+        c.grad = a.grad.clone()
+        found = at_edge(f"{what} over three (3, 2) weights of ones, the second's .grad None: the second after a step "
+                        "and ones", lambda: (opt.step(), b.detach().clone())[1], torch.ones(3, 2))
+        if found:
+            return found
+        return None if not torch.equal(c.detach(), torch.ones(3, 2)) else (
+            f"{what} over three (3, 2) weights of ones, the second's .grad None: the third, which has a gradient, "
+            "did not move (the loop stopped at the parameter without one)")
 
     def closure(m):
         w = nn.Parameter(torch.ones(3, 2))
@@ -242,8 +252,8 @@ def optimizer_edges(make: Callable[[object, list], torch.optim.Optimizer], what:
                      example="a, b = torch.nn.Parameter(torch.ones(3, 2)), torch.nn.Parameter(torch.ones(3, 2))\n"
                              f"opt = minilm.{what}([a, b])\na.grad = torch.randn(3, 2)\nopt.step()\n"
                              "print(b)  # still ones",
-                     idea="skip every parameter whose .grad is None (continue) before touching its state or its "
-                          "weight: a frozen weight, or one the loss did not reach, has no gradient"),
+                     idea="skip every parameter whose .grad is None (continue, not break: the ones after it still "
+                          "step) before touching its state or its weight: a frozen weight has no gradient"),
             Property(f"{what}.step(closure) runs the closure with gradients on and returns its loss", closure,
                      example=f"w = torch.nn.Parameter(torch.ones(3, 2))\nopt = minilm.{what}([w])\n"
                              "def closure():\n    opt.zero_grad()\n    loss = w.sum()\n    loss.backward()\n"
@@ -559,7 +569,8 @@ def registered_property(what: str, probe: Callable[[object], str | None]) -> Pro
 
 def module_contract(make: Callable[..., nn.Module], inputs: Callable[[nn.Module], tuple], what: str,
                     calls_linears: bool = False, meta: bool = True,
-                    variants: dict[str, Callable[..., nn.Module]] | None = None) -> tuple[Property, ...]:
+                    variants: dict[str, Callable[..., nn.Module]] | None = None,
+                    x_dtype: bool = False) -> tuple[Property, ...]:
     """The properties every module task shares, about how it is built: make(m, **kw) builds a fresh module of
     the task (kw: dtype, device, passed on as the constructor's own), inputs(module) gives forward's arguments.
 
@@ -597,6 +608,15 @@ def module_contract(make: Callable[..., nn.Module], inputs: Callable[[nn.Module]
                     return f"{label} built with dtype=torch.{dname}, on {dname} inputs: your code raised {one_line(e)}"
                 if type(out) is torch.Tensor and out.dtype != dtype:
                     return f"{label} built with dtype=torch.{dname} returns {str(out.dtype)[6:]} on {dname} inputs"
+        if x_dtype:  # a norm returns x's dtype, whatever its own (a float32 gain under bfloat16 activations)
+            for built, given in ((torch.float32, torch.bfloat16), (torch.bfloat16, torch.float32)):
+                module = make(m, dtype=built)
+                args = [a.to(given) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                        for a in inputs(module)]
+                out = module(*args)
+                if type(out) is torch.Tensor and out.dtype != given:
+                    return (f"{what} built with dtype=torch.{str(built)[6:]} returns {str(out.dtype)[6:]} on a "
+                            f"{str(given)[6:]} x, expected x's dtype")
         if meta:
             elsewhere = [(n, p.device.type) for n, p in make(m, device="meta").named_parameters()
                          if p.device.type != "meta"]
@@ -673,20 +693,22 @@ def module_contract(make: Callable[..., nn.Module], inputs: Callable[[nn.Module]
     return props
 
 
-def ffn_adds_no_residual(make: Callable[[object], nn.Module], what: str) -> Property:
-    """The property that a feed-forward module (make(m) → a fresh one, with a w2) is w2(…) alone: with w2 at
-    zero its output is 0, since the residual x + ffn(…) belongs to the block."""
+def sublayer_adds_no_residual(make: Callable[[object], nn.Module], what: str, last: str = "w2") -> Property:
+    """The property that a sublayer (make(m) → a fresh one; an FFN ending in w2, attention in output_proj) is
+    last(…) alone: with that projection at zero its output is 0, since the residual x + sublayer(…) belongs to
+    the block."""
     def probe(m):
-        ffn = make(m)
+        layer = make(m)
         with torch.no_grad():
-            ffn.w2.weight.zero_()
-            x = randn(186, 2, 3, ffn.w2.weight.shape[0])
-            d = differs(ffn(x), torch.zeros_like(x))
-        return d and f"{what} with w2 at zero, on x (2, 3, {x.shape[-1]}), the output and 0: {d}"
-    return Property(f"{what} ends in w2: with w2 at zero the output is 0 (the block adds the residual, not the FFN)",
-                    probe, example=f"# build {what} as `ffn`, then\nffn.w2.weight.data.zero_()\n"
-                                   "print(ffn(torch.randn(2, 3, ffn.w2.weight.shape[0])))  # zeros",
-                    idea="return w2 of the activated inner layer and nothing else: x + … is the block's residual, "
+            getattr(layer, last).weight.zero_()
+            x = randn(186, 2, 3, getattr(layer, last).weight.shape[0])
+            d = differs(layer(x), torch.zeros_like(x))
+        return d and f"{what} with {last} at zero, on x (2, 3, {x.shape[-1]}), the output and 0: {d}"
+    return Property(f"{what} ends in {last}: with {last} at zero the output is 0 (the block adds the residual, not "
+                    "the sublayer)", probe,
+                    example=f"# build {what} as `layer`, then\nlayer.{last}.weight.data.zero_()\n"
+                            f"print(layer(torch.randn(2, 3, layer.{last}.weight.shape[0])))  # zeros",
+                    idea=f"return {last} of what comes before it and nothing else: x + … is the block's residual, "
                          "added once there")
 
 

@@ -12,7 +12,6 @@ from minilm.course.exercises import (
     at_edge,
     differs,
     each_row_alone,
-    ffn_adds_no_residual,
     first,
     gradient_follows,
     init_problem,
@@ -27,6 +26,7 @@ from minilm.course.exercises import (
     shown,
     spec,
     state_keys,
+    sublayer_adds_no_residual,
     weights,
 )
 
@@ -46,12 +46,12 @@ def _linear_noncontiguous(m):
 
 
 def _linear_leading_ones(m):
-    for shape in ((1, 3, 6), (1, 6), (2, 1, 6)):
-        y = m.linear(randn(113, *shape), randn(114, 4, 6))
+    for shape, d_out in (((1, 3, 6), 4), ((1, 6), 4), ((2, 1, 6), 4), ((2, 3, 6), 1)):
+        y = m.linear(randn(113, *shape), randn(114, d_out, 6))
         got = tuple(y.shape) if isinstance(y, torch.Tensor) else None
-        if got != (*shape[:-1], 4):
+        if got != (*shape[:-1], d_out):
             got = shown(list(got) if got else got)
-            return f"x {shape} and W (4, 6) give y of shape {got}, expected {(*shape[:-1], 4)}"
+            return f"x {shape} and W ({d_out}, 6) give y of shape {got}, expected {(*shape[:-1], d_out)}"
     return None
 
 
@@ -83,7 +83,8 @@ LINEAR_PROPERTIES = (
                      "print(minilm.linear(x, w) - minilm.linear(x.contiguous(), w))",
              idea="x.view needs x's memory in order, which a transposed view is not: reshape copies when it must, "
                   "and x @ W.T needs no reshaping at all (matmul broadcasts over the leading dims)"),
-    Property("y keeps x's leading dims, sizes of 1 included: x (1, 3, 6) gives y (1, 3, d_out)", _linear_leading_ones,
+    Property("y keeps x's leading dims, sizes of 1 included, and ends in d_out, 1 included: x (1, 3, 6) gives y (1, 3, "
+             "d_out)", _linear_leading_ones,
              example="print(minilm.linear(torch.randn(1, 3, 6), torch.randn(4, 6)).shape)  # (1, 3, 4)",
              idea="x @ W.T keeps every leading dim; squeeze() or view with sizes worked out by hand drops those of "
                   "size 1"),
@@ -453,7 +454,7 @@ spec("3.2", properties=(learns(lambda m: (m.RMSNorm(8), (randn(116, 3, 8),)), "R
                                          "print(minilm.RMSNorm(8)(x) - minilm.RMSNorm(8, eps=1e-5)(x))  # zeros",
                                  idea="keep the signature's default, eps: float = 1e-5, and use self.eps in forward"),
                         *module_contract(lambda m, **kw: m.RMSNorm(32, **kw), lambda _: (randn(120, 2, 3, 32),),
-                                         "RMSNorm(32)")),
+                                         "RMSNorm(32)", x_dtype=True)),
      collect=_RMSNorm_collect, invariant=_RMSNorm_invariant,
      cases=lambda: [dict(d=24, w=randn(12, 24), x=randn(13, 2, 3, 24), what="RMSNorm(24) and x (2, 3, 24)"),
                     dict(d=24, eps=1e-2, w=torch.ones(24), x=randn(14, 2, 24, scale=1e-3),
@@ -478,7 +479,14 @@ def _silu_far_out(m):
     if not torch.isfinite(y).all():
         return f"silu([-1e4, -100, 100, 1e4]) = {[float(v) for v in y]}: e^x overflows float32 past x ≈ 88"
     d = differs(y, torch.tensor([0.0, 0.0, 100.0, 1e4]), atol=1e-3)
-    return d and f"far from 0, silu(x) and (x > 0) · x: {d}"
+    if d:
+        return f"far from 0, silu(x) and (x > 0) · x: {d}"
+    small = m.silu(torch.tensor([-20.0, -15.0]))  # x·σ(x) = x·e^x / (1 + e^x): tiny, but not 0
+    want = torch.tensor([-20.0, -15.0]).double() * torch.sigmoid(torch.tensor([-20.0, -15.0]).double())
+    rel = ((small.double() - want) / want).abs().max().item() if isinstance(small, torch.Tensor) else float("inf")
+    return None if rel < 1e-3 else (f"silu(−20) and silu(−15) are {[float(v) for v in small]}, expected "
+                                    f"{[float(v) for v in want]} (off by {rel:.0%}): σ(x) for x ≪ 0 is e^x / (1 + e^x),"
+                                    " and 1 − σ(−x) cancels to 0")
 
 
 def _silu_at_one(m):
@@ -625,7 +633,7 @@ def _SwiGLU_is_swiglu(m):
 
 
 spec("4.3", properties=(learns(lambda m: (m.SwiGLU(8, 12), (randn(117, 3, 8),)), "SwiGLU(8, 12)"),
-                        ffn_adds_no_residual(lambda m: m.SwiGLU(8, 12), "SwiGLU(8, 12)"),
+                        sublayer_adds_no_residual(lambda m: m.SwiGLU(8, 12), "SwiGLU(8, 12)"),
                         Property("SwiGLU's forward is w2(SiLU(w1(x)) ⊙ w3(x)) of its own submodules",
                                  _SwiGLU_is_swiglu,
                                  example="ffn, x = minilm.SwiGLU(8, 12), torch.randn(3, 8)\nh = ffn.w1(x)\n"

@@ -16,7 +16,6 @@ from minilm.course.exercises import (
     count,
     differs,
     each_row_alone,
-    ffn_adds_no_residual,
     first,
     gen,
     gradient_follows,
@@ -28,8 +27,10 @@ from minilm.course.exercises import (
     shown,
     spec,
     state_keys,
+    sublayer_adds_no_residual,
     weights,
 )
+from minilm.course.exercises.rope_attention import rope_built_as
 
 # ClassicConfig's defaults: the course's model.
 DEFAULTS = dict(norm_position="pre", norm="rmsnorm", ffn="swiglu", positions="rope", tied_head=False, d_ff=None,
@@ -265,6 +266,8 @@ LAYER_NORM_PROPERTIES = (
              idea="(x − mean) / sqrt(var + eps) · self.weight + self.bias: the gain multiplies, the bias is added"),
     Property("a float16 x gives its float32 result rounded to float16, also near 300", _layer_norm_float16,
              idea="compute in float32 (x.float()) and return the input's dtype"),
+    *module_contract(lambda m, **kw: m.LayerNorm(32, **kw), lambda _: (randn(121, 2, 3, 32),), "LayerNorm(32)",
+                     x_dtype=True),
 )
 
 spec("13.1",
@@ -444,7 +447,7 @@ spec("13.4", properties=(
          Property("GeluFFN(d_model, d_ff) uses the d_ff it is given, any d_ff", _gelu_ffn_any_width,
                   example="print({k: v.shape for k, v in minilm.GeluFFN(8, 20).state_dict().items()})",
                   idea="size the inner layer by the d_ff argument, not by a fixed 4 · d_model"),
-         ffn_adds_no_residual(lambda m: m.GeluFFN(8, 20), "GeluFFN(8, 20)"),
+         sublayer_adds_no_residual(lambda m: m.GeluFFN(8, 20), "GeluFFN(8, 20)"),
          Property("GeluFFN's forward is w2(GELU(w1(x))) of its own submodules, the exact GELU once between them",
                   _gelu_ffn_is_composition,
                   example="ffn, x = minilm.GeluFFN(8, 20), torch.randn(3, 8)\nh = ffn.w1(x)\n"
@@ -528,7 +531,25 @@ def _block_no_rope(m):
     return None
 
 
+def _block_rope_built(m):
+    cfg = m.ClassicConfig(**BASE | dict(rope_theta=500.0))
+    block = m.ClassicBlock(cfg)
+    d_k = cfg.d_model // cfg.num_heads
+    wrong = rope_built_as(getattr(block.attn, "rope", None), m, 500.0, d_k, cfg.context_length,
+                          "ClassicBlock(positions='rope', rope_theta=500).attn")
+    if wrong:
+        return wrong
+    plain = getattr(m.ClassicBlock(m.ClassicConfig(**BASE | dict(positions="learned"))).attn, "rope", "none")
+    return None if plain is None else "ClassicBlock(positions='learned').attn has a rope that is not None"
+
+
 CLASSIC_BLOCK_PROPERTIES = (
+    Property("with positions='rope' the attention is built with RoPE(rope_theta, d_k, context_length), and "
+             "without it for the other positions", _block_rope_built,
+             example="cfg = minilm.ClassicConfig(97, 32, 32, 2, 4, rope_theta=500.0)\n"
+                     "print(minilm.ClassicBlock(cfg).attn.rope)  # a RotaryPositionalEmbedding",
+             idea="pass the RoPE arguments on one by one (MultiHeadSelfAttention(d, heads, *rope) with rope = "
+                  "(context_length, rope_theta)): without the *, the tuple lands in max_seq_len and theta stays None"),
     Property("each sublayer reads what its norm position says: pre-norm x + attn(ln1(x), token_positions); "
              "post-norm ln1(x + attn(x, token_positions)), attention reading the stream itself", _block_sublayers,
              example="cfg = minilm.ClassicConfig(97, 32, 32, 2, 4, norm_position='post', norm='layernorm')\n"

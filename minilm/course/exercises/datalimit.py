@@ -74,6 +74,14 @@ def _dropout_zeros(m):
     return None
 
 
+def _dropout_inf_dropped(m):
+    x = torch.full((400,), float("-inf"))  # a masked logit: dropped, it is 0, not NaN
+    y = m.dropout(x, 0.5, True, generator=gen(9))
+    bad = int(torch.isnan(y).sum()) if isinstance(y, torch.Tensor) else -1
+    return None if bad == 0 else (f"on 400 entries of −inf with p 0.5, {bad} of the output's entries are NaN: a "
+                                  "dropped entry is 0 whatever it held (−inf · 0 is NaN)")
+
+
 def _dropout_kept(m):
     x = randn(165, 40, 50) + 5  # no zero among the inputs
     y = m.dropout(x.clone(), 0.25, True, generator=gen(3))
@@ -172,6 +180,10 @@ spec("16.1", collect=_dropout_collect, cases=_dropout_cases, invariant=_dropout_
                           "print((y == 0).float().mean())  # ≈ 0.1",
                   idea="p is the probability of dropping an entry, not of keeping it: keep where the uniform number "
                        "is at least p"),
+         Property("a dropped entry is exactly 0, even where x is −inf or inf", _dropout_inf_dropped,
+                  example="print(minilm.dropout(torch.full((8,), float('-inf')), 0.5, True))  # −inf or 0, no NaN",
+                  idea="choose between x / (1 − p) and 0 (torch.where(keep, x / (1 − p), 0)) rather than multiplying "
+                       "x by the mask: inf · 0 is NaN"),
          Property("every entry kept is exactly x / (1 − p)", _dropout_kept,
                   example="x = torch.randn(4) + 5\nprint(minilm.dropout(x, 0.25, True), x / 0.75)",
                   idea="divide the kept entries by 1 − p (inverted dropout); multiplying by 1 − p is the "

@@ -611,6 +611,17 @@ def _kv_returns_what_it_was_given(m):
     return None
 
 
+def _kv_keeps_dtype(m):
+    for dtype in (torch.bfloat16, torch.float64):
+        cache = m.KVCache()
+        for k, v in _kv_updates(2):
+            got = cache.update(k.to(dtype), v.to(dtype))
+        kinds = [str(t.dtype)[6:] if type(t) is torch.Tensor else type(t).__name__ for t in got]
+        if kinds != [str(dtype)[6:]] * 2:
+            return f"after two updates with {str(dtype)[6:]} keys and values, update returned {kinds}"
+    return None
+
+
 def _kv_caches_apart(m):
     (k1, v1), (k2, v2), (k3, v3), (k4, v4) = _kv_updates(4)
     a, b = m.KVCache(), m.KVCache()
@@ -672,6 +683,12 @@ KV_PROPERTIES = (
                      "print((k - torch.cat((k1, k2), -2)).abs().max(), (v - torch.cat((v1, v2), -2)).abs().max())",
              idea="keep the keys and the values in two buffers of their own, append each update's k to the keys "
                   "and its v to the values along the sequence dim (-2), and return both"),
+    Property("the keys and values it returns have the dtype they were given in (a bfloat16 model's cache holds "
+             "bfloat16)", _kv_keeps_dtype,
+             example="cache = minilm.KVCache()\nk = torch.randn(1, 2, 3, 4, dtype=torch.bfloat16)\n"
+                     "print(cache.update(k, k)[0].dtype)  # bfloat16",
+             idea="allocate the buffers from the first keys and values (torch.empty(..., dtype=k.dtype, "
+                  "device=k.device), or k.new_empty): torch.empty alone takes float32 on the CPU"),
     Property("two caches keep their own keys and values (one per layer)", _kv_caches_apart,
              example="a, b = minilm.KVCache(), minilm.KVCache()\n"
                      "a.update(torch.ones(1, 1, 2, 4), torch.ones(1, 1, 2, 4))\nprint(len(b))  # 0",

@@ -352,6 +352,16 @@ def _induction_head(m):
             return (f"a head ({seq}, {seq}) whose queries t = {period} … {seq - 1} attend only to key t − {period} + 1 "
                     f"(the token after the earlier copy) scores {ind:.4g} as induction head with period {period}, "
                     "expected 1")
+    for seq, period in ((8, 4), (9, 3)):  # only the first query counted, t = period, attends there
+        p = torch.eye(seq)
+        p[period] = 0.0
+        p[period, 1] = 1.0
+        ind, want = float(m.induction_score(p, period)), 1 / (seq - period)
+        if abs(ind - want) > 1e-6:
+            return (f"a head ({seq}, {seq}) whose query t = {period} alone attends to key 1 (the token after the "
+                    f"earlier copy) scores {ind:.4g} as induction head with period {period}, expected "
+                    f"1 / {seq - period} = {want:.4g}: the mean runs over the {seq - period} queries t = {period} … "
+                    f"{seq - 1}")
     return None
 
 
@@ -382,7 +392,8 @@ SCORE_PROPERTIES = (
              example="p = torch.eye(8)\nprint(minilm.previous_token_score(p), minilm.induction_score(p, 4))  # 0 and 0",
              idea="average pattern[..., t, t − 1] over the queries t = 1 … seq − 1 only: query 0 has no previous "
                   "token, so its row adds nothing, neither to the sum nor to the count"),
-    Property("a head that attends only to the token after the earlier copy scores 1 as induction head",
+    Property("a head that attends only to the token after the earlier copy scores 1 as induction head, the mean over "
+             "queries t = period … seq − 1",
              _induction_head,
              example="p = torch.eye(8); t = torch.arange(4, 8)\np[t] = 0; p[t, t - 3] = 1  # period 4\n"
                      "print(minilm.induction_score(p, 4))  # 1",

@@ -13,12 +13,12 @@ from minilm.course.exercises import (
     differs,
     dtype_shown,
     each_row_alone,
-    ffn_adds_no_residual,
     first,
     gradient_follows,
     keeps_dtype,
     keeps_inputs,
     keys_problem,
+    learns,
     module_contract,
     off_points,
     optimizer_edges,
@@ -27,6 +27,7 @@ from minilm.course.exercises import (
     shown,
     spec,
     state_keys,
+    sublayer_adds_no_residual,
     weights,
 )
 
@@ -419,6 +420,7 @@ def _groups_each_once(m):
     model = _tiny_lm(m, tied=True)
     model.out_proj = m.Linear(6, 6)
     model.out_proj.weight = model.layers[0].q_proj.weight  # one matrix shared by two Linears
+    model.layers[0].w1.weight.requires_grad_(False)  # frozen for now: still the model's, listed once
     want = sorted(n for n, _ in model.named_parameters())
     for muon in (True, False):
         got = _grouped(m, model, muon)
@@ -431,8 +433,8 @@ def _groups_each_once(m):
             parts = [f"{', '.join(twice)} listed more than once"] if twice else []
             parts += [f"{', '.join(missing)} in no list"] if missing else []
             parts += [f"{listed.count('?')} entries that are not the model's parameters"] if "?" in listed else []
-            return (f"parameter_groups(model, muon={muon}) on a model with a tied head and a matrix two Linears "
-                    f"share ({len(want)} parameters): " + "; ".join(parts))
+            return (f"parameter_groups(model, muon={muon}) on a model with a tied head, a matrix two Linears "
+                    f"share and a frozen one ({len(want)} parameters): " + "; ".join(parts))
     return None
 
 
@@ -506,7 +508,8 @@ GROUPS_PROPERTIES = (
                      "  # muon 0, decay 1, no_decay 0",
              idea="start from {'muon': [], 'decay': [], 'no_decay': []} and append each parameter itself (not its "
                   "name) to one of them"),
-    Property("every parameter is listed exactly once: a matrix two modules share (a tied head) once", _groups_each_once,
+    Property("every parameter is listed exactly once: a matrix two modules share (a tied head) once, a frozen one "
+             "(requires_grad False) too", _groups_each_once,
              example="model = minilm.TransformerLM(97, 32, 32, 2, 4, 48, 10000.0)\n"
                      "model.lm_head.weight = model.token_embeddings.weight\ngroups = minilm.parameter_groups(model)\n"
                      "print(sum(map(len, groups.values())), len(list(model.parameters())))  # equal",
@@ -716,11 +719,12 @@ def _relu2_is_composition(m):
 
 
 RELU2_PROPERTIES = (
+    learns(lambda m: (m.ReLUSquaredFFN(8, 24), (randn(118, 3, 8),)), "ReLUSquaredFFN(8, 24)"),
     Property("a negative pre-activation contributes nothing: ReLU(·)² is 0 below 0", _relu2_negative,
              example="ffn = minilm.ReLUSquaredFFN(8, 24)\nffn.w1.weight.data = -ffn.w1.weight.data.abs()\n"
                      "print(ffn(torch.rand(2, 8) + 0.1))  # zeros",
              idea="clamp the pre-activations at 0 from below (torch.relu, or clamp(min=0)), then square"),
-    ffn_adds_no_residual(lambda m: m.ReLUSquaredFFN(8, 24), "ReLUSquaredFFN(8, 24)"),
+    sublayer_adds_no_residual(lambda m: m.ReLUSquaredFFN(8, 24), "ReLUSquaredFFN(8, 24)"),
     Property("ReLUSquaredFFN's forward is w2(ReLU(w1(x))²) of its own submodules, nothing scaled or added after",
              _relu2_is_composition,
              example="ffn, x = minilm.ReLUSquaredFFN(8, 24), torch.randn(3, 8)\n"

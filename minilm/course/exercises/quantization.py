@@ -338,11 +338,12 @@ def _int8_round_trip(m):
     for per_channel in (True, False):
         layer = m.Int8Linear.from_linear(_Weight(randn(116, 4, 6)), per_channel=per_channel)
         fresh = m.Int8Linear(6, 4, per_channel=per_channel)
+        fresh(x)  # used before it is loaded, as a model is between two checkpoints
         fresh.load_state_dict(layer.state_dict())
         d = differs(fresh(x), layer(x))
         if d:
-            return (f"per_channel={per_channel}: a fresh Int8Linear(6, 4) after load_state_dict(from_linear(a (4, 6) "
-                    f"weight).state_dict()) and that Int8Linear, on x (2, 6): {d}")
+            return (f"per_channel={per_channel}: an Int8Linear(6, 4) that ran forward once, then load_state_dict("
+                    f"from_linear(a (4, 6) weight).state_dict()), and that Int8Linear, on x (2, 6): {d}")
     return None
 
 
@@ -371,12 +372,14 @@ INT8_LINEAR_PROPERTIES = (
                      "print(layer(2 * a - 3 * b) - (2 * layer(a) - 3 * layer(b)))  # zeros",
              idea="only the weight is quantized: multiply x as it is (no rounding, no bias, no reshape to 2-D that "
                   "mixes rows) by the dequantized weight cast to x.dtype"),
-    Property("a fresh Int8Linear after load_state_dict gives the same outputs as the one it was saved from",
+    Property("an Int8Linear after load_state_dict gives the same outputs as the one it was saved from, whatever it "
+             "computed before",
              _int8_round_trip,
              example="new = minilm.Int8Linear(6, 4)\nnew.load_state_dict(layer.state_dict())\n"
                      "print(new(x) - layer(x))  # zeros",
-             idea="forward must read weight_int8 and scale, the buffers load_state_dict fills; a dequantized copy "
-                  "made in __init__ or from_linear is not in the state_dict and goes stale"),
+             idea="forward must read weight_int8 and scale, the buffers load_state_dict fills, at every call; a "
+                  "dequantized copy made in __init__, from_linear or a first forward is not in the state_dict and "
+                  "goes stale"),
 )
 
 
@@ -481,8 +484,9 @@ class Linear(nn.Module):
 
 def _nest(m) -> tuple[nn.Module, dict[str, torch.Tensor]]:
     """A model that is no TransformerLM: your Linears at the top, in a ModuleList, a Sequential inside it and a
-    ModuleDict in a plain module, beside torch's Embedding and LayerNorm, another library's Linear (with a
-    bias: Int8Linear has none) and a parameter of its own; and your Linears' weights by name."""
+    ModuleDict in a plain module, and a subclass of yours, beside torch's Embedding and LayerNorm, another
+    library's Linear (with a bias: Int8Linear has none) and a parameter of its own; and your Linears' weights
+    by name."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         model = nn.Module()
@@ -494,7 +498,8 @@ def _nest(m) -> tuple[nn.Module, dict[str, torch.Tensor]]:
         model.gain = nn.Parameter(torch.linspace(0.5, 1.5, 4))
         model.head = m.Linear(5, 3)
         model.adapter = Linear(4, 4)
-    names = ("blocks.0", "blocks.1.0", "inner.parts.proj", "head")
+        model.frozen = type("FrozenLinear", (m.Linear,), {})(4, 4)  # a subclass of yours is a Linear too
+    names = ("blocks.0", "blocks.1.0", "inner.parts.proj", "head", "frozen")
     with torch.no_grad():
         for i, name in enumerate(names):
             w = model.get_submodule(name).weight
@@ -510,18 +515,20 @@ def _quantize_model_nested(m):
         return "quantize_model on a nested model returned another object, expected the model itself (in place)"
     left = [n for n, mod in model.named_modules() if isinstance(mod, m.Linear)]
     if left:
+        sub = " (a subclass of your Linear among them)" if "frozen" in left else ""
         return (f"on a model with Linears in a ModuleList, a Sequential inside it, a ModuleDict and at the top, "
-                f"{len(left)} of 4 stay float Linears")
+                f"{len(left)} of {len(linears)} stay float Linears{sub}")
     swapped = [n for n in linears if not isinstance(model.get_submodule(n), m.Int8Linear)]
     if swapped:
-        return f"on a nested model, {len(swapped)} of its 4 Linears' places hold no Int8Linear"
+        return f"on a nested model, {len(swapped)} of its {len(linears)} Linears' places hold no Int8Linear"
     extra = sum(isinstance(mod, m.Int8Linear) for mod in model.modules()) - len(linears)
     if extra:
         swapped_other = isinstance(model.get_submodule("adapter"), m.Int8Linear)
         torch_linear = " (another library's module named Linear among them: only your Linear is quantized)" \
             if swapped_other else ""
-        return (f"on a nested model with 4 of your Linears, {extra} other {'module' if extra == 1 else 'modules'} "
-                f"(torch's Embedding and LayerNorm, another Linear, a container) became Int8Linear too{torch_linear}")
+        modules = "module" if extra == 1 else "modules"
+        return (f"on a nested model with {len(linears)} of your Linears, {extra} other {modules} (torch's "
+                f"Embedding and LayerNorm, another Linear, a container) became Int8Linear too{torch_linear}")
     state = model.state_dict()
     changed = [k for k, v in kept.items() if k not in state or not torch.equal(state[k], v)]
     return changed and (f"on a nested model, quantize_model changed {len(changed)} of the {len(kept)} weights that "

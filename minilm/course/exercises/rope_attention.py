@@ -25,6 +25,7 @@ from minilm.course.exercises import (
     shown,
     spec,
     state_keys,
+    sublayer_adds_no_residual,
     unregistered_tensors,
     weights,
 )
@@ -355,9 +356,10 @@ spec("6.1",
                                               "argument"
                   for d in (-1, 0, 1)},
                "softmax_unstable": "exp overflows for large inputs: subtract the max along dim before exp",
-               "softmax_global_max": "you subtracted the max of the whole tensor, not each slice's max along dim: in a "
-                                     "row far below the tensor's max every exp underflows to 0, and 0 / 0 = NaN. "
-                                     "Subtract x.amax(dim=dim, keepdim=True)"},
+               # outputs a max of the whole tensor gives, and also a max subtracted only when it is positive
+               "softmax_global_max": "a row far below the shift you subtracted (the whole tensor's max, or none for "
+                                     "a row below 0) has every exp underflow to 0, and 0 / 0 = NaN. Subtract each "
+                                     "slice's own max along dim, always: x.amax(dim=dim, keepdim=True)"},
      passed="matches F.softmax on every dim, stable at ±1e4")
 
 
@@ -645,7 +647,9 @@ def _mhsa_one_head(m):
                        "causal) v) of its own projections", lambda: layer(x), want)
 
 
-MHSA_PROPERTIES = (Property("self.rope is RotaryPositionalEmbedding(theta, d_k, max_seq_len), and None without theta",
+MHSA_PROPERTIES = (sublayer_adds_no_residual(lambda m: m.MultiHeadSelfAttention(32, 4), "MultiHeadSelfAttention(32, 4)",
+                                        last="output_proj"),
+                   Property("self.rope is RotaryPositionalEmbedding(theta, d_k, max_seq_len), and None without theta",
                             _mhsa_rope_built,
                             example="attn = minilm.MultiHeadSelfAttention(32, 4, 16, 500.0)\n"
                                     "x, p = torch.randn(2, 8), torch.tensor([1, 15])\n"

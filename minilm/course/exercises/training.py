@@ -1411,13 +1411,15 @@ def _one_gradient_per_step(m):
 
 
 def _lr_per_group(m):
-    r = Regression(lr_scale=0.5)
-    r.run(m, 0, 2, 0.1, None)
-    want = [[0.1, 0.05], [0.1, 0.05]]
-    got = [[round(v, 9) for v in lrs] for lrs in r.optimizer.seen_lrs]
-    return None if got == want else (
-        f"with lr_at(s) = 0.1 and a second group whose lr_scale is 0.5, the optimizer's step saw the groups' lr "
-        f"{shown(got)}, expected {shown(want)}")
+    for scale in (0.5, 0.0):  # 0: a group frozen for a phase trains at rate 0
+        r = Regression(lr_scale=scale)
+        r.run(m, 0, 2, 0.1, None)
+        want = [[0.1, round(0.1 * scale, 9)]] * 2
+        got = [[round(v, 9) for v in lrs] for lrs in r.optimizer.seen_lrs]
+        if got != want:
+            return (f"with lr_at(s) = 0.1 and a second group whose lr_scale is {scale:g}, the optimizer's step saw "
+                    f"the groups' lr {shown(got)}, expected {shown(want)}")
+    return None
 
 
 def _clips_before_the_step(m):
@@ -1522,7 +1524,8 @@ TRAIN_PROPERTIES = (
              idea="keep a step counter from start; each time round, ask lr_at first and stop on None; after the "
                   "update add one and yield that"),
     Property("before the optimizer's step, every param group's lr is lr_at(s) times its lr_scale", _lr_per_group,
-             idea="set group['lr'] = lr * group.get('lr_scale', 1.0) for every group at the top of each step"),
+             idea="set group['lr'] = lr * group.get('lr_scale', 1.0) for every group at the top of each step (not "
+                  "`group.get('lr_scale') or 1.0`: a scale of 0 is a scale)"),
     Property("each Step's loss is loss_of(batch(s)) before that step's update", _loss_before_the_update,
              idea="compute the loss from this step's batch, then backward and step: the loss you yield is the one "
                   "you backpropagated"),
