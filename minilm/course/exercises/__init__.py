@@ -567,6 +567,63 @@ def registered_property(what: str, probe: Callable[[object], str | None]) -> Pro
                          "stays on the CPU when the model moves to a GPU")
 
 
+def _builds_in(m, make, inputs, what: str, meta: bool, variants, x_dtype: bool) -> str | None:
+    """module_contract's dtype and device property: see there."""
+    module = make(m, dtype=torch.float64)
+    wrong = [(n, p.dtype) for n, p in module.named_parameters() if p.dtype != torch.float64]
+    if wrong:
+        return (f"{what} built with dtype=torch.float64: {wrong[0][0]} is {str(wrong[0][1])[6:]}"
+                + (f" (and {len(wrong) - 1} more)" if len(wrong) > 1 else ""))
+    # float64 hides a float32 tensor made in forward (float32 + float64 is float64); bfloat16 shows it.
+    for label, build in {what: make, **(variants or {})}.items():
+        for dtype in (torch.float64, torch.bfloat16):
+            module = build(m, dtype=dtype)
+            args = [a.to(dtype) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                    for a in inputs(module)]
+            dname = str(dtype)[6:]
+            try:
+                out = module(*args)
+            except Exception as e:  # noqa: BLE001 - raising in the dtype it was built in breaks the property
+                return f"{label} built with dtype=torch.{dname}, on {dname} inputs: your code raised {one_line(e)}"
+            if type(out) is torch.Tensor and out.dtype != dtype:
+                return f"{label} built with dtype=torch.{dname} returns {str(out.dtype)[6:]} on {dname} inputs"
+    if x_dtype:  # a norm returns x's dtype, whatever its own (a float32 gain under bfloat16 activations)
+        for built, given in ((torch.float32, torch.bfloat16), (torch.bfloat16, torch.float32)):
+            module = make(m, dtype=built)
+            args = [a.to(given) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                    for a in inputs(module)]
+            out = module(*args)
+            if type(out) is torch.Tensor and out.dtype != given:
+                return (f"{what} built with dtype=torch.{str(built)[6:]} returns {str(out.dtype)[6:]} on a "
+                        f"{str(given)[6:]} x, expected x's dtype")
+    if meta:
+        elsewhere = [(n, p.device.type) for n, p in make(m, device="meta").named_parameters()
+                     if p.device.type != "meta"]
+        if elsewhere:
+            return f"{what} built with device='meta': {elsewhere[0][0]} is on {elsewhere[0][1]}"
+    return None
+
+
+def _norms_as_built(m, make, what: str) -> str | None:
+    """module_contract's norms property: each norm inside behaves as a fresh one of its class with its weight."""
+    module = make(m)
+    # by the class's name: m.RMSNorm would import another task's module, which may not even parse (one-task rule)
+    for name, norm in module.named_modules():
+        if not name or type(norm).__name__ not in ("RMSNorm", "LayerNorm"):
+            continue
+        d = norm.weight.shape[0]
+        fresh = type(norm)(d)
+        with torch.no_grad():
+            for p_fresh, p_norm in zip(fresh.parameters(), norm.parameters()):
+                p_fresh.copy_(p_norm)
+            x = randn(187, 2, d, scale=1e-3)  # mean square ≈ 1e-6: eps shows
+            d_out = differs(norm(x), fresh(x), atol=1e-6)
+        if d_out:
+            return (f"{what}.{name} and a fresh {type(norm).__name__}({d}) with the same weight, on x of size "
+                    f"~1e-3 (where eps shows): {d_out}")
+    return None
+
+
 def module_contract(make: Callable[..., nn.Module], inputs: Callable[[nn.Module], tuple], what: str,
                     calls_linears: bool = False, meta: bool = True,
                     variants: dict[str, Callable[..., nn.Module]] | None = None,
@@ -589,41 +646,6 @@ def module_contract(make: Callable[..., nn.Module], inputs: Callable[[nn.Module]
         gaps = [gap for name, kind, std, p in _contract_init(m, module) if (gap := _init_gap(name, kind, std, p))]
         return gaps and "; ".join(gaps[:2]) or None
 
-    def builds_in(m):
-        module = make(m, dtype=torch.float64)
-        wrong = [(n, p.dtype) for n, p in module.named_parameters() if p.dtype != torch.float64]
-        if wrong:
-            return (f"{what} built with dtype=torch.float64: {wrong[0][0]} is {str(wrong[0][1])[6:]}"
-                    + (f" (and {len(wrong) - 1} more)" if len(wrong) > 1 else ""))
-        # float64 hides a float32 tensor made in forward (float32 + float64 is float64); bfloat16 shows it.
-        for label, build in {what: make, **(variants or {})}.items():
-            for dtype in (torch.float64, torch.bfloat16):
-                module = build(m, dtype=dtype)
-                args = [a.to(dtype) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
-                        for a in inputs(module)]
-                dname = str(dtype)[6:]
-                try:
-                    out = module(*args)
-                except Exception as e:  # noqa: BLE001 - raising in the dtype it was built in breaks the property
-                    return f"{label} built with dtype=torch.{dname}, on {dname} inputs: your code raised {one_line(e)}"
-                if type(out) is torch.Tensor and out.dtype != dtype:
-                    return f"{label} built with dtype=torch.{dname} returns {str(out.dtype)[6:]} on {dname} inputs"
-        if x_dtype:  # a norm returns x's dtype, whatever its own (a float32 gain under bfloat16 activations)
-            for built, given in ((torch.float32, torch.bfloat16), (torch.bfloat16, torch.float32)):
-                module = make(m, dtype=built)
-                args = [a.to(given) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
-                        for a in inputs(module)]
-                out = module(*args)
-                if type(out) is torch.Tensor and out.dtype != given:
-                    return (f"{what} built with dtype=torch.{str(built)[6:]} returns {str(out.dtype)[6:]} on a "
-                            f"{str(given)[6:]} x, expected x's dtype")
-        if meta:
-            elsewhere = [(n, p.device.type) for n, p in make(m, device="meta").named_parameters()
-                         if p.device.type != "meta"]
-            if elsewhere:
-                return f"{what} built with device='meta': {elsewhere[0][0]} is on {elsewhere[0][1]}"
-        return None
-
     def calls(m):
         module = make(m)
         args = inputs(module)
@@ -641,24 +663,6 @@ def module_contract(make: Callable[..., nn.Module], inputs: Callable[[nn.Module]
         return d and f"with its Linears swapped for modules that compute the same but hide .weight, {what}'s " \
                      f"output changed: {d}"
 
-    def norms_as_built(m):
-        module = make(m)
-        kinds = tuple(k for k in (getattr(m, "RMSNorm", None), getattr(m, "LayerNorm", None)) if k is not None)
-        for name, norm in module.named_modules():
-            if not name or type(norm) not in kinds:
-                continue
-            d = norm.weight.shape[0]
-            fresh = type(norm)(d)
-            with torch.no_grad():
-                for p_fresh, p_norm in zip(fresh.parameters(), norm.parameters()):
-                    p_fresh.copy_(p_norm)
-                x = randn(187, 2, d, scale=1e-3)  # mean square ≈ 1e-6: eps shows
-                d_out = differs(norm(x), fresh(x), atol=1e-6)
-            if d_out:
-                return (f"{what}.{name} and a fresh {type(norm).__name__}({d}) with the same weight, on x of size "
-                        f"~1e-3 (where eps shows): {d_out}")
-        return None
-
     def registers(m):
         stray = unregistered_tensors(make(m))
         return (f"{what} holds {len(stray)} tensor(s) that are neither parameters nor buffers: "
@@ -672,14 +676,14 @@ def module_contract(make: Callable[..., nn.Module], inputs: Callable[[nn.Module]
                       "contract's init, and tie nothing the contract does not tie; a torch.randn or nn.Parameter "
                       "made by hand in a composite module skips it"),
         Property(f"{what} builds every parameter in the dtype and on the device it is given, and computes in that "
-                 "dtype", builds_in,
+                 "dtype", lambda m: _builds_in(m, make, inputs, what, meta, variants, x_dtype),
                  example=f"# build {what} with dtype=torch.float64 as `module`, then\n"
                          "print({name: p.dtype for name, p in module.named_parameters()})",
                  idea="pass device=device, dtype=dtype on to every submodule and tensor you create in __init__, "
                       "and in forward make new tensors in the dtype of the tensors you are given"),
         registered_property(what, registers),
         Property(f"the norms inside {what} are built as the contract builds them, with the default eps",
-                 norms_as_built,
+                 lambda m: _norms_as_built(m, make, what),
                  example=f"# build {what} as `module`, then\n"
                          "print([(n, getattr(m, 'eps', None)) for n, m in module.named_modules()])",
                  idea="build each norm as RMSNorm(d_model, device=device, dtype=dtype), its eps the default 1e-5: "

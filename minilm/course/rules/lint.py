@@ -118,6 +118,21 @@ def _outside_functions(body: list[ast.stmt]):
                 yield from _outside_functions([s for s in inner if isinstance(s, (ast.stmt, ast.excepthandler))])
 
 
+def _rebound(tree: ast.Module, nodes: list[ast.AST]) -> list[ast.AST]:
+    """Where the file binds a name the rule watches to itself, which keeps it watched: getattr and kin bound at all
+    (`getattr = getattr`; no honest code names a variable getattr), and, outside functions, a refused builtin
+    bound to an expression that reads it (`eval = eval`). In a function the same name bound anywhere in it is a
+    local: `input = input * 2` reads the argument."""
+    found = [n for n in nodes if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load) and n.id in _LOOKUPS]
+    for n in _outside_functions(tree.body):
+        if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and n.value is not None:
+            targets = [t for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                       for t in ast.walk(t) if isinstance(t, ast.Name)]
+            uses = {v.id for v in ast.walk(n.value) if isinstance(v, ast.Name) and isinstance(v.ctx, ast.Load)}
+            found += [t for t in targets if t.id in uses and t.id in _REFUSED_BUILTINS]
+    return found
+
+
 def lint(source: str | bytes, module: str) -> list[Finding]:
     """What in one exercise module could get around the recording, in line order."""
     try:
@@ -131,20 +146,8 @@ def lint(source: str | bytes, module: str) -> list[Finding]:
     bound |= {n.arg for n in nodes if isinstance(n, ast.arg)}
     bound |= {n.name for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
     own = frozenset({n.attr for n in nodes if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)} | bound)
-    # A name the rule watches stays watched: `getattr = getattr` binds Python's own getattr under its own name,
-    # and no honest code names a variable getattr.
-    rebound = [n for n in nodes if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load) and n.id in _LOOKUPS]
-    bound -= set(_LOOKUPS)
-    # At module and class level a name read before it is bound is Python's own (in a function, the same name
-    # bound anywhere in it is a local: `input = input * 2` reads the argument).
-    outside_functions = [n for n in _outside_functions(tree.body)]
-    for n in outside_functions:
-        if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and n.value is not None:
-            targets = {t.id for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
-                       for t in ast.walk(t) if isinstance(t, ast.Name)}
-            uses = {v.id for v in ast.walk(n.value) if isinstance(v, ast.Name) and isinstance(v.ctx, ast.Load)}
-            rebound += [n for name in sorted(targets & uses & _REFUSED_BUILTINS)]
-            bound -= targets & uses & _REFUSED_BUILTINS
+    rebound = _rebound(tree, nodes)
+    bound -= set(_LOOKUPS) | {n.id if isinstance(n, ast.Name) else "" for n in rebound}
     libraries, narrow, aliases = set(), {}, {}
     for n in nodes:
         if isinstance(n, (ast.Import, ast.ImportFrom)):
@@ -171,9 +174,7 @@ def lint(source: str | bytes, module: str) -> list[Finding]:
         found.append(Finding(module, getattr(node, "lineno", 1), what))
 
     for n in rebound:
-        name = n.id if isinstance(n, ast.Name) else next(
-            t.id for t in ast.walk(n) if isinstance(t, ast.Name) and not isinstance(t.ctx, ast.Load))
-        refuse(n, f"binds the name {name}, which the rule watches: give your variable another name")
+        refuse(n, f"binds the name {n.id}, which the rule watches: give your variable another name")
     called = {id(n.func) for n in nodes if isinstance(n, ast.Call)}
     for n in [*nodes, *_string_annotations(nodes)]:
         if isinstance(n, (ast.Import, ast.ImportFrom)):
