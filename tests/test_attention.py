@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import assert_check_passes, assert_close, leading_shapes, randn, seeds
+from helpers import assert_close, leading_shapes, randn, seeds
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -79,11 +79,6 @@ def test_mhsa_state_dict_names():
     want = sorted(f"{n}.weight" for n in ("q_proj", "k_proj", "v_proj", "output_proj"))
     got = sorted(_mhsa().state_dict())
     assert got == want, f"MultiHeadSelfAttention's state_dict keys must be {want}, got {got}"
-
-
-@pytest.mark.task("6.3")
-def test_mhsa_matches_the_reference_on_the_notebooks_inputs():
-    assert_check_passes("6.3")
 
 
 @pytest.mark.task("6.3")

@@ -1,6 +1,6 @@
 import pytest
 import torch
-from helpers import assert_check_passes, assert_close, randn, seeds
+from helpers import assert_close, randn, seeds
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -21,11 +21,6 @@ def test_block_state_dict_names():
     want = sorted(k.removeprefix("layers.0.") for k in lm_state_dict_keys(1) if k.startswith("layers.0."))
     got = sorted(_block().state_dict())
     assert got == want, f"TransformerBlock's state_dict keys must be {want}, got {got}"
-
-
-@pytest.mark.task("7.1")
-def test_block_matches_the_reference_on_the_notebooks_inputs():
-    assert_check_passes("7.1")
 
 
 @pytest.mark.task("7.1")

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import assert_check_passes, assert_close, leading_shapes, randn, seeds
+from helpers import assert_close, leading_shapes, randn, seeds
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,11 +23,6 @@ def _cfg(**changes):
 
 
 # ---------------------------------------------------------------- 13.1 LayerNorm
-
-
-@pytest.mark.task("13.1")
-def test_layer_norm_check_passes():
-    assert_check_passes("13.1")
 
 
 @pytest.mark.task("13.1")
@@ -83,11 +78,6 @@ def _paper(p: int, k: int, d: int) -> float:
 
 
 @pytest.mark.task("13.2")
-def test_sinusoidal_check_passes():
-    assert_check_passes("13.2")
-
-
-@pytest.mark.task("13.2")
 @given(seq=st.integers(1, 40), half=st.integers(1, 12))
 def test_sinusoidal_positions_follow_the_paper(seq, half):
     d = 2 * half
@@ -121,11 +111,6 @@ def test_sinusoidal_positions_refuse_bad_sizes():
 
 
 @pytest.mark.task("13.3")
-def test_gelu_check_passes():
-    assert_check_passes("13.3")
-
-
-@pytest.mark.task("13.3")
 @given(shape=leading_shapes, seed=seeds, scale=st.sampled_from([0.1, 1.0, 10.0]))
 def test_gelu_matches_torch_exact_form(shape, seed, scale):
     x = randn((*shape, 3), seed, scale)
@@ -142,11 +127,6 @@ def test_gelu_is_x_times_the_normal_cdf():
     phi = torch.distributions.Normal(0.0, 1.0).cdf(x)
     assert_close(minilm.gelu(x), x * phi, atol=1e-12)
     assert minilm.gelu(torch.tensor(-0.75)).item() < 0  # GELU dips below zero, unlike ReLU
-
-
-@pytest.mark.task("13.4")
-def test_GeluFFN_check_passes():
-    assert_check_passes("13.4")
 
 
 @pytest.mark.task("13.4")
@@ -180,11 +160,6 @@ def _with_gains(module, seed):
             if ".ln" in f".{name}" and p.ndim == 1:
                 p.copy_((1 if name.endswith("weight") else 0) + 0.3 * randn(p.shape, seed + len(name)))
     return module  # now with distinct gains
-
-
-@pytest.mark.task("13.5")
-def test_ClassicBlock_check_passes():
-    assert_check_passes("13.5")
 
 
 @pytest.mark.task("13.5")
@@ -240,11 +215,6 @@ def test_block_parts_follow_the_config():
 
 ONE_CHANGE = [{}, dict(norm_position="post"), dict(norm="layernorm"), dict(ffn="gelu"), dict(positions="sinusoidal"),
               dict(positions="learned"), dict(positions="none"), dict(tied_head=True)]
-
-
-@pytest.mark.task("13.6")
-def test_ClassicLM_check_passes():
-    assert_check_passes("13.6")
 
 
 @pytest.mark.task("13.6")

@@ -4,16 +4,11 @@ the distillation formula written out with torch's log_softmax and kl_div; and th
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import assert_check_passes, assert_close, randn
+from helpers import assert_close, randn
 
 import minilm
 
 # ---------------------------------------------------------------- 16.1 dropout
-
-
-@pytest.mark.task("16.1")
-def test_dropout_check_passes():
-    assert_check_passes("16.1")
 
 
 @pytest.mark.task("16.1")
@@ -77,11 +72,6 @@ def _oracle(s, t, y, T, alpha):
     kl = F.kl_div(F.log_softmax(s / T, -1).flatten(0, -2), F.log_softmax(t / T, -1).flatten(0, -2),
                   reduction="batchmean", log_target=True)
     return alpha * T * T * kl + (1 - alpha) * F.cross_entropy(s.flatten(0, -2), y.flatten())
-
-
-@pytest.mark.task("16.2")
-def test_distillation_check_passes():
-    assert_check_passes("16.2")
 
 
 @pytest.mark.task("16.2")

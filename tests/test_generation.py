@@ -1,6 +1,6 @@
 import pytest
 import torch
-from helpers import assert_check_passes, assert_close, randn, seeds
+from helpers import assert_close, randn, seeds
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -99,11 +99,6 @@ def test_next_token_probs_rejects_bad_arguments(bad, error):
         minilm.next_token_probs(torch.arange(5))
 
 
-@pytest.mark.task("11.1")
-def test_next_token_probs_check_passes():
-    assert_check_passes("11.1")
-
-
 # ---------------------------------------------------------------- 11.2 generate (no cache)
 
 
@@ -177,11 +172,6 @@ def test_generate_rejects_bad_arguments(bad, error):
     args = dict(max_new_tokens=2) | bad
     with pytest.raises(ValueError, match=error):
         minilm.generate(_lm(0), [1, 2], **args)
-
-
-@pytest.mark.task("11.2")
-def test_generate_check_passes():
-    assert_check_passes("11.2")
 
 
 # ---------------------------------------------------------------- 11.3 the KV cache
@@ -272,6 +262,3 @@ def test_greedy_with_the_cache_matches_without(n_new):
     assert minilm.generate(model, torch.tensor(prompt), n_new, temperature=0.0, use_cache=True).tolist() == want
 
 
-@pytest.mark.task("11.3")
-def test_kv_cache_check_passes():
-    assert_check_passes("11.3")

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import assert_check_passes, assert_close, randn, seeds
+from helpers import assert_close, randn, seeds
 from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
@@ -39,11 +39,6 @@ def assert_rounded(q: torch.Tensor, exact: torch.Tensor) -> None:
     clear = (frac - 0.5).abs() > 1e-3
     assert torch.equal(q.double()[clear], torch.round(exact)[clear]), "q must be round(w / scale) (round to nearest)"
     assert (q.double() - exact).abs().max() <= 0.5 + 1e-3
-
-
-@pytest.mark.task("12.1")
-def test_check_cell_passes():
-    assert_check_passes("12.1")
 
 
 @pytest.mark.task("12.1")
@@ -178,11 +173,6 @@ class Holder(nn.Module):
 
 
 @pytest.mark.task("12.2")
-def test_Int8Linear_check_cell_passes():
-    assert_check_passes("12.2")
-
-
-@pytest.mark.task("12.2")
 def test_Int8Linear_holds_int8_and_float32_buffers_only():
     layer = minilm.Int8Linear(7, 3)
     state = layer.state_dict()
@@ -261,11 +251,6 @@ def fake_quantized(model: nn.Module, per_channel: bool) -> nn.Module:
                 scale = oracle_scale(w, per_channel)
                 m.weight.copy_((torch.round(w / scale).clamp(-127, 127) * scale).float())
     return model  # the oracle's fake-quantized copy
-
-
-@pytest.mark.task("12.3")
-def test_quantize_model_check_cell_passes():
-    assert_check_passes("12.3")
 
 
 @pytest.mark.task("12.3")

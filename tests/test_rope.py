@@ -1,17 +1,12 @@
 import pytest
 import torch
-from helpers import assert_check_passes, assert_close, randn, seeds
+from helpers import assert_close, randn, seeds
 from hypothesis import given
 from hypothesis import strategies as st
 
 import minilm
 
 even_dims = st.integers(1, 8).map(lambda h: 2 * h)
-
-
-@pytest.mark.task("5.1")
-def test_rope_matches_the_reference_on_the_notebooks_inputs():
-    assert_check_passes("5.1")
 
 
 @pytest.mark.task("5.1")
@@ -110,11 +105,6 @@ def test_RotaryPositionalEmbedding_matches_rope_and_has_no_state():
     x = randn((2, 7, 16), 2)
     pos = torch.tensor([39, 0, 3, 3, 12, 1, 20])
     assert_close(module(x, pos), minilm.rope(x, pos, 500.0))
-
-
-@pytest.mark.task("5.2")
-def test_RotaryPositionalEmbedding_matches_the_reference_on_the_notebooks_inputs():
-    assert_check_passes("5.2")
 
 
 @pytest.mark.task("5.2")
