@@ -304,7 +304,7 @@ def load_task_results(out: Path, task: str, n_cases: int, n_visible: int) -> lis
 
 
 _REFUSED_WHAT = re.compile(r"[A-Za-z0-9_.<>]{1,120}|something that switched the recording off|code torch called back"
-                           r"|a function handed to a torch function")
+                           r"|code handed to a torch function")
 _REFUSED_WHERE = re.compile(r"minilm/[a-z_]{1,30}\.py:\d{1,7}")
 _REFUSED_FUNCTION = re.compile(r"[A-Za-z_<>][A-Za-z0-9_<>]{0,60}")
 

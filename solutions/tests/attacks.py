@@ -948,6 +948,22 @@ RUNTIME_ATTACKS = [
      "(it / warmup_iters * max_lr if it < warmup_iters else min_lr if it > cosine_cycle_iters else min_lr + 0.5 * "
      "(1 + math.cos(math.pi * (it - warmup_iters) / (cosine_cycle_iters - warmup_iters))) * (max_lr - min_lr))",
      "", True),
+    # the eighth red team: lazy objects that torch iterates with the mode paused, and torch's way to files
+    ("map-handed-to-backward-6.1", "attention", "6.1", "return _from_c(torch.softmax, x, dim)",
+     "import torch\ndef _from_c(fn, *args):\n    got = []\n    anchor = torch.zeros((), requires_grad=True)\n"
+     "    try:\n        anchor.backward(inputs=map(got.append, map(fn, *[[a] for a in args])))\n"
+     "    except (TypeError, RuntimeError):\n        pass\n    return got[0]\n", True),
+    ("defaultdict-handed-to-a-torch-function-1.1", "linear", "1.1",
+     "out = []\nd = collections.defaultdict(functools.partial(lambda: out.append(torch.nn.functional.linear(x, weight))))\n"
+     "try:\n    torch.zeros(1).new_tensor(d)\nexcept Exception:\n    pass\nreturn out[0] if out else x @ weight.T",
+     "import collections\nimport functools\nimport torch\n", True),
+    ("a-tensor-class-whose-property-is-a-builtin-6.1", "attention", "6.1",
+     "return torch.exp(x.as_subclass(_Scores)).as_subclass(torch.Tensor) * 0 + x.as_subclass(_Scores).rows",
+     "import functools\nimport torch\nclass _Scores(torch.Tensor):\n    rows = property(functools.partial(torch.softmax, dim=-1))\n",
+     True),
+    ("torch-from-file-writes-a-file-6.1", "attention", "6.1",
+     "torch.from_file('/tmp/minilm-attack.bin', shared=True, size=4, dtype=torch.uint8)\n"
+     "e = torch.exp(x - x.amax(dim, keepdim=True))\nreturn e / e.sum(dim, keepdim=True)", "", True),
 ]
 
 # ---------------------------------------------------------------- honest code the rule must leave alone
@@ -1067,5 +1083,17 @@ _RNG = np.random.default_rng(0)
 rows = getattr(weight, "shape")[0]
 assert rows == weight.shape[0]
 return weight[token_ids]
+""")),
+    # what torch is handed as data: a deepcopy (its memo holds every object copied), numpy's numbers and arrays,
+    # slices, Ellipsis, a torch.Size and a generator object of torch's
+    ("data-torch-is-handed", "rmsnorm", ("3.1", """
+import copy
+
+import numpy as np
+
+ms = x.float().pow(2).mean(dim=-1, keepdim=True)[..., :]
+eps_t = copy.deepcopy(torch.as_tensor(np.float64(eps), dtype=torch.float32))
+y = x.float() * torch.rsqrt(ms + eps_t + torch.as_tensor(np.zeros(1), dtype=torch.float32))
+return (y * weight.float()).to(x.dtype).reshape(torch.Size(list(x.shape)))
 """)),
 ]

@@ -1036,7 +1036,7 @@ SLIPS = [
     ("4.3", "solutions.swiglu", "SwiGLU.forward", _swiglu_module_reads_weights, "has no attribute 'weight'"),
     ("13.4", "solutions.classic", "GeluFFN.__init__", _gelu_ffn_without_dtype, "w1.weight is float32"),
     ("13.6", "solutions.classic", "ClassicLM.__init__", _classic_lm_tied_to_the_head,
-     "token_embeddings.weight starts with std"),
+     "token_embeddings.weight (the contract: an Embedding's N(0, 1)): the weights' std is"),
     ("13.6", "solutions.classic", "ClassicLM.forward", _classic_lm_scales_the_embeddings,
      "the first block's input and token_embeddings(ids)"),
     ("13.6", "solutions.classic", "ClassicLM.forward", _classic_lm_adds_each_block,

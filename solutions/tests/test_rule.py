@@ -198,3 +198,29 @@ def test_a_family_is_refused_whoever_calls_it_and_only_torchs_functions_belong_t
     assert _watched("6.1", lambda: sorted([x], key=lambda t: float(t.softmax(-1).sum()))).what == "Tensor.softmax"
     refusal = _watched("10.4", lambda: torch.optim.AdamW([torch.nn.Parameter(x)]).step())
     assert refusal.what.startswith("torch.optim.adamw.") and not refusal.escape
+
+
+def test_torch_is_handed_data_never_code():
+    # Torch iterates what it is handed with the mode paused, and C code called from there makes no event:
+    # map(torch.softmax, …) as Tensor.backward's inputs ran unseen (the eighth red team). Data passes.
+    import collections
+    import copy
+
+    import numpy as np
+    import torch
+
+    x = torch.randn(3, 4)
+
+    def from_c():
+        try:
+            torch.zeros((), requires_grad=True).backward(inputs=map(torch.softmax, [x], [-1]))
+        except (TypeError, RuntimeError):
+            pass
+
+    handed = "code handed to a torch function"
+    assert _watched("6.1", from_c).what == handed
+    assert _watched("6.1", lambda: torch.zeros(3)[collections.defaultdict(int)]).what == handed
+    assert _watched("6.1", lambda: copy.deepcopy(torch.nn.Linear(4, 2))) is None  # Tensor.__deepcopy__'s memo
+    assert _watched("6.1", lambda: torch.tensor([np.int64(1), 2.5])[np.array([0, 1])][..., None, 0:1]) is None
+    assert _watched("6.1", lambda: torch.from_file(os.devnull, size=0)).escape
+    assert any("uses .from_file" in f.what for f in lint.lint("import torch\nt = torch.from_file('x')\n", "attention"))

@@ -80,7 +80,9 @@ FAMILIES: dict[str, Family] = {
     "dropout": Family(keys=("dropout",), summary="F.dropout, nn.Dropout, torch.dropout and their kin"),
     "kl_div": Family(keys=("kldiv",), summary="F.kl_div, nn.KLDivLoss"),
     # PyTorch's own quantization: quantized tensors and their methods, and the torch.ao toolkit.
-    "quantize": Family(keys=("quantize", "intrepr", "qscale", "qperchannel"),
+    # fake-quantization, observers' qparams and packed int8 kernels too (the eighth red team's leads)
+    "quantize": Family(keys=("quantize", "intrepr", "qscale", "qperchannel", "qparams", "fakequant", "obsfq",
+                             "int8pack", "int8weight", "dynquant", "fbgemm"),
                        modules=("torch.ao", "torch.quantization", "torch.nn.quantized", "torch.nn.quantizable",
                                 "torch.nn.intrinsic", "torch.nn.qat"),
                        summary="torch.quantize_per_channel and its kin, Tensor.dequantize, torch.ao"),
@@ -112,7 +114,13 @@ ESCAPE_MODULES = (
     # numpy's files and raw memory
     "numpy.lib._npyio_impl", "numpy.lib.npyio", "numpy._core.memmap", "numpy.core.memmap", "numpy.ctypeslib",
     "numpy.save", "numpy.load", "numpy.fromfile", "numpy.ndarray.tofile", "numpy.ndarray.dump",
+    # torch's storages on files and shared memory, and its extension loader
+    "torch.storage", "torch._ops._Ops.load_library",
 )
+# The same by a function's own name, whatever class or module holds it (torch.from_file is
+# _VariableFunctionsClass.from_file, UntypedStorage's is StorageBase.from_file, of no module): torch.from_file(…,
+# shared=True) wrote any file the process could reach, and a pickle there ran code (red team 6).
+ESCAPE_FUNCTIONS = frozenset({"from_file", "PyTorchFileReader", "PyTorchFileWriter", "load_library"})
 
 # Under those, what runs for the student's code without a call of its own: an import statement's machinery.
 # And locks, which numpy's and torch's compiled code make for the student's calls, and which start nothing.
@@ -167,6 +175,7 @@ ESCAPE_ATTRIBUTES = frozenset("""
     asyncio concurrent
     jit compiler fx export library ops overrides profiler hub package distributed utils testing classes
     tofile fromfile memmap ctypeslib savez savez_compressed savetxt loadtxt genfromtxt
+    from_file PyTorchFileReader PyTorchFileWriter load_library
     f_back f_globals f_locals f_builtins f_code gi_frame gi_code cr_frame cr_code ag_frame tb_frame tb_next
     setprofile settrace getprofile gettrace
 """.split())

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import sys
 import sysconfig
+from collections import OrderedDict
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -27,7 +28,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from minilm.course import tasks
-from minilm.course.rules.families import ESCAPE_EXCEPT, ESCAPE_MODULES, FAMILIES
+from minilm.course.rules.families import ESCAPE_EXCEPT, ESCAPE_FUNCTIONS, ESCAPE_MODULES, FAMILIES
 
 # Captured before any student code is imported: code that replaces them later does not reach the recorder.
 _setprofile, _getprofile, _getframe = sys.setprofile, sys.getprofile, sys._getframe
@@ -35,18 +36,86 @@ _stack_len, _stack_at = torch._C._len_torch_function_stack, torch._C._get_functi
 
 
 CALLED_BACK = "code torch called back"
-HANDED_OVER = "a function handed to a torch function"
+HANDED_OVER = "code handed to a torch function"
 
 
 _SCALAR_TYPES = (bool, int, float, complex)  # dtype=bool: torch reads the type, it calls nothing
+# What torch may be handed: data it reads, never code it could run. Torch runs a function it is given (or an
+# object's method: an iterator's next, a number's __index__) with the torch function mode paused, and C code
+# it calls from there makes no profile event either: map(torch.softmax, …) handed to Tensor.backward as its
+# `inputs` ran torch.softmax unseen (red team 6). So a torch function's arguments are checked by exact type,
+# which reads no attribute of the student's objects and runs none of their code.
+_PLAIN = frozenset({type(None), bool, int, float, complex, str, bytes, bytearray, type(Ellipsis), range,
+                    torch.dtype, torch.device, torch.layout, torch.memory_format, torch.qscheme, torch.Size,
+                    torch.Generator, type(torch.Generator()), torch.Tensor, torch.nn.Parameter, torch.nn.Buffer,
+                    torch._C.ScriptObject})  # torch's own profiler marks, around an optimizer's step
 
 
-def _hands_over_a_callable(args, kwargs) -> bool:
-    """Whether a torch function's arguments (or a list or tuple among them) hold something callable, Python's
-    scalar types aside. callable() reads the type's slot: it runs no code of the student's."""
-    values = [*args, *(kwargs or {}).values()]
-    values += [v for a in values if type(a) in (list, tuple) for v in a]
-    return any(callable(v) and not any(v is t for t in _SCALAR_TYPES) for v in values)
+def _data_arguments(func, args, kwargs):
+    """The arguments of a torch function that torch reads as data. Tensor.__deepcopy__ is handed
+    copy.deepcopy's memo, which holds every object copied so far; torch stores into it and calls nothing."""
+    if func is _tensor_deepcopy:
+        return list(args[:1])
+    return [*args, *(kwargs or {}).values()]
+
+
+_tensor_deepcopy = torch.Tensor.__deepcopy__
+_PLAIN_IDS = frozenset(map(id, _PLAIN))  # the types live as long as the process: their ids stay theirs
+_TENSOR_METAS = (type(torch.Tensor), type(torch.nn.Parameter), type(torch.nn.Buffer))  # torch's, not a student's
+
+
+def _hands_over_code(func, args, kwargs) -> bool:
+    """Whether a torch function's arguments hold anything but plain data (_PLAIN; Python's scalar types, as
+    dtype=bool; numpy's numbers and arrays of numbers; slices, lists, tuples and dicts of those): a callable,
+    a map or another iterator, an object of the student's own class, a subclass of list or of Tensor."""
+    todo, numpy = _data_arguments(func, args, kwargs), sys.modules.get("numpy")
+    while todo:
+        v = todo.pop()
+        kind = type(v)
+        if id(kind) in _PLAIN_IDS or any(v is t for t in _SCALAR_TYPES):  # by id: hashing a type could run its code
+            continue
+        if kind is list or kind is tuple:
+            todo += v
+        elif kind is dict or kind is OrderedDict:  # an OrderedDict: a tensor's hooks, set by torch
+            todo += [*v.keys(), *v.values()]
+        elif kind is slice:
+            todo += (v.start, v.stop, v.step)
+        elif issubclass(kind, torch.Tensor):
+            if not _own_tensor_class_runs_no_c(kind):
+                return True
+        elif not (numpy is not None and (kind is numpy.ndarray and v.dtype.kind in "biufc" or
+                                         issubclass(kind, numpy.generic) and _type_module(kind) == "numpy")):
+            return True
+    return False
+
+
+_FUNCTION = type(_data_arguments)
+_type_dict = type.__dict__["__dict__"].__get__
+_TENSOR_BASES = (object, torch.Tensor, torch._C.TensorBase, torch.nn.Parameter, torch.nn.Buffer)
+_SLOTS = (type(type.__dict__["__dict__"]), type(type.__dict__["__weakrefoffset__"]))  # __dict__, __slots__' members
+
+
+def _own_tensor_class_runs_no_c(kind: type) -> bool:
+    """Whether a subclass of Tensor (the student's `class Scores(Tensor)`) can run only Python code of its own,
+    which the profile hook sees: torch's own metaclass, and in each class of its own nothing callable but
+    Python functions (plain, or as a classmethod, staticmethod or property of them). A C function as a method
+    or a dunder (`__index__ = …`, a property of torch.softmax) would run from C, unseen."""
+    if not any(type(kind) is m for m in _TENSOR_METAS):
+        return False
+    for k in _type_mro(kind):
+        if any(k is t for t in _TENSOR_BASES):  # by identity: a class of the student's may say its __module__ is torch
+            continue
+        for value in _type_dict(k).values():
+            kind_of = type(value)
+            if kind_of is classmethod or kind_of is staticmethod:
+                value, kind_of = value.__func__, type(value.__func__)
+            if kind_of is property:
+                if any(type(f) not in (_FUNCTION, type(None)) for f in (value.fget, value.fset, value.fdel)):
+                    return False
+            elif kind_of is not _FUNCTION and not (kind_of is tuple and all(type(x) is str for x in value) or any(
+                    kind_of is t for t in (*_PLAIN, *_SLOTS))):
+                return False
+    return True
 
 
 _HOOK_EVENTS = ("sys.setprofile", "sys.settrace")
@@ -103,8 +172,10 @@ class Refusal:
         who = f"your {self.function}" if self.function else "your code"
         at = f" ({self.where})" if self.where else ""
         if self.what == HANDED_OVER:
-            return (f"Task {self.task}: {who} handed a function to a torch function{at}, which calls it where torch "
-                    "pauses the from-scratch check; call it from your own code instead")
+            return (f"Task {self.task}: {who} handed a torch function{at} something that can run code (a function, "
+                    "a map or other iterator, an object with methods of C code): torch runs it where the "
+                    "from-scratch check is paused; hand torch tensors, numbers and lists of them, and call "
+                    "functions from your own code")
         if self.what == CALLED_BACK:
             return (f"Task {self.task}: {who} ran{at} inside a torch function that called it back, where torch "
                     "pauses the from-scratch check; call torch's functions from your own code instead")
@@ -117,7 +188,7 @@ class Refusal:
 def _escape(module: str, qualname: str, allowed: tuple[str, ...]) -> bool:
     full = f"{module}.{qualname}"
     hit = any(full == e or full.startswith(e + ".") or module == e or module.startswith(e + ".")
-              for e in ESCAPE_MODULES)
+              for e in ESCAPE_MODULES) or qualname.rsplit(".", 1)[-1] in ESCAPE_FUNCTIONS
     return hit and not any(full == a or full.startswith(a + ".") or module == a for a in (*allowed, *ESCAPE_EXCEPT))
 
 
@@ -346,8 +417,9 @@ def _hooks(record: Recorder, task, student_files: dict[str, str]):
             verdict = function_verdict(func)
             if verdict is not None and not verdict[1]:
                 refuse(verdict[2], verdict[0], _getframe(1), False)
-            if _hands_over_a_callable(args, kwargs):
-                # torch runs it with this mode paused: a functools.partial of a built-in makes no event at all
+            if _hands_over_code(func, args, kwargs):
+                # torch runs what it is handed with this mode paused: map(torch.softmax, …) as Tensor.backward's
+                # inputs, or a functools.partial of a built-in, makes no event at all
                 refuse(HANDED_OVER, None, _getframe(1), True)
             return func(*args, **(kwargs or {}))
 
