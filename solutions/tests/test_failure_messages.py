@@ -28,7 +28,7 @@ from solutions.generation import generate, next_token_probs
 from solutions.inside import attention_inputs
 from solutions.linear import Linear
 from solutions.model import TransformerLM
-from solutions.modern import Muon, newton_schulz, parameter_groups
+from solutions.modern import Muon, ReLUSquaredFFN, newton_schulz, parameter_groups
 from solutions.quantization import Int8Linear, dequantize_int8, linear, quantize_int8
 from solutions.rope import RotaryPositionalEmbedding, rope_angles, rotate_pairs
 from solutions.swiglu import swiglu
@@ -1007,7 +1007,125 @@ def _cosine_as_tensor(it, max_lr, min_lr, warmup_iters, cosine_cycle_iters):
     return torch.tensor(_COSINE(it, max_lr, min_lr, warmup_iters, cosine_cycle_iters))
 
 
+# ---------------------------------------------------------------- held-out set 9's classes
+
+
+def _dropout_bernoulli(x, p, training, generator=None):
+    if not training or p == 0:
+        return x
+    keep = torch.bernoulli(torch.full(x.shape, 1 - p), generator=generator).bool()  # at p 0.5 this is rand < p
+    return torch.where(keep, x / (1 - p), torch.zeros((), dtype=x.dtype))
+
+
+def _mhsa_keys_from_queries(self, x, token_positions=None, kv_cache=None):
+    k_proj = self.k_proj
+    self.k_proj = self.q_proj  # k computed with q_proj: k_proj takes no part
+    try:
+        return _MHSA_FORWARD(self, x, token_positions, kv_cache)
+    finally:
+        self.k_proj = k_proj
+
+
+_MHSA_FORWARD = MultiHeadSelfAttention.forward
+
+
+def _from_linear_always_per_channel(cls, linear, per_channel=True):
+    return _FROM_LINEAR(linear, per_channel=True)  # the per_channel given is ignored
+
+
+_FROM_LINEAR = Int8Linear.from_linear
+
+
+def _quantize_max_not_absmax(w, per_channel=True):
+    w = w.float()
+    top = w.amax(dim=1, keepdim=True) if per_channel else w.amax().reshape(1, 1)  # max w, not max |w|
+    scale = torch.where(top > 0, top / 127, torch.ones_like(top))
+    return torch.round(w / scale).clamp(-127, 127).to(torch.int8), scale
+
+
+def _gelu_erf_over_2(x):
+    return 0.5 * x * (1.0 + torch.erf(x / 2.0))  # √2 typed as 2
+
+
+def _lm_one_block_for_all(self, *args, **kwargs):
+    _LM_INIT(self, *args, **kwargs)
+    self.layers = torch.nn.ModuleList([self.layers[0]] * len(self.layers))  # [block] * num_layers
+
+
+_LM_INIT = TransformerLM.__init__
+_KEPT: list = []
+
+
+def _inputs_kept_between_calls(model, ids):
+    handles = [layer.attn.register_forward_pre_hook(lambda module, args: _KEPT.append(args[0].detach()))
+               for layer in model.layers]
+    try:
+        with torch.no_grad():
+            model(ids)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return _KEPT  # a list that outlives the call, as a mutable default argument does
+
+
+def _block_second_residual_on_x(self, x, token_positions=None, kv_cache=None):
+    h = x + self.attn(self.ln1(x), token_positions, kv_cache)
+    return x + self.ffn(self.ln2(h))  # adds to x, not h
+
+
+def _cross_entropy_max_not_put_back(logits, targets):
+    m = logits.amax(dim=-1, keepdim=True).detach()
+    log_sum_exp = torch.log(torch.exp(logits - m).sum(dim=-1))  # + m left out
+    return (log_sum_exp - logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)).mean()
+
+
+def _distill_hard_part_on_z_over_t(student_logits, teacher_logits, targets, temperature, alpha):
+    from solutions.training import cross_entropy
+
+    def log_softmax(z):
+        m = z.amax(dim=-1, keepdim=True).detach()
+        return z - m - torch.log(torch.exp(z - m).sum(dim=-1, keepdim=True))
+
+    log_p = log_softmax(teacher_logits.detach() / temperature)
+    log_q = log_softmax(student_logits / temperature)
+    soft = temperature**2 * (log_p.exp() * (log_p - log_q)).sum(dim=-1).mean()
+    return alpha * soft + (1 - alpha) * cross_entropy(student_logits / temperature, targets)  # / T twice
+
+
+def _rotate_second_takes_the_even(x, cos, sin):
+    pairs = x.float().unflatten(-1, (-1, 2))
+    x_even, x_odd = pairs.unbind(-1)
+    rotated = torch.stack((x_even * cos - x_odd * sin, x_odd * sin + x_even * cos), dim=-1)  # even and odd swapped
+    return rotated.flatten(-2).to(x.dtype)
+
+
+def _relu2_widened_inside(self, d_model, d_ff, **kwargs):
+    _RELU2_INIT(self, d_model, d_ff * 3 // 2, **kwargs)  # the matched width applied a second time
+
+
+_RELU2_INIT = ReLUSquaredFFN.__init__
+
+
 SLIPS = [
+    # Held-out set 9: a mistake named only where it is the cause, a part unused, the shapes a module is built with,
+    # and what an output equals instead (x itself, the shift, logits / T, a pair's entries).
+    ("16.1", "solutions.datalimit", "dropout", _dropout_bernoulli, "the entries kept differ from torch.rand"),
+    ("6.3", "solutions.attention", "MultiHeadSelfAttention.forward", _mhsa_keys_from_queries,
+     "1 parameter(s) have no gradient (k_proj.weight)"),
+    ("12.2", "solutions.quantization", "Int8Linear.from_linear", classmethod(_from_linear_always_per_channel),
+     "scale has shape [1, 1], expected [6, 1]"),
+    ("12.1", "solutions.quantization", "quantize_int8", _quantize_max_not_absmax, "the scales of w and of −w"),
+    ("13.3", "solutions.classic", "gelu", _gelu_erf_over_2, "the CDF of a normal of std 1.41, not 1"),
+    ("8.1", "solutions.model", "TransformerLM.__init__", _lm_one_block_for_all,
+     "layers[0] and layers[1] are one and the same block"),
+    ("15.1", "solutions.inside", "attention_inputs", _inputs_kept_between_calls, "the list outlives the call"),
+    ("7.1", "solutions.block", "TransformerBlock.forward", _block_second_residual_on_x, "yours is x itself"),
+    ("10.1", "solutions.training", "cross_entropy", _cross_entropy_max_not_put_back, "moved by -10,000, the shift"),
+    ("16.2", "solutions.datalimit", "distillation_loss", _distill_hard_part_on_z_over_t,
+     "the student's logits divided by T"),
+    ("5.1", "solutions.rope", "rotate_pairs", _rotate_second_takes_the_even, "as (x[2i], x[2i])"),
+    ("14.6", "solutions.modern", "ReLUSquaredFFN.__init__", _relu2_widened_inside,
+     "w1.weight has shape [36, 8], expected [24, 8]"),
     ("5.1", "solutions.rope", "rope_angles", _angles_theta_typo, "pair i turns by p · θ^(−2i/d_k) at position p"),
     ("10.2", "solutions.training", "clip_grad_norm", _clip_returns_squared_norm, "squares of the expected ones"),
     ("13.2", "solutions.classic", "sinusoidal_positions", _sinusoid_base_typo, "position 1's angles by pair"),
@@ -1121,8 +1239,8 @@ SLIPS = [
      "TransformerBlock(32, 4, 48, 16, theta=500) with ffn.w2 at zero"),
     ("8.1", "solutions.model", "TransformerLM.__init__", _lm_theta_left_out,
      "two TransformerBlock(32, 4, 48, 16, 500)"),
-    ("15.1", "solutions.inside", "attention_inputs", _inputs_with_a_batch_dim, "tensor 0 has shape [1, 7, 24], "
-     "expected (7, 24)"),
+    ("15.1", "solutions.inside", "attention_inputs", _inputs_with_a_batch_dim, "one sequence without a batch "
+     "dim, tensor 0 has shape (1, 8, 32), expected (8, 32)"),
     ("15.2", "solutions.inside", "previous_token_score", _previous_counts_query_0,
      "a head (8, 8) that attends only to each token itself (query 0 too) scores 0.125 as previous-token head"),
     ("15.3", "solutions.inside", "ablate_heads", _ablate_a_hook_per_head,

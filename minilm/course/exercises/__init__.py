@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -478,16 +479,58 @@ def load_state(module: nn.Module, state: dict) -> None:
     module.load_state_dict({k: v.clone() for k, v in state.items()})
 
 
+def load_matching(module: nn.Module, state: dict, what: str) -> None:
+    """Load the entries of `state` that `module` has: a module with a missing or extra part (a LayerNorm without
+    bias, a post-norm LM with ln_final) still runs, so its outputs can name that mistake; its state_dict keys,
+    collected first, already differ. An entry of another shape fails the check in the contract's words, where
+    load_state_dict would raise its own error from inside the check."""
+    from minilm.course.checks import CheckFailed
+
+    own = module.state_dict()
+    for k, v in state.items():
+        if k in own and tuple(own[k].shape) != tuple(v.shape):
+            name = k if _CONTRACT_NAME.fullmatch(k) else "a parameter"  # the contract's names only (see learns)
+            raise CheckFailed(f"{what}: {name} has shape {shown(list(own[k].shape))}, expected {list(v.shape)}: "
+                              "build each part from the sizes and options the constructor is given")
+    module.load_state_dict({k: v.clone() for k, v in state.items() if k in own}, strict=False)
+
+
+def layers_of_their_own(make: Callable[[object], nn.Module], what: str) -> Property:
+    """The property that each layer of a language model is a block of its own: make(m) builds the model."""
+    def probe(m):
+        layers = list(make(m).layers)
+        owners = {}  # a parameter's storage → the first layer holding it
+        for i, layer in enumerate(layers):
+            for p in layer.parameters():
+                j = owners.setdefault(p.data_ptr(), i)
+                if j != i:
+                    shared = "are one and the same block" if layer is layers[j] else "share a parameter"
+                    return f"in {what}, layers[{j}] and layers[{i}] {shared}"
+        return None
+    return Property(f"each of the {what}'s layers is a block of its own, with parameters of its own", probe,
+                    example="lm = minilm.TransformerLM(50, 16, 16, 3, 2, 32, 10000.0)\n"
+                            "print(lm.layers[0] is lm.layers[1])  # False",
+                    idea="build a new block for each layer (a list comprehension over range(num_layers) inside "
+                         "nn.ModuleList): [block] * num_layers repeats one block, whose weights every layer shares")
+
+
 def learns(make: Callable[[object], tuple], what: str) -> Property:
     """The property that every parameter of a module gets a gradient: make(m) → (module, inputs)."""
     def probe(m):
         module, inputs = make(m)
         module(*inputs).float().pow(2).sum().backward()
         dead = [name for name, p in module.named_parameters() if p.grad is None or not p.grad.abs().sum()]
-        return dead and f"after a backward pass through {what}, {len(dead)} parameter(s) have no gradient" or None
+        # the contract's names only: a name the submission made up could carry out what it saw
+        named = f" ({', '.join(dead[:3])})" if dead and all(_CONTRACT_NAME.fullmatch(n) for n in dead) else ""
+        return dead and f"after a backward pass through {what}, {len(dead)} parameter(s) have no gradient{named}" \
+            or None
     return Property(f"a backward pass through {what} reaches every parameter", probe,
-                    idea="use the nn.Parameter itself in forward, not .data or .detach() of it, and not a copy "
-                         "made in __init__: the gradient flows only through what forward computes from it")
+                    idea="every parameter takes part in forward: a projection left unused (k computed with q_proj) "
+                         "or used through .data, .detach() or a copy made in __init__ gets no gradient")
+
+
+_CONTRACT_NAME = re.compile(r"((layers\.\d{1,3}|attn|ffn|ln1|ln2|ln_final|q_proj|k_proj|v_proj|output_proj|w1|w2|w3|"
+                            r"q_norm|k_norm|token_embeddings|position_embeddings|lm_head)\.)*(weight|bias|weight_int8|scale)")
 
 
 def _contract_init(m, module: nn.Module) -> list[tuple[str, str, float | None, torch.Tensor]]:

@@ -22,6 +22,8 @@ from minilm.course.exercises import (
     keeps_dtype,
     keeps_inputs,
     keys_problem,
+    layers_of_their_own,
+    load_matching,
     module_contract,
     randn,
     shown,
@@ -101,14 +103,6 @@ def classic_lm_state(g, cfg) -> dict[str, torch.Tensor]:
     return state
 
 
-def load_matching(module, state: dict) -> None:
-    """Load the case's weights that `module` has: a module with a missing or extra part (a
-    LayerNorm without bias, a post-norm LM with ln_final) still runs, so its outputs can name
-    that mistake; its state_dict keys, collected first, already differ."""
-    own = module.state_dict()
-    module.load_state_dict({k: v.clone() for k, v in state.items() if k in own}, strict=False)
-
-
 # ---------------------------------------------------------------- 13.1: LayerNorm
 
 LN_MISTAKES = {
@@ -129,7 +123,7 @@ def _layer_norm_collect(m, c):
     state = norm.state_dict()
     out = {"keys": state_keys(norm),
            **{f"{k}0": state[k].clone() if k in state else "missing" for k in ("weight", "bias")}}
-    load_matching(norm, c["state"])
+    load_matching(norm, c["state"], f"LayerNorm({c['d']})")
     out["y"] = norm(c["x"])
     return out
 
@@ -197,7 +191,7 @@ def _layer_norm_float16(m):
 def _layer_norm_module_bias(m):
     norm = m.LayerNorm(8)
     bias = torch.arange(8.0)
-    load_matching(norm, {"weight": torch.zeros(8), "bias": bias})
+    load_matching(norm, {"weight": torch.zeros(8), "bias": bias}, "LayerNorm(8)")
     d = differs(norm(randn(122, 3, 8)), bias.expand(3, 8))
     return d and f"LayerNorm(8) with weight 0 and bias 0, 1, …, 7: the output and the bias: {d}"
 
@@ -373,7 +367,15 @@ def _gelu_odd_part(m):
 def _gelu_at_one(m):
     got = m.gelu(torch.tensor([1.0, -1.0], dtype=torch.float64))
     d = differs(got, torch.tensor([0.8413447460685429, -0.15865525393145707], dtype=torch.float64), atol=1e-6)
-    return d and f"gelu(±1) and ±1 · Φ(±1) = 0.841345, −0.158655: {d}"
+    if not d:
+        return None
+    saw = f"gelu(±1) and ±1 · Φ(±1) = 0.841345, −0.158655: {d}"
+    if type(got) is torch.Tensor and got.shape == (2,) and 0.5 < got[0].item() < 1:
+        # x · Φ(x / σ) for some σ: the CDF of a normal of another std (erf(x / 2), erf(x))
+        sigma = 1 / (2 ** 0.5 * torch.special.erfinv(2 * got[0] - 1).item())
+        if abs(got[0].item() - got[1].item() - 1) < 1e-6 and abs(sigma - 1) > 1e-3:
+            saw += f"; yours is 1 · Φ(1 / σ) with σ = {sigma:.3g}, the CDF of a normal of std {sigma:.3g}, not 1"
+    return saw
 
 
 GELU_PROPERTIES = (
@@ -412,7 +414,7 @@ def _gelu_ffn_collect(m, c):
     ffn = m.GeluFFN(c["d"], c["f"])
     out = {"keys": state_keys(ffn), "shapes": [list(v.shape) for _, v in sorted(ffn.state_dict().items())],
            "parameters": sum(p.numel() for p in ffn.parameters())}
-    load_matching(ffn, c["state"])
+    load_matching(ffn, c["state"], f"GeluFFN({c['d']}, {c['f']})")
     out["y"] = ffn(c["x"])
     return out
 
@@ -489,7 +491,7 @@ def _built(cls: str, changes: dict):
 
 def _block_collect(m, c):
     out = {"keys": state_keys(blk := m.ClassicBlock(m.ClassicConfig(**c["config"])))}
-    load_matching(blk, c["state"])
+    load_matching(blk, c["state"], "ClassicBlock")
     out["y"] = blk(c["x"], c["pos"]) if "pos" in c else blk(c["x"])
     return out
 
@@ -595,7 +597,7 @@ def _lm_collect(m, c):
     lm = m.ClassicLM(m.ClassicConfig(**c["config"]))
     out = {"keys": state_keys(lm), "parameters": sum(p.numel() for p in lm.parameters()),
            "shared_head": lm.lm_head.weight is lm.token_embeddings.weight}
-    load_matching(lm, c["state"])
+    load_matching(lm, c["state"], "ClassicLM")
     out["logits"] = lm(c["ids"])
     return out
 
@@ -645,7 +647,7 @@ def _lm_traced(m, changes: dict, seed: int = 91):
     (lm, ids, logits, [(block index, its input, its output)] in the order the blocks ran)."""
     cfg = BASE | changes
     lm = m.ClassicLM(m.ClassicConfig(**cfg))
-    load_matching(lm, classic_lm_state(seed, cfg))
+    load_matching(lm, classic_lm_state(seed, cfg), "ClassicLM")
     seen: list = []
     for i in range(len(lm.layers)):
         lm.layers[i] = _Tap(lm.layers[i], i, seen)
@@ -739,6 +741,8 @@ def _lm_ends(m):
 
 
 LM_PROPERTIES = (
+    layers_of_their_own(lambda m: m.ClassicLM(m.ClassicConfig(**BASE | CLASSIC | dict(num_layers=3))),
+                        "ClassicLM(num_layers=3)"),
     Property("the first block reads token_embeddings(ids) plus the positions, added once: "
              "sinusoidal_positions(seq, d_model) with 'sinusoidal', position_embeddings(0 … seq − 1) with "
              "'learned', nothing with 'rope' (inside attention) or 'none'", _lm_positions,

@@ -155,7 +155,14 @@ def _as_list(got, layers: int) -> str | list:
 
 def _one_per_layer(m):
     lm, ids = _probe_lm(m)
-    got = _as_list(m.attention_inputs(lm, ids), 3)
+    sizes = []
+    for _ in range(2):  # each size read at once: a list that outlives the call is the same list both times
+        second = m.attention_inputs(lm, ids)
+        sizes.append(len(second) if type(second) in (list, tuple) else None)
+    if None not in sizes and sizes[1] > sizes[0]:
+        return (f"on a model of 3 layers, two calls in a row returned {sizes[0]} and then {sizes[1]} tensors: the list "
+                "outlives the call and keeps growing")
+    got = _as_list(second, 3)
     if type(got) is str:
         return got
     wrong = [i for i, t in enumerate(got) if t.shape != (2, 8, 32)]
@@ -244,7 +251,8 @@ INPUTS_PROPERTIES = (
              example=LM + "print([x.shape for x in minilm.attention_inputs(model, ids)])  # 3 × (2, 8, 32)\n"
                           "print([x.shape for x in minilm.attention_inputs(model, ids[0])])  # 3 × (8, 32)",
              idea="register one hook per layer, on model.layers[i].attn, and run the model once on ids as they "
-                  "come (add no batch dim): each hook keeps its args[0] in one list"),
+                  "come (add no batch dim): each hook keeps its args[0] in one list, made anew at each call (not a "
+                  "default argument or a module-level list, which outlive the call)"),
     Property("tensor i is what model.layers[i].attn received: the block's input after ln1, in the layers' order",
              _what_each_got,
              example=LM + "xs = minilm.attention_inputs(model, ids)\n"

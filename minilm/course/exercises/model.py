@@ -14,6 +14,7 @@ from minilm.course.exercises import (
     first,
     gen,
     keys_problem,
+    layers_of_their_own,
     learns,
     lm_parameter_count,
     lm_shapes,
@@ -140,7 +141,11 @@ def _block_attention_half(m):
     state = {k: torch.zeros_like(v) if k.endswith("w2.weight") else v for k, v in block.state_dict().items()}
     load_state(block, state)
     with torch.no_grad():
-        d = differs(block(x), x + block.attn(block.ln1(x)), atol=1e-4)
+        y = block(x)
+        d = differs(y, x + block.attn(block.ln1(x)), atol=1e-4)
+    if d and not differs(y, x, atol=1e-4):  # what the output is instead says where the attention went
+        d += ("; yours is x itself: the attention's output is lost, so the FFN's residual must add to h = x + attn(…), "
+              "not to x")
     return d and f"with ffn.w2 at zero, the block's output and x + attn(ln1(x)) from its own modules: {d}"
 
 
@@ -191,6 +196,7 @@ def _lm_composes(m):
 
 
 BLOCK_PROPERTIES = (
+    learns(lambda m: (lambda block, x, _: (block, (x,)))(*_block_inputs(m)), "the block"),
     Property("with both sublayers' output projections at zero, the block returns its input: the residuals add "
              "x itself", _block_identity,
              example="block = minilm.TransformerBlock(32, 4, 48, 32, 10000.0)\n"
@@ -224,7 +230,6 @@ BLOCK_PROPERTIES = (
                      "kv_cache)",
              idea="pass both on to self.attn, in its order (x, token_positions, kv_cache) or by name: the cache path "
                   "of notebook 11 goes through the block"),
-    learns(lambda m: (lambda block, x, _: (block, (x,)))(*_block_inputs(m)), "the block"),
     *module_contract(lambda m, **kw: m.TransformerBlock(32, 4, 80, 32, 10000.0, **kw),
                      lambda _: (randn(80, 2, 5, 32),), "TransformerBlock(32, 4, 80)", calls_linears=True, meta=False),
 )
@@ -288,6 +293,7 @@ def _lm_full_context(m):
 
 
 LM_PROPERTIES = (
+    layers_of_their_own(lambda m: m.TransformerLM(61, 16, 16, 3, 2, 32, 10000.0), "TransformerLM(num_layers=3)"),
     Property("a sequence as long as context_length runs, and its first positions' logits are what a shorter "
              "prefix gives", _lm_full_context,
              example="lm = minilm.TransformerLM(97, 32, 32, 2, 4, 48, 10000.0)\nids = torch.randint(0, 97, (1, 32))\n"

@@ -19,6 +19,7 @@ from minilm.course.exercises import (
     keeps_inputs,
     keys_problem,
     learns,
+    load_matching,
     module_contract,
     off_points,
     optimizer_edges,
@@ -688,8 +689,7 @@ def _relu2_collect(m, c):
     ffn = m.ReLUSquaredFFN(c["d"], c["f"])
     out = {"keys": state_keys(ffn), "shapes": [list(v.shape) for _, v in sorted(ffn.state_dict().items())],
            "parameters": sum(p.numel() for p in ffn.parameters())}
-    own = ffn.state_dict()
-    ffn.load_state_dict({k: v.clone() for k, v in c["state"].items() if k in own}, strict=False)
+    load_matching(ffn, c["state"], f"ReLUSquaredFFN({c['d']}, {c['f']})")
     out["y"] = ffn(c["x"])
     return out
 

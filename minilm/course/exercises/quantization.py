@@ -18,6 +18,7 @@ from minilm.course.exercises import (
     gen,
     keeps_inputs,
     lm_shapes,
+    load_matching,
     load_state,
     randn,
     shown,
@@ -146,7 +147,29 @@ def _quantize_bfloat16(m):
     return None
 
 
+def _quantize_odd(m):
+    w = randn(112, 4, 6)
+    w[:, 0] = -3.0  # every row's largest magnitude is negative
+    for per_channel in (True, False):
+        q, scale = m.quantize_int8(w, per_channel)
+        q_neg, scale_neg = m.quantize_int8(-w, per_channel)
+        d = differs(scale_neg, scale, atol=0, rtol=0)
+        if d:
+            return (f"per_channel={per_channel}, on w (4, 6) whose largest magnitudes are negative, the scales of w "
+                    f"and of −w: {d}")
+        d = differs(q_neg.int(), -q.int(), atol=0, rtol=0) if type(q) is torch.Tensor else None
+        if d:
+            return f"per_channel={per_channel}, on w (4, 6), q for −w and −q for w: {d}"
+    return None
+
+
 QUANTIZE_PROPERTIES = (
+    Property("the quantization is symmetric: −w gives −q with the same scale, as the scale comes from max |w|",
+             _quantize_odd,
+             example="w = torch.tensor([[-3.0, 1.0, 2.0]])\nq, s = minilm.quantize_int8(w)\n"
+                     "q2, s2 = minilm.quantize_int8(-w)\nprint(s, s2, q, q2)  # same scale, opposite q",
+             idea="take the largest magnitude, w.abs().amax(…), not the largest value: a row whose biggest weight "
+                  "is negative would otherwise get a scale too small, and its negative weights would clip at −127"),
     Property("round(w / scale) rounds to the nearest integer, ties to even (torch.round)", _quantize_ties,
              example="q, _ = minilm.quantize_int8(torch.tensor([[0.5, 1.5, 2.5, -0.5, 127.0]]))\n"
                      "print(q)  # 0, 2, 2, 0, 127",
@@ -201,7 +224,10 @@ def _int8_linear_collect(m, c):
            **{k: state[k] if k in state else "missing" for k in ("weight_int8", "scale")}}
     out["y"] = layer(c["x"])
     fresh = m.Int8Linear(d_in, d_out, per_channel=c["per_channel"])
-    fresh.load_state_dict(state, strict=False)  # extra or missing keys are judged from "keys"
+    # extra or missing keys are judged from "keys"
+    per_channel = c["per_channel"]
+    load_matching(fresh, state, f"Int8Linear({d_in}, {d_out}, per_channel={per_channel}) loading the state_dict of "
+                                f"from_linear(W ({d_out}, {d_in}), per_channel={per_channel})")
     out["y_loaded"] = fresh(c["x"])
     return out
 

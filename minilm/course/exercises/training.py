@@ -570,7 +570,13 @@ def _cross_entropy_cases():
 
 def _ce_shift(m):
     logits, targets = randn(80, 3, 7), torch.tensor([0, 6, 2])
-    d = differs(m.cross_entropy(logits + 1e4, targets), m.cross_entropy(logits, targets), atol=1e-3)
+    shifted, plain = m.cross_entropy(logits + 1e4, targets), m.cross_entropy(logits, targets)
+    d = differs(shifted, plain, atol=1e-3)
+    if d and type(shifted) is torch.Tensor and type(plain) is torch.Tensor and shifted.numel() == plain.numel() == 1:
+        moved = (shifted - plain).item()
+        if abs(abs(moved) - 1e4) < 1:  # the loss moved by the shift itself
+            d += (f"; yours moved by {moved:+,.0f}, the shift itself: the max m taken out of the log-sum-exp must be "
+                  "put back, log Σ exp(z − m) + m")
     return d and f"for logits (3, 7), the loss of logits + 10,000 and of logits: {d}"
 
 
