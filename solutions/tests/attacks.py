@@ -961,6 +961,17 @@ RUNTIME_ATTACKS = [
      "return torch.exp(x.as_subclass(_Scores)).as_subclass(torch.Tensor) * 0 + x.as_subclass(_Scores).rows",
      "import functools\nimport torch\nclass _Scores(torch.Tensor):\n    rows = property(functools.partial(torch.softmax, dim=-1))\n",
      True),
+    # the ninth red team: a C callable as an autograd node's hook, run by the engine inside a backward pass
+    ("a-node-prehook-runs-it-in-backward-6.1", "attention", "6.1", "return _offstage(torch.softmax, x, dim)",
+     "import functools\nimport torch\ndef _offstage(fn, *args):\n    found = []\n"
+     "    anchor = torch.zeros((), requires_grad=True)\n    y = anchor * 1\n"
+     "    y.grad_fn.register_prehook(functools.partial(found.extend, map(fn, *[[a] for a in args])))\n"
+     "    torch.autograd.grad(y, anchor)\n    return found[0]\n", True),
+    ("a-module-backward-hook-6.1", "attention", "6.1",
+     "m = torch.nn.Identity()\nfound = []\nm.register_full_backward_hook(functools.partial(_keep, found, x, dim))\n"
+     "a = torch.zeros(1, requires_grad=True)\nm(a * 1).sum().backward()\nreturn found[0]",
+     "import functools\nimport torch\ndef _keep(found, x, dim, *args):\n    found.extend(map(torch.softmax, [x], [dim]))\n",
+     True),
     ("torch-from-file-writes-a-file-6.1", "attention", "6.1",
      "torch.from_file('/tmp/minilm-attack.bin', shared=True, size=4, dtype=torch.uint8)\n"
      "e = torch.exp(x - x.amax(dim, keepdim=True))\nreturn e / e.sum(dim, keepdim=True)", "", True),

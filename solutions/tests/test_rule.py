@@ -224,3 +224,7 @@ def test_torch_is_handed_data_never_code():
     assert _watched("6.1", lambda: torch.tensor([np.int64(1), 2.5])[np.array([0, 1])][..., None, 0:1]) is None
     assert _watched("6.1", lambda: torch.from_file(os.devnull, size=0)).escape
     assert any("uses .from_file" in f.what for f in lint.lint("import torch\nt = torch.from_file('x')\n", "attention"))
+    # os is importable for os.PathLike alone: an alias would take it past that (red team 9: `o = os; o.listdir`)
+    assert [f.what for f in lint.lint("import os\no = os\n", "data")] == [
+        "uses os itself, where only PathLike of it may be used"]
+    assert lint.lint("import os\ndef f(p: os.PathLike):\n    return isinstance(p, os.PathLike)\n", "data") == []

@@ -116,16 +116,27 @@ ESCAPE_MODULES = (
     "numpy.save", "numpy.load", "numpy.fromfile", "numpy.ndarray.tofile", "numpy.ndarray.dump",
     # torch's storages on files and shared memory, and its extension loader
     "torch.storage", "torch._ops._Ops.load_library",
+    # autograd's own callbacks: what they run, the engine calls from C inside a backward pass, where the torch
+    # function mode is paused (a functools.partial over map(torch.softmax, …) as a node's pre-hook, red team 9)
+    "torch.autograd.graph", "torch.autograd.function",
 )
 # The same by a function's own name, whatever class or module holds it (torch.from_file is
 # _VariableFunctionsClass.from_file, UntypedStorage's is StorageBase.from_file, of no module): torch.from_file(…,
 # shared=True) wrote any file the process could reach, and a pickle there ran code (red team 6).
-ESCAPE_FUNCTIONS = frozenset({"from_file", "PyTorchFileReader", "PyTorchFileWriter", "load_library"})
+ESCAPE_FUNCTIONS = frozenset({"from_file", "PyTorchFileReader", "PyTorchFileWriter", "load_library",
+                              # hooks that run inside a backward pass: an autograd node's, a tensor's, a module's
+                              "register_hook", "register_prehook", "_register_hook_dict",
+                              "register_post_accumulate_grad_hook", "register_backward_hook",
+                              "register_full_backward_hook", "register_full_backward_pre_hook",
+                              "register_multi_grad_hook"})
 
 # Under those, what runs for the student's code without a call of its own: an import statement's machinery.
 # And locks, which numpy's and torch's compiled code make for the student's calls, and which start nothing.
 ESCAPE_EXCEPT = ("importlib._bootstrap", "importlib._bootstrap_external", "threading.RLock", "threading._RLock",
-                 "threading.Lock", "threading.Condition", "threading.Event", "_thread.allocate_lock", "_thread.RLock")
+                 "threading.Lock", "threading.Condition", "threading.Event", "_thread.allocate_lock", "_thread.RLock",
+                 # reading a memmap the caller made (9.1's dataset may be one) opens nothing
+                 *(f"numpy.{core}.memmap.memmap.{m}" for core in ("_core", "core")
+                   for m in ("__getitem__", "__array_finalize__", "__array_wrap__", "__getattribute__")))
 
 # ---------------------------------------------------------------- the lint's lists (lint.py)
 # What an exercise module may import: these modules, and from the minilm package only the other exercise

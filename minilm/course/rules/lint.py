@@ -176,6 +176,7 @@ def lint(source: str | bytes, module: str) -> list[Finding]:
     for n in rebound:
         refuse(n, f"binds the name {n.id}, which the rule watches: give your variable another name")
     called = {id(n.func) for n in nodes if isinstance(n, ast.Call)}
+    read_from = {id(n.value) for n in nodes if isinstance(n, ast.Attribute)}  # the x of each x.attr
     for n in [*nodes, *_string_annotations(nodes)]:
         if isinstance(n, (ast.Import, ast.ImportFrom)):
             problem = _import_problem(n)
@@ -184,6 +185,10 @@ def lint(source: str | bytes, module: str) -> list[Finding]:
         elif isinstance(n, ast.Name):
             if isinstance(n.ctx, ast.Load) and n.id in _REFUSED_BUILTINS and n.id not in bound:
                 refuse(n, f"uses Python's {n.id}")
+            elif isinstance(n.ctx, ast.Load) and n.id in narrow and id(n) not in read_from:
+                # `o = os` would take os past the one attribute it may be used for
+                refuse(n, f"uses {narrow[n.id]} itself, where only {', '.join(sorted(NARROW[narrow[n.id]]))} of it "
+                          "may be used")
             elif isinstance(n.ctx, ast.Load) and n.id in _LOOKUPS and n.id not in bound and id(n) not in called:
                 refuse(n, f"uses {n.id} as a value: call it by name, with the attribute's name written out")
             elif _dunder(n.id) and n.id not in ALLOWED_DUNDERS and not (

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import sys
 import sysconfig
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -60,6 +60,9 @@ def _data_arguments(func, args, kwargs):
 
 
 _tensor_deepcopy = torch.Tensor.__deepcopy__
+# sequences torch iterates in C, of their items only: torch's own named results (x.max(-1)) among them
+_SEQUENCES = (list, tuple, deque, *(t for t in vars(torch.return_types).values()
+                                    if isinstance(t, type) and issubclass(t, tuple)))
 _PLAIN_IDS = frozenset(map(id, _PLAIN))  # the types live as long as the process: their ids stay theirs
 _TENSOR_METAS = (type(torch.Tensor), type(torch.nn.Parameter), type(torch.nn.Buffer))  # torch's, not a student's
 
@@ -74,7 +77,7 @@ def _hands_over_code(func, args, kwargs) -> bool:
         kind = type(v)
         if id(kind) in _PLAIN_IDS or any(v is t for t in _SCALAR_TYPES):  # by id: hashing a type could run its code
             continue
-        if kind is list or kind is tuple:
+        if any(kind is t for t in _SEQUENCES):
             todo += v
         elif kind is dict or kind is OrderedDict:  # an OrderedDict: a tensor's hooks, set by torch
             todo += [*v.keys(), *v.values()]
