@@ -183,17 +183,9 @@ def lint(source: str | bytes, module: str) -> list[Finding]:
             if problem:
                 refuse(n, problem)
         elif isinstance(n, ast.Name):
-            if isinstance(n.ctx, ast.Load) and n.id in _REFUSED_BUILTINS and n.id not in bound:
-                refuse(n, f"uses Python's {n.id}")
-            elif isinstance(n.ctx, ast.Load) and n.id in narrow and id(n) not in read_from:
-                # `o = os` would take os past the one attribute it may be used for
-                refuse(n, f"uses {narrow[n.id]} itself, where only {', '.join(sorted(NARROW[narrow[n.id]]))} of it "
-                          "may be used")
-            elif isinstance(n.ctx, ast.Load) and n.id in _LOOKUPS and n.id not in bound and id(n) not in called:
-                refuse(n, f"uses {n.id} as a value: call it by name, with the attribute's name written out")
-            elif _dunder(n.id) and n.id not in ALLOWED_DUNDERS and not (
-                    isinstance(n.ctx, ast.Store) and n.id in STORE_DUNDERS):
-                refuse(n, f"uses {n.id}")
+            problem = _name_problem(n, bound, narrow, id(n) in called, id(n) in read_from)
+            if problem:
+                refuse(n, problem)
         elif isinstance(n, ast.Attribute):
             _attribute(n, n.attr, own, libraries, narrow, refuse)
         elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and _dunder(n.name) and n.name not in DEF_DUNDERS:
@@ -215,6 +207,21 @@ def lint(source: str | bytes, module: str) -> list[Finding]:
                                      ctx=ast.Load() if n.func.id in ("getattr", "hasattr") else ast.Store())
                 _attribute(fake, name.value, own, libraries, narrow, refuse)
     return sorted(found, key=lambda f: f.line)
+
+
+def _name_problem(n: ast.Name, bound: set, narrow: dict, called: bool, read_from: bool) -> str | None:
+    """What the lint refuses in a bare name: Python's refused builtins, a narrow module used as a value (`o = os`
+    would take os past the one attribute it may be used for), getattr and kin as values, dunders."""
+    load = isinstance(n.ctx, ast.Load)
+    if load and n.id in _REFUSED_BUILTINS and n.id not in bound:
+        return f"uses Python's {n.id}"
+    if load and n.id in narrow and not read_from:
+        return f"uses {narrow[n.id]} itself, where only {', '.join(sorted(NARROW[narrow[n.id]]))} of it may be used"
+    if load and n.id in _LOOKUPS and n.id not in bound and not called:
+        return f"uses {n.id} as a value: call it by name, with the attribute's name written out"
+    if _dunder(n.id) and n.id not in ALLOWED_DUNDERS and not (isinstance(n.ctx, ast.Store) and n.id in STORE_DUNDERS):
+        return f"uses {n.id}"
+    return None
 
 
 def _string_annotations(nodes: list[ast.AST]) -> list[ast.AST]:
