@@ -972,6 +972,11 @@ RUNTIME_ATTACKS = [
      "a = torch.zeros(1, requires_grad=True)\nm(a * 1).sum().backward()\nreturn found[0]",
      "import functools\nimport torch\ndef _keep(found, x, dim, *args):\n    found.extend(map(torch.softmax, [x], [dim]))\n",
      True),
+    # the tenth red team: a tensor's hook table set as an attribute, filled after the setter was judged
+    ("a-hook-table-set-as-an-attribute-6.1", "attention", "6.1", "return _through_backward(torch.softmax, x, dim)",
+     "import functools\nimport torch\ndef _through_backward(fn, x, dim):\n"
+     "    leaf = torch.zeros_like(x).requires_grad_()\n    hooks = {}\n    leaf._backward_hooks = hooks\n"
+     "    hooks[0] = functools.partial(fn, dim=dim)\n    (leaf * 1).backward(x)\n    return leaf.grad\n", True),
     ("torch-from-file-writes-a-file-6.1", "attention", "6.1",
      "torch.from_file('/tmp/minilm-attack.bin', shared=True, size=4, dtype=torch.uint8)\n"
      "e = torch.exp(x - x.amax(dim, keepdim=True))\nreturn e / e.sum(dim, keepdim=True)", "", True),

@@ -228,3 +228,12 @@ def test_torch_is_handed_data_never_code():
     assert [f.what for f in lint.lint("import os\no = os\n", "data")] == [
         "uses os itself, where only PathLike of it may be used"]
     assert lint.lint("import os\ndef f(p: os.PathLike):\n    return isinstance(p, os.PathLike)\n", "data") == []
+    # a private attribute stored on another object is not the file's own (red team 10: leaf._backward_hooks = {});
+    # at run time setting a tensor's private attribute is refused too, and reading a memmap the caller made is data
+    assert [f.what for f in lint.lint("def f(leaf):\n    leaf._hooks = {}\n", "attention")] == [
+        "uses the private name _hooks"]
+    assert lint.lint("class K:\n    def __init__(self):\n        self._cache = []\n", "attention") == []
+    leaf = torch.zeros(2, requires_grad=True)
+    assert _watched("6.1", lambda: setattr(leaf, "_backward_hooks", {})).what == "Tensor._backward_hooks.__set__"
+    memmap = np.arange(9).view(np.memmap)  # what slicing a memmap of the dataset gives
+    assert _watched("9.1", lambda: torch.as_tensor(memmap[2:5], dtype=torch.long)) is None

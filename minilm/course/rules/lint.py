@@ -44,6 +44,7 @@ LIBRARY_PRIVATE = frozenset("""
     _C _VF _ops _dynamo _inductor _utils _jit_internal _sys _os _thread _getframe _subclasses _prims _refs _decomp
     _functorch _higher_order_ops _library _tensor _python_dispatch _mode_utils _guards _lazy _export _logging
     _compile _classes _namedtensor_internals _vmap_internals _linalg_utils _lowrank _weights_only_unpickler
+    _backward_hooks _post_accumulate_grad_hooks _forward_hooks _forward_pre_hooks _backward_pre_hooks
 """.split())
 
 
@@ -145,7 +146,11 @@ def lint(source: str | bytes, module: str) -> list[Finding]:
     bound = {n.id for n in nodes if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
     bound |= {n.arg for n in nodes if isinstance(n, ast.arg)}
     bound |= {n.name for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
-    own = frozenset({n.attr for n in nodes if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)} | bound)
+    # a private attribute is the file's own where it stores it on self or cls (self._cache = …), not on another
+    # object: `leaf._backward_hooks = {}` set a tensor's hook table (red team 10)
+    stored = [n for n in nodes if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)]
+    own = frozenset({n.attr for n in stored if not n.attr.startswith("_") or (
+        isinstance(n.value, ast.Name) and n.value.id in ("self", "cls"))} | bound)
     rebound = _rebound(tree, nodes)
     bound -= set(_LOOKUPS) | {n.id if isinstance(n, ast.Name) else "" for n in rebound}
     libraries, narrow, aliases = set(), {}, {}

@@ -86,7 +86,7 @@ def _hands_over_code(func, args, kwargs) -> bool:
         elif issubclass(kind, torch.Tensor):
             if not _own_tensor_class_runs_no_c(kind):
                 return True
-        elif not (numpy is not None and (kind is numpy.ndarray and v.dtype.kind in "biufc" or
+        elif not (numpy is not None and ((kind is numpy.ndarray or kind is numpy.memmap) and v.dtype.kind in "biufc" or
                                          issubclass(kind, numpy.generic) and _type_module(kind) == "numpy")):
             return True
     return False
@@ -119,6 +119,14 @@ def _own_tensor_class_runs_no_c(kind: type) -> bool:
                     kind_of is t for t in (*_PLAIN, *_SLOTS))):
                 return False
     return True
+
+
+_SETTER, _GETSET = type(torch.Tensor.grad.__set__), type(torch.Tensor.grad)
+
+
+def _sets_a_private_attribute(func) -> bool:
+    """Whether a torch function is the setter of one of Tensor's private attributes (its hook tables)."""
+    return type(func) is _SETTER and type(func.__self__) is _GETSET and func.__self__.__name__.startswith("_")
 
 
 _HOOK_EVENTS = ("sys.setprofile", "sys.settrace")
@@ -420,6 +428,9 @@ def _hooks(record: Recorder, task, student_files: dict[str, str]):
             verdict = function_verdict(func)
             if verdict is not None and not verdict[1]:
                 refuse(verdict[2], verdict[0], _getframe(1), False)
+            if _sets_a_private_attribute(func) and studentish(_getframe(1)):
+                # leaf._backward_hooks = {…}: a hook table the engine calls from C inside a backward pass
+                refuse(f"Tensor.{func.__self__.__name__}.__set__", None, _getframe(1), True)
             if _hands_over_code(func, args, kwargs):
                 # torch runs what it is handed with this mode paused: map(torch.softmax, …) as Tensor.backward's
                 # inputs, or a functools.partial of a built-in, makes no event at all
