@@ -546,12 +546,21 @@ def _mistake_on_every_case(s, label: str) -> bool:
         _RUN.seen = seen
 
 
+def _raised_in_the_probe(e: BaseException) -> bool:
+    """Whether an exception was raised by a property's own code (indexing an output of another shape), not by
+    the student's code or anything it called."""
+    tb = e.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return str(Path(tb.tb_frame.f_code.co_filename).resolve()).startswith(str(Path(__file__).resolve().parent))
+
+
 def _raise_broken_property(s, failed: CheckFailed | None) -> None:
     """Raise CheckFailed for the first of the spec's properties your code breaks (keeping what the
     comparison found, if it failed, as the difference); return when every one holds."""
     import minilm
 
-    for prop in s.properties:
+    for prop in sorted(s.properties, key=lambda p: not p.first):
         where = None
         try:
             saw = prop.probe(minilm)
@@ -559,7 +568,13 @@ def _raise_broken_property(s, failed: CheckFailed | None) -> None:
             raise
         except Exception as e:  # noqa: BLE001 - raising is breaking the property
             where = raised_at(e)
-            saw = f"your code raised {_one_line(e)}" + (f" ({where})" if where else "")
+            if where is None and _raised_in_the_probe(e):  # the probe tripped on an output of another form
+                if failed is not None:
+                    continue  # the comparison's finding says more
+                saw = (f"the check could not read your output ({_one_line(e)} inside the check): is it of the "
+                       "shape and type the contract gives?")
+            else:
+                saw = f"your code raised {_one_line(e)}" + (f" ({where})" if where else "")
         if saw is None:
             continue
         cause = failed.cause if failed is not None else None

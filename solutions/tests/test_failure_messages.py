@@ -1103,6 +1103,18 @@ def _relu2_widened_inside(self, d_model, d_ff, **kwargs):
     _RELU2_INIT(self, d_model, d_ff * 3 // 2, **kwargs)  # the matched width applied a second time
 
 
+def _probs_divides_in_place(logits, temperature=1.0, top_k=None, top_p=None):
+    if temperature > 0:
+        logits /= temperature  # the caller's logits change
+        temperature = 1.0
+    return next_token_probs(logits, temperature, top_k, top_p)
+
+
+def _quantize_scalar_scale(w, per_channel=True):
+    q, scale = quantize_int8(w, per_channel)
+    return q, scale if per_channel else scale.reshape(())  # the per-tensor scale lost its (1, 1)
+
+
 _RELU2_INIT = ReLUSquaredFFN.__init__
 
 
@@ -1126,6 +1138,10 @@ SLIPS = [
     ("5.1", "solutions.rope", "rotate_pairs", _rotate_second_takes_the_even, "as (x[2i], x[2i])"),
     ("14.6", "solutions.modern", "ReLUSquaredFFN.__init__", _relu2_widened_inside,
      "w1.weight has shape [36, 8], expected [24, 8]"),
+    # Held-out set 10: an input changed in place is asked before any property that reuses it; a probe that cannot
+    # read an output of another shape says so, and the contract's shapes come first.
+    ("11.1", "solutions.generation", "next_token_probs", _probs_divides_in_place, "argument 1 changed during the call"),
+    ("12.1", "solutions.quantization", "quantize_int8", _quantize_scalar_scale, "scale [] float32, expected"),
     ("5.1", "solutions.rope", "rope_angles", _angles_theta_typo, "pair i turns by p · θ^(−2i/d_k) at position p"),
     ("10.2", "solutions.training", "clip_grad_norm", _clip_returns_squared_norm, "squares of the expected ones"),
     ("13.2", "solutions.classic", "sinusoidal_positions", _sinusoid_base_typo, "position 1's angles by pair"),

@@ -99,6 +99,7 @@ class Property:
     probe: Callable[[object], str | None]
     example: str = ""
     idea: str = ""
+    first: bool = False  # asked before the others: an input changed in place makes every later probe's input wrong
 
 
 def differs(got, want, atol: float = 1e-5, rtol: float = 1e-4) -> str | None:
@@ -195,7 +196,7 @@ def keeps_inputs(name: str, make_args: Callable[[], tuple], what: str) -> Proper
         getattr(m, name)(*args)
         changed = [i for i, (a, b) in enumerate(zip(args, before)) if not _same(a, b)]
         return changed and f"{what}: argument {changed[0] + 1} changed during the call" or None
-    return Property(f"{name} leaves its arguments as they were", probe,
+    return Property(f"{name} leaves its arguments as they were", probe, first=True,
                     idea="compute into new tensors (x = x / c, torch.where, masked_fill without the underscore) and "
                          "copy a dict or list before adding to it (dict(vocab)); an in-place operation on an argument "
                          "(x /= c, masked_fill_, mul_, vocab[k] = …) changes the caller's object")

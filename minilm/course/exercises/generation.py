@@ -16,6 +16,7 @@ from minilm.course.exercises import (
     differs,
     first,
     gen,
+    keeps_inputs,
     lm_shapes,
     load_state,
     randn,
@@ -148,6 +149,8 @@ def _probs_top_k_ties(m):
 
 
 PROBS_PROPERTIES = (
+    keeps_inputs("next_token_probs", lambda: (randn(114, 2, 10), 0.5, 3, 0.9), "on logits (2, 10), temperature 0.5, "
+                 "top_k 3, top_p 0.9"),
     Property("the temperature divides the logits before every filter: temperature T gives what logits / T give at "
              "temperature 1", _probs_temperature,
              example="z = torch.randn(2, 10)\nprint(minilm.next_token_probs(z, temperature=2.0, top_p=0.6)\n"

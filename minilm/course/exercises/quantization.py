@@ -163,7 +163,26 @@ def _quantize_odd(m):
     return None
 
 
+def _quantize_shapes(m):
+    w = randn(113, 4, 6)
+    for per_channel, want in ((True, (4, 1)), (False, (1, 1))):
+        q, scale = m.quantize_int8(w, per_channel)
+        got = [tuple(t.shape) if type(t) is torch.Tensor else type(t).__name__ for t in (q, scale)]
+        if got != [(4, 6), want] or q.dtype != torch.int8 or scale.dtype != torch.float32:
+            kinds = [f"{shown(list(t.shape))} {str(t.dtype)[6:]}" if type(t) is torch.Tensor else "not a tensor"
+                     for t in (q, scale)]
+            return (f"per_channel={per_channel}, on w (4, 6): q is {kinds[0]} and scale {kinds[1]}, expected [4, 6] "
+                    f"int8 and {list(want)} float32")
+    return None
+
+
 QUANTIZE_PROPERTIES = (
+    Property("q has w's shape and dtype int8; scale is float32 of shape (d_out, 1) per channel, (1, 1) per tensor",
+             _quantize_shapes, first=True,
+             example="q, s = minilm.quantize_int8(torch.randn(4, 6), per_channel=False)\nprint(q.shape, s.shape)  "
+                     "# (4, 6) and (1, 1)",
+             idea="keep the reduced dims: amax(dim=1, keepdim=True) per channel, and reshape(1, 1) the one absmax of "
+                  "the whole matrix, so that w / scale broadcasts and dequantize gets what it expects"),
     Property("the quantization is symmetric: −w gives −q with the same scale, as the scale comes from max |w|",
              _quantize_odd,
              example="w = torch.tensor([[-3.0, 1.0, 2.0]])\nq, s = minilm.quantize_int8(w)\n"
