@@ -704,15 +704,17 @@ def _dropout_mask_in_x_dtype(x, p, training, generator=None):
     return torch.where(keep, x / (1 - p), torch.zeros((), dtype=x.dtype))
 
 
+def _log_softmax(z):
+    """The distillation slips' own log-softmax (torch's is refused in 16.2)."""
+    m = z.amax(dim=-1, keepdim=True).detach()
+    return z - m - torch.log(torch.exp(z - m).sum(dim=-1, keepdim=True))
+
+
 def _distill_kl_mean_over_vocab(student_logits, teacher_logits, targets, temperature, alpha):
     from solutions.training import cross_entropy
 
-    def log_softmax(z):
-        m = z.amax(dim=-1, keepdim=True).detach()
-        return z - m - torch.log(torch.exp(z - m).sum(dim=-1, keepdim=True))
-
-    log_p = log_softmax(teacher_logits.detach() / temperature)
-    log_q = log_softmax(student_logits / temperature)
+    log_p = _log_softmax(teacher_logits.detach() / temperature)
+    log_q = _log_softmax(student_logits / temperature)
     kl = (log_p.exp() * (log_p - log_q)).mean()  # a mean over the vocabulary too: KL / vocab_size
     return alpha * temperature**2 * kl + (1 - alpha) * cross_entropy(student_logits, targets)
 # A rule the visible cases cannot tell apart from a value: the default theta where another is given, a scale
@@ -1082,12 +1084,8 @@ def _cross_entropy_max_not_put_back(logits, targets):
 def _distill_hard_part_on_z_over_t(student_logits, teacher_logits, targets, temperature, alpha):
     from solutions.training import cross_entropy
 
-    def log_softmax(z):
-        m = z.amax(dim=-1, keepdim=True).detach()
-        return z - m - torch.log(torch.exp(z - m).sum(dim=-1, keepdim=True))
-
-    log_p = log_softmax(teacher_logits.detach() / temperature)
-    log_q = log_softmax(student_logits / temperature)
+    log_p = _log_softmax(teacher_logits.detach() / temperature)
+    log_q = _log_softmax(student_logits / temperature)
     soft = temperature**2 * (log_p.exp() * (log_p - log_q)).sum(dim=-1).mean()
     return alpha * soft + (1 - alpha) * cross_entropy(student_logits / temperature, targets)  # / T twice
 
