@@ -116,6 +116,15 @@ def differs(got, want, atol: float = 1e-5, rtol: float = 1e-4) -> str | None:
     return f"they differ by up to {gap.max().item():.3g} (at index {where})"
 
 
+def few_values(got, names: str) -> str:
+    """ "your silu(1), silu(−1) are 0.268941, −0.731059" ("" for a non-tensor or many values): a message
+    about known values then says what the student's code gave, not only that it differs."""
+    if type(got) is not torch.Tensor or not 0 < got.numel() <= 6:
+        return ""
+    values = (f"{v:.6g}".replace("-", "−") for v in got.detach().double().flatten().tolist())
+    return f"your {names} are " + ", ".join(values)
+
+
 def off_points(f: Callable[[float], float], want: dict, setting: str, at: str) -> str | None:
     """Where f misses the contract's values (a schedule at its boundaries): "with <setting>, <at> 5: 0.9,
     expected 1; …", or None when it hits every one."""
@@ -466,17 +475,24 @@ def state_keys(module: nn.Module) -> list[str]:
 
 
 def load_state(module: nn.Module, state: dict) -> None:
-    """The case's weights into `module`; where its parameters' names or shapes differ from the contract's, a
-    ValueError that says which, in the contract's words (not load_state_dict's)."""
+    """The case's weights into `module`; where its parameters' names or shapes differ from the contract's, the
+    check fails saying which, in the contract's words (not load_state_dict's, and not as an error your code
+    raised)."""
+    from minilm.course.checks import CheckFailed
+
     own = module.state_dict()
     missing, extra = sorted(set(state) - set(own)), sorted(set(own) - set(state), key=str)
     wrong = [k for k in state if k in own and tuple(own[k].shape) != tuple(state[k].shape)]
     if missing or extra or wrong:
-        parts = [f"missing {', '.join(missing[:3])} (only an nn.Parameter, or a module holding one, is in "
-                 "the state_dict)"] if missing else []
-        parts += [f"{len(extra)} unexpected" for _ in extra[:1]]
-        parts += [f"{k} is {shown(list(own[k].shape))}, the contract's {list(state[k].shape)}" for k in wrong[:2]]
-        raise ValueError("your module's parameters differ from the contract's state_dict: " + "; ".join(parts))
+        parts = [f"{k} has shape {shown(list(own[k].shape))}, the contract's {list(state[k].shape)}" for k in wrong[:2]]
+        if wrong:
+            parts[-1] += " (build each part from the sizes the constructor is given)"
+        if missing:  # a tensor that is not a Parameter, or modules kept in a plain list: not registered
+            parts.append(f"{len(missing)} missing, such as {', '.join(missing[:2])}: only an nn.Parameter, or a "
+                         "module held as an attribute or in an nn.ModuleList (not a plain list or dict), is in it")
+        if extra:
+            parts.append(f"{len(extra)} the contract does not have, such as {', '.join(map(str, extra[:2]))}")
+        raise CheckFailed("your module's state_dict differs from the contract's: " + "; ".join(parts))
     module.load_state_dict({k: v.clone() for k, v in state.items()})
 
 

@@ -16,6 +16,7 @@ from minilm.course.exercises import (
     count,
     differs,
     each_row_alone,
+    few_values,
     first,
     gen,
     gradient_follows,
@@ -173,7 +174,13 @@ def _layer_norm_standardizes(m):
     x = randn(87, 3, 16) * 5 + 40
     y = m.layer_norm(x, torch.ones(16), torch.zeros(16))
     d = differs(y.mean(-1), torch.zeros(3), atol=1e-4) or differs(y.pow(2).mean(-1), torch.ones(3), atol=1e-3)
-    return d and f"with weight 1 and bias 0, each row's mean and 0, mean square and 1 (x around 40): {d}"
+    if not d:
+        return None
+    rows = ", ".join(f"{a:.4g} and {b:.4g}" for a, b in zip(y.mean(-1).tolist(), y.pow(2).mean(-1).tolist()))
+    saw = f"on x (3, 16) around 40, your rows' means and mean squares are {rows}"
+    if bool((y == 1).all()):  # x̂ · 0 + 1: the bias multiplies and the weight adds
+        saw += ": every output is 1, the weight's value (do the weight and the bias swap places?)"
+    return saw
 
 
 def _layer_norm_shift(m):
@@ -229,7 +236,7 @@ LAYER_NORM_PROPERTIES = (
              example="x = 5 * torch.randn(3, 16) + 40\ny = minilm.layer_norm(x, torch.ones(16), torch.zeros(16))\n"
                      "print(y.mean(-1), y.pow(2).mean(-1))  # 0 and 1",
              idea="subtract each row's mean, divide by the square root of the mean of the squared deviations "
-                  "(the biased variance) + eps, over the last dim"),
+                  "(the biased variance) + eps, over the last dim; then multiply by the weight and add the bias"),
     Property("adding one number to every entry of a row changes nothing, even 300 to entries of size 0.1",
              _layer_norm_shift,
              example="x, w, b = 0.1 * torch.randn(3, 16), torch.ones(16), torch.zeros(16)\n"
@@ -369,7 +376,7 @@ def _gelu_at_one(m):
     d = differs(got, torch.tensor([0.8413447460685429, -0.15865525393145707], dtype=torch.float64), atol=1e-6)
     if not d:
         return None
-    saw = f"gelu(±1) and ±1 · Φ(±1) = 0.841345, −0.158655: {d}"
+    saw = few_values(got, "gelu(1), gelu(−1)") or f"gelu(±1) and ±1 · Φ(±1) = 0.841345, −0.158655: {d}"
     if type(got) is torch.Tensor and got.shape == (2,) and 0.5 < got[0].item() < 1:
         # x · Φ(x / σ) for some σ: the CDF of a normal of another std (erf(x / 2), erf(x))
         sigma = 1 / (2 ** 0.5 * torch.special.erfinv(2 * got[0] - 1).item())

@@ -98,6 +98,16 @@ def _quantize_cases():
     return cases
 
 
+def _dequantize_alone(m):
+    q = torch.tensor([[-127, -1, 0, 1, 127], [3, -3, 64, -64, 0]], dtype=torch.int8)
+    scale = torch.tensor([[0.5], [0.25]])
+    got = m.dequantize_int8(q, scale)
+    d = differs(got, q.float() * scale, atol=0, rtol=0)
+    if d is None and got.dtype != torch.float32:
+        d = f"came out {str(got.dtype).replace('torch.', '')}"
+    return d and f"dequantize_int8 on q [[-127, -1, 0, 1, 127], [3, -3, 64, -64, 0]] and scales [[0.5], [0.25]]: {d}"
+
+
 def _quantize_error(m):
     w = randn(86, 6, 10) * torch.tensor([[1e-3], [0.1], [1.0], [10.0], [0.0], [3.0]])
     for per_channel in (True, False):
@@ -200,6 +210,11 @@ QUANTIZE_PROPERTIES = (
                      "q, scale = minilm.quantize_int8(w)\nprint(scale[1], q[1])  # 1 and zeros",
              idea="compute max |w| / 127 first, then replace every scale that came out 0 by 1 (torch.where on the "
                   "scale itself): testing max |w| > 0 misses a max too small to survive the division"),
+    Property("dequantize_int8(q, scale) is q · scale as float32, each row times its own scale", _dequantize_alone,
+             example="q = torch.tensor([[-127, 0, 127], [3, -3, 64]], dtype=torch.int8)\n"
+                     "print(minilm.dequantize_int8(q, torch.tensor([[0.5], [0.25]])))  # q times 0.5, then 0.25",
+             idea="convert q to float32 and multiply it by scale, which broadcasts over each row: the int8 values "
+                  "count steps of size scale"),
     Property("dequantize(quantize(w)) lies within scale / 2 of w everywhere, zero rows included", _quantize_error,
              example="w = torch.randn(6, 10) * torch.tensor([[1e-3], [0.1], [1.0], [10.0], [0.0], [3.0]])\n"
                      "q, scale = minilm.quantize_int8(w)\nprint(((minilm.dequantize_int8(q, scale) - w).abs() - "
