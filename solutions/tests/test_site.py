@@ -1,5 +1,5 @@
 """`minilm site` (solutions/site.py): the course as a static website (Sphinx, MyST-NB, sphinx-book-theme), built
-once for the module (pytest-xdist's loadscope keeps the module on one worker) and read two ways. On disk: every
+once for the module (its module-scoped fixture keeps the module on one worker) and read two ways. On disk: every
 page is there in course order, every link and image inside the site resolves, nothing is loaded from another
 site, the notebooks show what students see (the explorers' pictures with their note, no install cell, no
 harness comments, the launch links and the .ipynb download), and task pages show their contract as text. In

@@ -1,6 +1,6 @@
 """The README's student commands on a student's finished work: the student edition
 (solutions/release.py) with the reference's bodies in place of the stubs. A module of its own,
-apart from test_release.py, so that pytest-xdist's loadscope can run the two side by side."""
+apart from test_release.py, so that pytest-xdist can run the two side by side."""
 
 from __future__ import annotations
 

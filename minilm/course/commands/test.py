@@ -27,7 +27,7 @@ def parser(prog: str) -> argparse.ArgumentParser:
 
 
 # `minilm test all`: the whole suite, in parallel (pytest-xdist; one notebook per worker).
-SUITE = ("-n", "auto", "--dist", "loadscope", "--durations=15")
+SUITE = ("-n", "auto", "--dist", "loadgroup", "--durations=15")
 
 
 def test(ids: list[str] | None, notebook: bool, impl: str | None, pytest_args: list[str], slow: bool = False) -> int:

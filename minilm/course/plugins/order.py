@@ -11,10 +11,9 @@ import pytest
 
 def pytest_configure(config):
     _share_the_cores(config)
-    # pytest-xdist's --dist loadscope hands out modules (and notebooks) largest test count first,
-    # which leaves the few-test, long-running modules (grading, benchmarks, training runs) for
-    # the end, one worker busy and the other idle. The order of pytest_collection_modifyitems
-    # below (modules with slow tests first) is used instead.
+    # pytest-xdist's scheduling hands out work units largest first, which leaves the few-test,
+    # long-running modules (grading, benchmarks, training runs) for the end, one worker busy and the
+    # other idle. The order of pytest_collection_modifyitems below (slow work first) is used instead.
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
 
@@ -34,10 +33,30 @@ def _share_the_cores(config) -> None:
         sys.modules["torch"].set_num_threads(threads)
 
 
-@pytest.hookimpl(trylast=True)  # after --task has chosen the items
+@pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config, items):
+    """Under --dist loadgroup (`minilm test all`), the tests that must share a worker are grouped: a
+    notebook's cells (one kernel, in order) and a module whose fixtures outlive a test (a graded batch, a
+    built release: set up once). Every other test is a work unit of its own, so the many quick ones fill
+    in beside the long ones to the end, where a whole module of them kept one worker busy while the other
+    idled. Marked before xdist's own hook reads the marks into the node ids; ordered after --task has
+    chosen the items."""
+    if getattr(config.option, "loadgroup", False):
+        for item in items:
+            if not item.get_closest_marker("xdist_group") and _shares_its_module(item):
+                item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+    result = yield
     if hasattr(config, "workerinput"):  # an xdist worker: the order its controller hands out scopes in
         items[:] = slow_scopes_first(items)
+    return result
+
+
+def _shares_its_module(item) -> bool:
+    if item.nodeid.split("::", 1)[0].endswith(".ipynb"):
+        return True
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.values() if info is not None else ()
+    return any(d[-1].scope in ("module", "class", "package") for d in defs if d)
 
 
 def _is_slow(item) -> bool:
@@ -45,11 +64,15 @@ def _is_slow(item) -> bool:
 
 
 def slow_scopes_first(items: list) -> list:
-    """Items grouped by xdist's loadscope scope (the node id up to its last "::": a module, a
-    class or a notebook), scopes with the most slow (or browser) tests first, the rest in
-    collection order. Starting the long runs first keeps both workers busy to the end."""
+    """Items grouped by xdist's scope (under loadgroup a group after the node id's "@", else the node id
+    itself; under loadscope the node id up to its last "::"), scopes with the most slow (or browser)
+    tests first, the rest in collection order. Starting the long runs first keeps both workers busy to
+    the end."""
+    group = getattr(items[0].config.option, "loadgroup", False) if items else False
     scopes: dict[str, list] = {}
     for item in items:
-        scopes.setdefault(item.nodeid.rsplit("::", 1)[0], []).append(item)
+        scope = (item.nodeid.rsplit("@", 1)[-1] if "@" in item.nodeid else item.nodeid) if group else \
+            item.nodeid.rsplit("::", 1)[0]
+        scopes.setdefault(scope, []).append(item)
     order = sorted(scopes.values(), key=lambda group: -sum(map(_is_slow, group)))  # stable
     return [item for group in order for item in group]
