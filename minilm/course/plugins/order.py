@@ -44,11 +44,20 @@ def pytest_collection_modifyitems(config, items):
     if getattr(config.option, "loadgroup", False):
         for item in items:
             if not item.get_closest_marker("xdist_group") and _shares_its_module(item):
-                item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+                _group(item, item.nodeid.split("::", 1)[0])
     result = yield
     if hasattr(config, "workerinput"):  # an xdist worker: the order its controller hands out scopes in
         items[:] = slow_scopes_first(items)
     return result
+
+
+def _group(item, name: str) -> None:
+    """Put `item` in xdist's group `name`: the mark, and the "@name" that xdist's scheduler reads from the node
+    id. xdist 3.8 writes that suffix to `_nodeid`, which pytest >= 9.1 no longer reads (it builds the node id
+    from `_id`): there the suffix is written here, or every test of a notebook would be a unit of its own."""
+    item.add_marker(pytest.mark.xdist_group(name))
+    if hasattr(item, "_id"):
+        item._id = item.parent.id.child(f"{item.name}@{name}")
 
 
 def _shares_its_module(item) -> bool:
