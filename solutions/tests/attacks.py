@@ -977,6 +977,32 @@ RUNTIME_ATTACKS = [
      "import functools\nimport torch\ndef _through_backward(fn, x, dim):\n"
      "    leaf = torch.zeros_like(x).requires_grad_()\n    hooks = {}\n    leaf._backward_hooks = hooks\n"
      "    hooks[0] = functools.partial(fn, dim=dim)\n    (leaf * 1).backward(x)\n    return leaf.grad\n", True),
+    # the eleventh red team: code that torch's Python functions run with the mode paused, reached through what
+    # they are handed (a tensor's own attributes, an instance attribute shadowing a method, the deepcopy memo, a
+    # class that says it is numpy's int64), and a getattr done by functools.update_wrapper. Its thread started from
+    # C and torch's code re-homed or run with other globals: test_rule.py's test_code_made_or_run_out_of_sight
+    ("a-tensors-own-attribute-copied-by-deepcopy-6.1", "attention", "6.1",
+     "box = _Box()\nsetattr(box, '__deep' + 'copy__', functools.partial(next, map(torch.softmax, [x], [dim])))\n"
+     "carrier = x.detach().clone()\ncarrier.payload = box\nreturn copy.deepcopy(carrier).payload",
+     "import copy\nimport functools\nimport torch\nclass _Box:\n    pass\n", True),
+    ("an-instance-attribute-shadows-a-tensor-method-6.1", "attention", "6.1",
+     "carrier = x.detach()[..., :1]\ncarrier.flip = functools.partial(next, map(torch.softmax, [x], [dim]))\n"
+     "return reversed(carrier)", "import functools\nimport torch\n", True),
+    ("a-deepcopy-memo-whose-contains-runs-a-builtin-6.1", "attention", "6.1",
+     "found = []\nclass Memo(dict):\n    pass\n"
+     "setattr(Memo, '__con' + 'tains__', functools.partial(next, map(found.append, map(torch.softmax, [x], [dim]))))\n"
+     "copy.deepcopy(x.detach(), Memo())\nreturn found[0]", "import copy\nimport functools\nimport torch\n", True),
+    ("a-class-that-says-it-is-numpys-int64-2.1", "embedding", "2.1",
+     "found = []\nchain = functools.partial(next, map(found.append, map(torch.embedding, [weight], [token_ids])))\n"
+     "spoof = type('int64', (np.int64,), {'__module__': 'numpy', '__index__': chain})\n"
+     "try:\n    torch.zeros(spoof(0))\nexcept TypeError:\n    pass\nreturn found[0]",
+     "import functools\nimport numpy as np\nimport torch\n", True),
+    ("a-getattr-done-by-update-wrapper-1.1", "linear", "1.1",
+     "catch, box = _Catch(), _Box()\nsetattr(box, 'functional', catch)\n"
+     "functools.update_wrapper(box, torch.nn, assigned=(), updated=('functional',))\n"
+     "return catch.value.linear(x, weight)",
+     "import functools\nimport torch\nclass _Box:\n    pass\nclass _Catch:\n    def update(self, value):\n"
+     "        self.value = value\n", True),
     ("torch-from-file-writes-a-file-6.1", "attention", "6.1",
      "torch.from_file('/tmp/minilm-attack.bin', shared=True, size=4, dtype=torch.uint8)\n"
      "e = torch.exp(x - x.amax(dim, keepdim=True))\nreturn e / e.sum(dim, keepdim=True)", "", True),

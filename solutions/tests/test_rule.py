@@ -200,6 +200,48 @@ def test_a_family_is_refused_whoever_calls_it_and_only_torchs_functions_belong_t
     assert refusal.what.startswith("torch.optim.adamw.") and not refusal.escape
 
 
+def test_code_made_or_run_out_of_sight_is_refused():
+    # The eleventh red team: a thread started from C (a new thread has neither hook), torch's own optimizer code
+    # re-homed under another file name (code.replace), or run once with globals named as the student's so that
+    # the verdict cached for its code was "free"; each earned points. Data on a tensor and a model's deepcopy pass.
+    import _thread
+    import copy
+    import functools
+    import types
+
+    import torch
+    import torch.nn.utils.clip_grad as clip_grad
+
+    found = []
+
+    def thread_from_c():
+        class Box:
+            pass
+        box = Box()
+        box.__reduce_ex__ = functools.partial(next, map(_thread.start_new_thread, [found.append], [(1,)]))
+        copy.copy(box)
+
+    assert _watched("6.1", thread_from_c).what == "_thread.start_new_thread" and not found
+    inner = clip_grad.clip_grad_norm_.__wrapped__
+    assert _watched("10.2", lambda: inner.__code__.replace(co_filename="<mine>")).what == "code.__new__"
+    assert _watched("10.2", lambda: types.FunctionType(inner.__code__, {"__name__": "mine"})).what == "function.__new__"
+    # the verdict is the code's, by the file it lives in, whatever globals its first frame had
+    twin = types.FunctionType(inner.__code__, {"__name__": "mine"})  # made before the watch: only run under it
+
+    def run_the_twin():
+        try:
+            twin([torch.nn.Parameter(torch.ones(3))], 1.0, 2.0, False, None)
+        except NameError:  # its globals hold nothing else: the first frame is what was judged
+            pass
+
+    refusal = _watched("10.2", run_the_twin)
+    assert refusal is not None and refusal.what.startswith("torch.nn.utils.clip_grad."), refusal
+    tagged = torch.ones(2)
+    tagged.note = {"step": 1, "scale": torch.ones(1)}
+    assert _watched("6.1", lambda: (copy.deepcopy(tagged), torch.softmax is not None, tagged + 1)) is None
+    assert _watched("6.1", lambda: copy.deepcopy(torch.nn.Linear(4, 2))) is None
+
+
 def test_torch_is_handed_data_never_code():
     # Torch iterates what it is handed with the mode paused, and C code called from there makes no event:
     # map(torch.softmax, …) as Tensor.backward's inputs ran unseen (the eighth red team). Data passes.

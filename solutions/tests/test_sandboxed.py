@@ -41,6 +41,40 @@ def test_a_daemon_holding_the_pipe_does_not_hold_up_the_worker():
         os.close(read_end)
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the grader's worker forbids threads on Linux")
+def test_a_tasks_process_cannot_start_a_thread_and_torch_still_runs():
+    """The worker's child, as it runs a task: no thread can start, from Python or from C (a new thread has neither
+    of the recorder's hooks: the eleventh red team ran torch.softmax in one), and torch on its one thread runs."""
+    import _thread
+
+    import torch
+
+    torch.set_num_threads(1)  # as the worker does before it forks
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            said = [worker._no_new_threads()]
+            try:
+                _thread.start_new_thread(os.getpid, ())
+                said.append("started")
+            except RuntimeError as e:
+                said.append(str(e))
+            x = torch.randn(64, 64, requires_grad=True)
+            (torch.softmax(x @ x, -1).sum()).backward()
+            said.append(bool(torch.isfinite(x.grad).all()))
+            os.write(write_end, repr(said).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    os.waitpid(pid, 0)
+    got = os.read(read_end, 4096).decode()
+    os.close(read_end)
+    if got.startswith("[False"):
+        pytest.skip("no seccomp here (pyseccomp and libseccomp): the recorder's own guard is all")
+    assert got == "[True, \"can't start new thread\", True]", got
+
+
 def test_a_child_that_outlives_its_time_limit_gives_only_the_parts_it_finished():
     # Each part (the notebook's cases, then the hidden ones) is a frame: a part cut short is not one.
     done = b"visible rows"

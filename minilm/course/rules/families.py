@@ -110,7 +110,9 @@ ESCAPE_MODULES = (
     "torch.autograd.profiler", "torch.hub", "torch.multiprocessing", "torch.distributed", "torch.package",
     "torch.serialization", "torch.load", "torch.save", "torch._C._set_torch_function_mode",
     "torch._C._push_on_torch_function_stack", "torch._C._pop_torch_function_stack", "torch._C.DisableTorchFunction",
-    "torch._C.DisableTorchFunctionSubclass",
+    "torch._C.DisableTorchFunctionSubclass", "torch._C._get_function_stack_at", "torch._C._len_torch_function_stack",
+    # a getattr by any name, done by the library (update_wrapper's `updated`): reached the recorder's closures
+    "functools.update_wrapper",
     # numpy's files and raw memory
     "numpy.lib._npyio_impl", "numpy.lib.npyio", "numpy._core.memmap", "numpy.core.memmap", "numpy.ctypeslib",
     "numpy.save", "numpy.load", "numpy.fromfile", "numpy.ndarray.tofile", "numpy.ndarray.dump",
@@ -188,6 +190,7 @@ ESCAPE_ATTRIBUTES = frozenset("""
     tofile fromfile memmap ctypeslib savez savez_compressed savetxt loadtxt genfromtxt
     from_file PyTorchFileReader PyTorchFileWriter load_library
     f_back f_globals f_locals f_builtins f_code gi_frame gi_code cr_frame cr_code ag_frame tb_frame tb_next
+    cell_contents co_freevars co_cellvars co_consts co_code co_names co_filename
     setprofile settrace getprofile gettrace
 """.split())
 ALLOWED_DUNDERS = frozenset({"__init__", "__name__", "__class__"})

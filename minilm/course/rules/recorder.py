@@ -53,9 +53,12 @@ _PLAIN = frozenset({type(None), bool, int, float, complex, str, bytes, bytearray
 
 def _data_arguments(func, args, kwargs):
     """The arguments of a torch function that torch reads as data. Tensor.__deepcopy__ is handed
-    copy.deepcopy's memo, which holds every object copied so far; torch stores into it and calls nothing."""
+    copy.deepcopy's memo, which holds every object copied so far: torch stores into it and asks `id in memo`,
+    which runs nothing of a dict's, but a subclass's __contains__ (red team 11). So the memo must be a dict,
+    whatever it holds."""
     if func is _tensor_deepcopy:
-        return list(args[:1])
+        memo = args[1] if len(args) > 1 else (kwargs or {}).get("memo")
+        return list(args[:1]) + ([] if type(memo) is dict else [memo])
     return [*args, *(kwargs or {}).values()]
 
 
@@ -64,18 +67,38 @@ _tensor_deepcopy = torch.Tensor.__deepcopy__
 _SEQUENCES = (list, tuple, deque, *(t for t in vars(torch.return_types).values()
                                     if isinstance(t, type) and issubclass(t, tuple)))
 _PLAIN_IDS = frozenset(map(id, _PLAIN))  # the types live as long as the process: their ids stay theirs
+# A tensor's own attributes (t.payload = …): Tensor.__deepcopy__ copies them and Tensor.__reversed__ calls
+# self.flip, an instance's attribute first, while the mode is paused (red team 11). Read by torch's own
+# descriptor, which a class of the student's cannot replace.
+_tensor_dict = torch.Tensor.__dict__["__dict__"].__get__
+_type_flags = type.__dict__["__flags__"].__get__
+_HEAP_TYPE = 1 << 9  # a class made by a class statement or type(): numpy's own scalar types are C's, not heap types
 _TENSOR_METAS = (type(torch.Tensor), type(torch.nn.Parameter), type(torch.nn.Buffer))  # torch's, not a student's
 
 
 def _hands_over_code(func, args, kwargs) -> bool:
     """Whether a torch function's arguments hold anything but plain data (_PLAIN; Python's scalar types, as
-    dtype=bool; numpy's numbers and arrays of numbers; slices, lists, tuples and dicts of those): a callable,
-    a map or another iterator, an object of the student's own class, a subclass of list or of Tensor."""
-    todo, numpy = _data_arguments(func, args, kwargs), sys.modules.get("numpy")
+    dtype=bool; numpy's numbers and arrays of numbers; slices, lists, tuples and dicts of those; tensors whose
+    own attributes are those): a callable, a map or another iterator, an object of the student's own class, a
+    subclass of list, or of Tensor with a method of C code."""
+    todo, numpy, seen = _data_arguments(func, args, kwargs), sys.modules.get("numpy"), set()
     while todo:
         v = todo.pop()
+        if id(v) in seen:  # a list or a tensor that holds itself
+            continue
+        seen.add(id(v))
         kind = type(v)
-        if id(kind) in _PLAIN_IDS or any(v is t for t in _SCALAR_TYPES):  # by id: hashing a type could run its code
+        if any(v is t for t in _SCALAR_TYPES):  # by identity: hashing a type could run its code
+            continue
+        if issubclass(kind, torch.Tensor):  # any tensor: its own attributes are read as data too
+            if id(kind) not in _PLAIN_IDS and not _own_tensor_class_runs_no_c(kind):
+                return True
+            own = _tensor_dict(v)
+            if type(own) is not dict:
+                return True
+            todo += [*own.keys(), *own.values()]
+            continue
+        if id(kind) in _PLAIN_IDS:
             continue
         if any(kind is t for t in _SEQUENCES):
             todo += v
@@ -83,12 +106,9 @@ def _hands_over_code(func, args, kwargs) -> bool:
             todo += [*v.keys(), *v.values()]
         elif kind is slice:
             todo += (v.start, v.stop, v.step)
-        elif issubclass(kind, torch.Tensor):
-            if not _own_tensor_class_runs_no_c(kind):
-                return True
         elif not (numpy is not None and ((kind is numpy.ndarray or kind is numpy.memmap) and v.dtype.kind in "biufc" or
-                                         issubclass(kind, numpy.generic) and _type_module(kind) == "numpy")):
-            return True
+                                         issubclass(kind, numpy.generic) and not _type_flags(kind) & _HEAP_TYPE)):
+            return True  # a class of the student's that says it is numpy's int64 is still a heap type
     return False
 
 
@@ -129,7 +149,10 @@ def _sets_a_private_attribute(func) -> bool:
     return type(func) is _SETTER and type(func.__self__) is _GETSET and func.__self__.__name__.startswith("_")
 
 
-_HOOK_EVENTS = ("sys.setprofile", "sys.settrace")
+# Setting or clearing a profile or trace function; and making a code object or a function at run time, which
+# re-homed torch's own optimizer code under a file name of the student's choosing, or ran it with globals whose
+# __name__ is not torch's (red team 11). No task's reference makes either while a check runs.
+_HOOK_EVENTS = ("sys.setprofile", "sys.settrace", "code.__new__", "function.__new__")
 
 
 def _audited() -> dict:
@@ -148,7 +171,28 @@ def _audited() -> dict:
         watch(event, _getframe(1))
 
     sys.addaudithook(hook)
+    _no_threads(state)
     return state
+
+
+def _no_threads(state: dict) -> None:
+    """While a recorder watches, starting a thread is refused: a new thread has neither the profile hook nor the
+    torch function mode, both per thread, and Python 3.11 audits no thread start (red team 11 started one from
+    C, inside copy.copy). _thread's functions, and threading's copy, are replaced by ones that ask first; the
+    grader's worker also forbids the system call to each task's process (sandboxed/worker.py)."""
+    import _thread
+    import threading
+
+    def asking(start):
+        def start_new_thread(function, args, kwargs=None):
+            watch = state["watch"]
+            if watch is not None and not state["own"]:
+                watch("_thread.start_new_thread", _getframe(1))
+            return start(function, args, *([] if kwargs is None else [kwargs]))
+        return start_new_thread
+
+    _thread.start_new_thread = threading._start_new_thread = asking(_thread.start_new_thread)
+    _thread.start_new = asking(_thread.start_new)
 
 
 def _depth() -> int:
@@ -212,6 +256,19 @@ def _library_dirs() -> tuple[str, ...]:
 
 
 _LIBRARY_DIRS = _library_dirs()
+
+
+def _module_of(file: str) -> str:
+    """The module a library file is, from its path under the library folders: ".../torch/optim/adamw.py" is
+    torch.optim.adamw, "<frozen importlib._bootstrap>" importlib._bootstrap."""
+    if file.startswith("<frozen "):
+        return file[len("<frozen "):].rstrip(">")
+    path = os.path.abspath(file)
+    under = max((d for d in _LIBRARY_DIRS if path.startswith(d)), key=len, default=None)
+    if under is None:
+        return ""
+    parts = path[len(under):].removesuffix(".py").split(os.sep)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 STUDENT, COURSE, LIBRARY, UNKNOWN = "student", "course", "library", "unknown"
 
 
@@ -402,9 +459,10 @@ def _hooks(record: Recorder, task, student_files: dict[str, str]):
         if event == "call":
             code = frame.f_code
             if code not in codes:
+                # by where the code lives, not the frame's globals: torch's code run with globals whose __name__
+                # was the student's once had its verdict cached as free (red team 11)
                 name = getattr(code, "co_qualname", code.co_name)
-                codes[code] = judge(frame.f_globals.get("__name__", "") or "", name) if (
-                    kind_of(code) == LIBRARY) else None
+                codes[code] = judge(_module_of(code.co_filename), name) if kind_of(code) == LIBRARY else None
             verdict, caller = codes[code], frame.f_back
             if kind_of(code) != LIBRARY and kind_of(code) != COURSE and not mode_on() and studentish(frame):
                 # torch pauses the mode while it runs a function: code of the student's it calls back (an index

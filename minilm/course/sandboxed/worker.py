@@ -103,6 +103,29 @@ def _send(write_end: int, data: bytes) -> None:
         view = view[os.write(write_end, view[:1 << 16]):]
 
 
+def _no_new_threads() -> bool:
+    """Forbid this process, and what it forks, to start a thread (clone with CLONE_THREAD fails with EAGAIN, so
+    Python says "can't start new thread"): a thread has neither the recorder's profile hook nor its torch function
+    mode, both per thread, and code can start one from C where the recorder's own guard sees nothing. Torch runs
+    on one thread here (set before the fork), so a task needs none. Linux with libseccomp only; False elsewhere."""
+    try:
+        import errno
+        import platform
+
+        import pyseccomp as sc
+    except (ImportError, OSError, RuntimeError):
+        return False
+    try:
+        f = sc.SyscallFilter(sc.ALLOW)
+        flags = 1 if platform.machine().startswith("s390") else 0  # clone(2): s390 swaps its first two arguments
+        f.add_rule(sc.ERRNO(errno.EAGAIN), "clone", sc.Arg(flags, sc.MASKED_EQ, 0x00010000, 0x00010000))
+        f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")  # its flags are out of a filter's reach: glibc falls back to clone
+        f.load()
+    except Exception:  # noqa: BLE001 - a kernel without seccomp: the recorder's guard remains
+        return False
+    return True
+
+
 def _child(task: str, parts: list[list[dict]], write_end: int) -> None:
     """Run one task, part after part (the notebook's cases, then the hidden ones), under the recorder, and
     hand each part's outputs back through the pipe only, as a frame, as soon as it is done; never returns.
@@ -121,6 +144,7 @@ def _child(task: str, parts: list[list[dict]], write_end: int) -> None:
             os._exit(0)
 
         probe = exercises.get(task)
+        _no_new_threads()
         record = watching(task, exercise_files(os.path.dirname(minilm.__file__)), on_refusal=refused)
         record.__enter__()
         for cases in parts:
