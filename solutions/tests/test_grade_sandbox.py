@@ -30,6 +30,10 @@ from solutions.tests.grading_helpers import (
     submission,
 )
 
+# One worker for the module under `minilm test all`: its setpriv tests use the grader's uids and a fixed path in
+# /tmp (what a sandboxed uid leaves behind), which two of them running at once would share.
+pytestmark = pytest.mark.xdist_group("grade_sandbox")
+
 # ---------------------------------------------------------------- the grader's own Python, wherever it is
 
 

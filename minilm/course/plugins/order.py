@@ -36,14 +36,18 @@ def _share_the_cores(config) -> None:
 @pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config, items):
     """Under --dist loadgroup (`minilm test all`), the tests that must share a worker are grouped: a
-    notebook's cells (one kernel, in order) and a module whose fixtures outlive a test (a graded batch, a
-    built release: set up once). Every other test is a work unit of its own, so the many quick ones fill
+    notebook's cells (one kernel, in order), a module whose fixtures outlive a test (a graded batch, a
+    built release: set up once) and a module marked `xdist_group` (its tests share a path or a uid of the
+    machine's). Every other test is a work unit of its own, so the many quick ones fill
     in beside the long ones to the end, where a whole module of them kept one worker busy while the other
     idled. Marked before xdist's own hook reads the marks into the node ids; ordered after --task has
     chosen the items."""
     if getattr(config.option, "loadgroup", False):
         for item in items:
-            if not item.get_closest_marker("xdist_group") and _shares_its_module(item):
+            mark = item.get_closest_marker("xdist_group")  # a module's own: it shares something of the machine's
+            if mark is not None:
+                _group(item, str(mark.args[0] if mark.args else mark.kwargs.get("name", "default")))
+            elif _shares_its_module(item):
                 _group(item, item.nodeid.split("::", 1)[0])
     result = yield
     if hasattr(config, "workerinput"):  # an xdist worker: the order its controller hands out scopes in
@@ -55,7 +59,8 @@ def _group(item, name: str) -> None:
     """Put `item` in xdist's group `name`: the mark, and the "@name" that xdist's scheduler reads from the node
     id. xdist 3.8 writes that suffix to `_nodeid`, which pytest >= 9.1 no longer reads (it builds the node id
     from `_id`): there the suffix is written here, or every test of a notebook would be a unit of its own."""
-    item.add_marker(pytest.mark.xdist_group(name))
+    if item.get_closest_marker("xdist_group") is None:
+        item.add_marker(pytest.mark.xdist_group(name))
     if hasattr(item, "_id"):
         item._id = item.parent.id.child(f"{item.name}@{name}")
 
