@@ -242,6 +242,47 @@ def test_code_made_or_run_out_of_sight_is_refused():
     assert _watched("6.1", lambda: copy.deepcopy(torch.nn.Linear(4, 2))) is None
 
 
+def test_the_twelfth_red_teams_ways_are_refused_and_an_honest_decorator_is_not():
+    # A Tensor subclass's __slots__ member (outside the instance's __dict__) as the method torch's Python
+    # Tensor.__rdiv__ calls with the mode paused; enum.bltns, the builtins module under another name, whose
+    # getattr reached sys and the rule's lists; rebinding those lists. Up to 70 points of one submission.
+    import functools
+
+    import torch
+
+    from minilm.course.rules import families
+
+    class Holder(torch.Tensor):
+        __slots__ = ("reciprocal",)
+
+    def through_a_slot():
+        h = Holder([1.0])
+        h.reciprocal = functools.partial(torch.softmax, torch.randn(3), 0)
+        return 1 / h
+
+    assert _watched("6.1", through_a_slot).what == "code handed to a torch function"
+    assert {f.what for f in lint.lint("import enum\nLOOK = enum.bltns.getattr\n", "attention")} == {
+        "uses .bltns", "uses .getattr"}
+    saved = families.BUILT_IN_LIBRARIES
+    try:
+        families.BUILT_IN_LIBRARIES = ("none",)  # what the red team's setattr did, from a module of its own
+        assert _watched("6.1", lambda: torch.softmax(torch.randn(3), 0)).what == "torch.softmax"
+    finally:
+        families.BUILT_IN_LIBRARIES = saved
+
+    def decorated():  # @functools.wraps as honest decorators use it: a function around a function, default names
+        def logged(fn):
+            @functools.wraps(fn)
+            def inner(*args):
+                return fn(*args)
+            return inner
+        return logged(lambda x: x + 1)(1)
+
+    assert _watched("6.1", decorated) is None
+    assert _watched("6.1", lambda: functools.update_wrapper(type("Box", (), {})(), torch)).what == (
+        "functools.update_wrapper")  # a module's whole namespace copied onto an object: vars() by another name
+
+
 def test_torch_is_handed_data_never_code():
     # Torch iterates what it is handed with the mode paused, and C code called from there makes no event:
     # map(torch.softmax, …) as Tensor.backward's inputs ran unseen (the eighth red team). Data passes.

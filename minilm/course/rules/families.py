@@ -24,11 +24,12 @@ class Family:
     except_: tuple[str, ...] = ()  # modules under those that are provided, not the job
     summary: str = ""  # for docs/students.md
 
-    def holds(self, module: str, qualname: str) -> bool:
+    def holds(self, module: str, qualname: str, libraries: tuple[str, ...] = BUILT_IN_LIBRARIES) -> bool:
         """Whether the library function `qualname` of `module` does this family's job: torch's and einops' do
         (another library's `normalize` is not F.normalize) when their class or function name holds a key, in
         any spelling (Tensor.log_softmax, nn.LayerNorm, aten._softmax, torch._fused_adamw_)."""
-        if module.split(".", 1)[0] not in BUILT_IN_LIBRARIES:
+        # `libraries` is bound when the class is made: code that rebinds the module's global later changes nothing
+        if module.split(".", 1)[0] not in libraries:
             return False
         if any(_under(module, m) for m in self.modules) and not any(_under(module, m) for m in self.except_):
             return True
@@ -191,6 +192,7 @@ ESCAPE_ATTRIBUTES = frozenset("""
     from_file PyTorchFileReader PyTorchFileWriter load_library
     f_back f_globals f_locals f_builtins f_code gi_frame gi_code cr_frame cr_code ag_frame tb_frame tb_next
     cell_contents co_freevars co_cellvars co_consts co_code co_names co_filename
+    bltns copyreg getattr setattr delattr hasattr
     setprofile settrace getprofile gettrace
 """.split())
 ALLOWED_DUNDERS = frozenset({"__init__", "__name__", "__class__"})

@@ -17,6 +17,7 @@ get around it (families.ESCAPE_MODULES); the lint (lint.py) keeps the ways to re
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import sysconfig
@@ -115,7 +116,10 @@ def _hands_over_code(func, args, kwargs) -> bool:
 _FUNCTION = type(_data_arguments)
 _type_dict = type.__dict__["__dict__"].__get__
 _TENSOR_BASES = (object, torch.Tensor, torch._C.TensorBase, torch.nn.Parameter, torch.nn.Buffer)
-_SLOTS = (type(type.__dict__["__dict__"]), type(type.__dict__["__weakrefoffset__"]))  # __dict__, __slots__' members
+# A class's __dict__ descriptor; not a __slots__ member, whose value lives outside the instance's __dict__, where
+# the argument check does not read it: a slot named `reciprocal` holding functools.partial(torch.softmax, …) was
+# what Tensor.__rdiv__ called with the mode paused (red team 12)
+_SLOTS = (type(type.__dict__["__dict__"]),)
 
 
 def _own_tensor_class_runs_no_c(kind: type) -> bool:
@@ -240,11 +244,14 @@ class Refusal:
         return f"Task {self.task}: {who} ran {self.what}{at}" + (f"; {self.advice}" if self.advice else "")
 
 
-def _escape(module: str, qualname: str, allowed: tuple[str, ...]) -> bool:
+def _escape(module: str, qualname: str, allowed: tuple[str, ...], escapes: tuple[str, ...] = ESCAPE_MODULES,
+            names: frozenset = ESCAPE_FUNCTIONS, exceptions: tuple[str, ...] = ESCAPE_EXCEPT) -> bool:
+    """Whether a library function is a way out of the recording. The lists are bound when this module is imported:
+    code that rebinds a module global afterwards changes nothing (red team 12 emptied families' list so)."""
     full = f"{module}.{qualname}"
     hit = any(full == e or full.startswith(e + ".") or module == e or module.startswith(e + ".")
-              for e in ESCAPE_MODULES) or qualname.rsplit(".", 1)[-1] in ESCAPE_FUNCTIONS
-    return hit and not any(full == a or full.startswith(a + ".") or module == a for a in (*allowed, *ESCAPE_EXCEPT))
+              for e in escapes) or qualname.rsplit(".", 1)[-1] in names
+    return hit and not any(full == a or full.startswith(a + ".") or module == a for a in (*allowed, *exceptions))
 
 
 def _library_dirs() -> tuple[str, ...]:
@@ -425,6 +432,21 @@ def _judge(task):
     return judge
 
 
+_UPDATE_WRAPPER = functools.update_wrapper.__code__
+_DEFAULT_NAMES = (functools.WRAPPER_ASSIGNMENTS, functools.WRAPPER_UPDATES)
+
+
+def _wraps_a_function(frame) -> bool:
+    """Whether this is functools.update_wrapper as `@functools.wraps(fn)` calls it in an honest decorator: a function
+    wrapping a function, with the default attribute names. Named otherwise, or handed a module, it is a getattr by
+    any name (red team 11 reached the recorder's closures so); only identities are compared, nothing of theirs runs."""
+    if frame.f_code is not _UPDATE_WRAPPER:
+        return False
+    seen = frame.f_locals
+    return (type(seen.get("wrapper")) is _FUNCTION and type(seen.get("wrapped")) is _FUNCTION
+            and seen.get("assigned") is _DEFAULT_NAMES[0] and seen.get("updated") is _DEFAULT_NAMES[1])
+
+
 def _hooks(record: Recorder, task, student_files: dict[str, str]):
     """The profile function and the torch function mode of one watch, closed over what they judge by. Neither
     hashes, compares or reads an attribute of the student's objects: that would run their code while the hook
@@ -476,7 +498,7 @@ def _hooks(record: Recorder, task, student_files: dict[str, str]):
             advice, escape, what = verdict
             if not escape:
                 refuse(what, advice, frame, False)
-            elif studentish(caller):
+            elif studentish(caller) and not (event == "call" and _wraps_a_function(frame)):
                 refuse(what, advice, caller, True)
 
     class Mode(TorchFunctionMode):
