@@ -24,6 +24,13 @@ def test_block_state_dict_names():
 
 
 @pytest.mark.task("7.1")
+def test_block_ffn_is_as_wide_as_d_ff():
+    """The feed-forward width is the d_ff given, not d_model: SwiGLU(d_model, d_ff)'s three weights."""
+    shapes = {k: tuple(v.shape) for k, v in minilm.TransformerBlock(16, 4, 40, 32, 10000.0).state_dict().items()}
+    assert (shapes["ffn.w1.weight"], shapes["ffn.w2.weight"], shapes["ffn.w3.weight"]) == ((40, 16), (16, 40), (40, 16))
+
+
+@pytest.mark.task("7.1")
 def test_block_is_sequential_pre_norm():
     """The block composed from its own submodules: h = x + attn(ln1(x)), then h + ffn(ln2(h)).
     The FFN sees the attention's output (sequential, not parallel) and the residual stream is

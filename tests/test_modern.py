@@ -86,6 +86,16 @@ def test_parameter_groups_on_the_course_model():
     assert adamw["muon"] == [] and len(adamw["decay"]) == 2 * 7 + 1
 
 
+@pytest.mark.task("14.3")
+def test_parameter_groups_keep_a_tied_head_out_of_weight_decay():
+    """A head tied to the embedding is the embedding: it is not decayed, and it is listed once."""
+    model = minilm.TransformerLM(50, 16, 16, 1, 2, 32)
+    model.lm_head.weight = model.token_embeddings.weight
+    groups = minilm.parameter_groups(model)
+    shared = model.token_embeddings.weight
+    assert [k for k, v in groups.items() for p in v if p is shared] == ["no_decay"]
+
+
 # ---------------------------------------------------------------- 14.4 WSD
 
 

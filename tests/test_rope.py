@@ -10,6 +10,13 @@ even_dims = st.integers(1, 8).map(lambda h: 2 * h)
 
 
 @pytest.mark.task("5.1")
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16, torch.float16])
+def test_rope_returns_the_dtype_it_is_given(dtype):
+    x = randn((2, 5, 8), 3).to(dtype)
+    assert minilm.rope(x, torch.arange(5), 10000.0).dtype == dtype
+
+
+@pytest.mark.task("5.1")
 def test_rope_rotates_adjacent_pairs_by_position_times_frequency():
     """Hand-computed: at position 1 with d_k = 4, pair 0 turns by 1 rad and pair 1 by θ^(-1/2)."""
     theta = 100.0
