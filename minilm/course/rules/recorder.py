@@ -276,6 +276,8 @@ def _module_of(file: str) -> str:
         return ""
     parts = path[len(under):].removesuffix(".py").split(os.sep)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
 STUDENT, COURSE, LIBRARY, UNKNOWN = "student", "course", "library", "unknown"
 
 
