@@ -474,6 +474,18 @@ def state_keys(module: nn.Module) -> list[str]:
     return sorted(module.state_dict())
 
 
+BUILD_FROM_SIZES = "build each part from the sizes and options the constructor is given"
+
+
+def _wrong_shapes(own: dict, state: dict) -> list[str]:
+    """The keys both have whose tensors' shapes differ."""
+    return [k for k in state if k in own and tuple(own[k].shape) != tuple(state[k].shape)]
+
+
+def _wrong_shape(k: str, own: dict, state: dict, name: str | None = None) -> str:
+    return f"{name or k} has shape {shown(list(own[k].shape))}, expected {list(state[k].shape)}"
+
+
 def load_state(module: nn.Module, state: dict) -> None:
     """The case's weights into `module`; where its parameters' names or shapes differ from the contract's, the
     check fails saying which, in the contract's words (not load_state_dict's, and not as an error your code
@@ -482,11 +494,11 @@ def load_state(module: nn.Module, state: dict) -> None:
 
     own = module.state_dict()
     missing, extra = sorted(set(state) - set(own)), sorted(set(own) - set(state), key=str)
-    wrong = [k for k in state if k in own and tuple(own[k].shape) != tuple(state[k].shape)]
+    wrong = _wrong_shapes(own, state)
     if missing or extra or wrong:
-        parts = [f"{k} has shape {shown(list(own[k].shape))}, the contract's {list(state[k].shape)}" for k in wrong[:2]]
+        parts = [_wrong_shape(k, own, state) for k in wrong[:2]]
         if wrong:
-            parts[-1] += " (build each part from the sizes the constructor is given)"
+            parts[-1] += f" ({BUILD_FROM_SIZES})"
         if missing:  # a tensor that is not a Parameter, or modules kept in a plain list: not registered
             parts.append(f"{len(missing)} missing, such as {', '.join(missing[:2])}: only an nn.Parameter, or a "
                          "module held as an attribute or in an nn.ModuleList (not a plain list or dict), is in it")
@@ -504,11 +516,9 @@ def load_matching(module: nn.Module, state: dict, what: str) -> None:
     from minilm.course.checks import CheckFailed
 
     own = module.state_dict()
-    for k, v in state.items():
-        if k in own and tuple(own[k].shape) != tuple(v.shape):
-            name = k if _CONTRACT_NAME.fullmatch(k) else "a parameter"  # the contract's names only (see learns)
-            raise CheckFailed(f"{what}: {name} has shape {shown(list(own[k].shape))}, expected {list(v.shape)}: "
-                              "build each part from the sizes and options the constructor is given")
+    for k in _wrong_shapes(own, state)[:1]:
+        name = k if _CONTRACT_NAME.fullmatch(k) else "a parameter"  # the contract's names only (see learns)
+        raise CheckFailed(f"{what}: {_wrong_shape(k, own, state, name)}: {BUILD_FROM_SIZES}")
     module.load_state_dict({k: v.clone() for k, v in state.items() if k in own}, strict=False)
 
 
