@@ -9,6 +9,7 @@ import io
 import json
 import math
 import os
+import statistics
 import sys
 import time
 from dataclasses import dataclass
@@ -530,34 +531,43 @@ def train_loop(run: Run, model, optimizer, training_loss, start: int, until: flo
 
 
 def distillation_fits(run: Run, first, trained: Trained) -> tuple[int, float] | None:
-    """After a budget's first run ended at MAX_EPOCHS with time left: (teachers, the time left) when, at the
-    pace the first run trained, the other teachers' runs and STUDENT_SHARE of a student's (whose steps also
-    run every teacher forward; its schedule follows the clock to the deadline) fit; as many teachers as fit,
-    up to MAX_TEACHERS. None when the plan did not switch the levers on, Task 16.2 is unwritten, or under
-    torchrun."""
+    """After a budget's first run ended at MAX_EPOCHS with time left: (teachers, the time left). At the pace
+    the first run trained, as many teachers as fit (up to MAX_TEACHERS) beside a student as long as that run
+    (its steps also run every teacher forward); when even one teacher's does not fit, one teacher and what
+    is left for the student, if that is STUDENT_SHARE of it. None when the plan did not switch the levers
+    on, Task 16.2 is unwritten, or under torchrun."""
     args, plan = run.args, run.plan
     if plan is None or not plan.levers or plan.unused_s <= 0 or args.distill_todo or run.dist.enabled:
         return None
     end = run.clock_start + args.budget_s * SAFETY - plan.reserve_s
-    left_s = end - time.perf_counter()
     steps = trained.final_step - trained.start
     run_s = time.time() - trained.started  # one run of `steps`, as it went: a busy machine's pace included
     x = torch.zeros(args.batch_size, args.context_length, dtype=torch.long, device=run.device)
     with torch.no_grad():
         first(x)  # warm
-        t = time.perf_counter()
-        first(x).sum().item()
-        forward_s = time.perf_counter() - t
+        timings = []
+        for _ in range(5):  # the median: one timing was the whole decision, and one hiccup could flip it
+            t = time.perf_counter()
+            first(x).sum().item()
+            timings.append(time.perf_counter() - t)
+    forward_s = statistics.median(timings)
+    left_s = end - time.perf_counter()
     # Each new model compiles its step again (as long as the first did: the cache is warm now), and its
     # teachers' forward passes are compiled with it.
     compile_s = run.compile_s if args.compile else 0.0
     if args.compile:
         forward_s /= COMPILE_SPEEDUP
 
-    def needed_s(k: int) -> float:  # k − 1 more runs, then STUDENT_SHARE of a student with k teachers
-        return (k - 1) * (run_s + compile_s) + compile_s + STUDENT_SHARE * (run_s + k * steps * forward_s)
+    def needed_s(k: int, share: float = 1.0) -> float:  # k − 1 more runs, then `share` of a student with k teachers
+        return (k - 1) * (run_s + compile_s) + compile_s + share * (run_s + k * steps * forward_s)
 
     teachers = max((k for k in range(1, MAX_TEACHERS + 1) if needed_s(k) <= left_s), default=0)
+    if not teachers and needed_s(1, STUDENT_SHARE) <= left_s:
+        teachers = 1
+    if not teachers and run.dist.main:
+        print(f"the first run ended with {left_s:.0f} s of the budget left, at its pace too little to distil "
+              f"({STUDENT_SHARE:.0%} of a student with one teacher needs ~{needed_s(1, STUDENT_SHARE):.0f} s): "
+              "the run ends early")
     return (teachers, left_s) if teachers else None
 
 
@@ -784,7 +794,7 @@ def main(argv: list[str] | None = None, prog: str = "minilm train") -> int:
             if dist.main:
                 print(f"the first run ended with {fits[1]:.0f} s of the budget left: distilling (notebook 16), "
                       f"{fits[0]} teacher run(s) in all, then a student of the same size on their averaged logits "
-                      "(your Task 16.2) until the deadline")
+                      "(your Task 16.2) for as many steps as the first run, or until the deadline")
             model, optimizer, trained = distil(run, model, optimizer, trained, fits[0])
         final_step = trained.final_step
         if dist.main and (final_step != start or not (out_dir / CHECKPOINT_FILE).exists()):
