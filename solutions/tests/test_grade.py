@@ -34,7 +34,6 @@ from solutions.grading.results import SKIPPED, CellResult, TaskGrade
 from solutions.tests.grading_helpers import (
     ALL,
     CELL_TIMEOUT,
-    FUTURE,
     NOTEBOOKS,
     P11,
     P12,
@@ -330,28 +329,6 @@ def shortcuts() -> dict[str, dict[str, str]]:
             "grading_time_and_oracles": {"linear": at_grading, "rmsnorm": oracle}}
 
 
-def third_red_team() -> dict[str, str]:
-    """Found by the third red team (issue 24) with the student edition alone, each a working
-    shortcut that the old blacklist passed: `self` rebound to torch.nn.functional (1.1) and
-    einops' private backend handing back the torch module (3.1). The allowlist refuses both, and the
-    Linear and RMSNorm that call them: a task is judged by all the code it runs."""
-    linear = replace_region(reference("linear"), "1.1", "self = torch.nn.functional\nreturn self.linear(x, weight)")
-    rms = replace_region(reference("rmsnorm"), "3.1", "backend = einops._backends.get_backend(x)\n"
-                                                       "return backend.torch.nn.functional.rms_norm(x, x.shape[-1:], "
-                                                       "weight, eps)")
-    return {"linear": linear, "rmsnorm": prepend(rms, "import einops\n")}
-
-
-def fourth_red_team() -> dict[str, str]:
-    """Found by the fourth red team with the student edition: names the static rule read but did not judge, bound in
-    a module-level annotation (which Python evaluates at import) and taken from getattr's default. Judged by what
-    runs, each runs a refused built-in: 1.1 and 3.1 earn 0, and so do Linear and RMSNorm, which call them."""
-    linear = reference("linear").replace(FUTURE, "import torch\n_: [F := torch.nn.functional] = None\n", 1)
-    rms = replace_region(reference("rmsnorm"), "3.1", "return getattr(x, 'no_such_name', torch.nn.functional.rms_norm)"
-                                                       "(x, x.shape[-1:], weight, eps)")
-    return {"linear": replace_region(linear, "1.1", "return F.linear(x, weight)"), "rmsnorm": rms}
-
-
 def stopped_the_old_trusted_side() -> dict[str, str]:
     """Each stopped or stalled a whole batch in the grader's own process: 6,000 chained aliases, honest code (the
     static rule's scan took a minute over them), and a 12 kB line the parser cannot nest (graded as the stub)."""
@@ -416,8 +393,6 @@ def build_batch(tmp: Path, out: Path, port: int, kind: str = "bwrap") -> dict[st
     add("builtins_behind_aliases", 0, **cut["builtins_behind_aliases"])
     add("grading_time_and_oracles", 0, **cut["grading_time_and_oracles"])
     add("daemon_crash_network_memory", P32, **daemon_crash_network_memory(out, port))
-    add("third_red_team", 0, **third_red_team())
-    add("fourth_red_team", 0, **fourth_red_team())
     add("stopped_the_old_trusted_side", P11 + P12, **stopped_the_old_trusted_side())
     add("honest_variants", ALL, **honest_variants())
     batch["encrypted"] = (encrypted_zip(tmp), 0)
@@ -505,8 +480,8 @@ def batch(request, tmp_path_factory):
 
 BATCH = ["poisons_reads_answers_exfiltrates", "reference", "partial", "forges_copies_sabotages",
          "always_equal_and_hangs",
-         "builtins_behind_aliases", "grading_time_and_oracles", "daemon_crash_network_memory", "third_red_team",
-         "fourth_red_team", "stopped_the_old_trusted_side", "honest_variants", "encrypted",
+         "builtins_behind_aliases", "grading_time_and_oracles", "daemon_crash_network_memory",
+         "stopped_the_old_trusted_side", "honest_variants", "encrypted",
          "bad_files_outer", "bomb", "corrupt", "friend"]
 
 
@@ -600,9 +575,6 @@ def test_feedback_names_what_the_rule_and_the_reading_of_files_found(batch):
     assert "from scratch: Task 3.1: minilm/rmsnorm.py:" in late and "imports minilm.oracles" in late
     # Linear runs the shortcut linear: refused too, at the line that ran it (a sacrificed task launders nothing)
     assert "Task 1.2: your linear ran torch.nn.functional.linear (minilm/linear.py:" in aliases
-    fourth = feedback("fourth_red_team")
-    assert "Task 1.1: your linear ran torch.nn.functional.linear" in fourth, fourth
-    assert "Task 3.1: your rms_norm ran torch.nn.functional.rms_norm" in fourth
     stopped = feedback("stopped_the_old_trusted_side")
     assert "minilm/rmsnorm.py cannot be parsed" in stopped and "graded as the stub" in stopped, stopped
     assert "not a readable zip archive (RuntimeError" in feedback("encrypted")
@@ -617,8 +589,7 @@ def test_the_check_cells_give_the_graders_verdicts(batch, tmp_path):
 
     if batch["kind"] != "bwrap":
         pytest.skip(f"graded in bwrap alone: {batch['kind']} does not change it")
-    names = ["reference", "partial", "builtins_behind_aliases", "third_red_team", "fourth_red_team",
-             "stopped_the_old_trusted_side", "honest_variants"]
+    names = ["reference", "partial", "builtins_behind_aliases", "stopped_the_old_trusted_side", "honest_variants"]
     jobs = {name: {"files": {p.stem: p.read_text(encoding="utf-8")
                              for p in (batch["subs"][name][0] / "minilm").glob("*.py")}, "tasks": list(POINTS)}
             for name in names}

@@ -1,5 +1,5 @@
-"""The grader on the notebooks that read data (09-11) and on 06, in one batch: the reference earns
-every point beside the third red team's shortcuts on 6.x and 10.x, which earn 0 on exactly their tasks."""
+"""The grader on the notebooks that read data (09-11) and on 06: the reference earns every point in the
+sandbox; the third red team's shortcuts on 6.x and 10.x are refused on exactly their tasks."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import pytest
 
 from minilm.course import tasks
 from solutions.tests.grading_helpers import (
-    keep_only,
     needs_bwrap,
     prepend,
     reference,
@@ -46,31 +45,18 @@ LATER_SHORTCUTS = {"6.1", "6.2", "10.1", "10.2", "10.3", "10.4"} | {"6.3", "7.1"
 
 @needs_bwrap
 @pytest.mark.slow
-def test_the_data_notebooks_and_the_third_red_teams_later_shortcuts(tmp_path):
-    # One batch, --jobs 2: the reference earns every point of 06 and of 09-11, which read the
-    # tokenizer's files and Tiny Shakespeare offline, from the local copies the grader binds
-    # read-only into the sandbox (TIKTOKEN_CACHE_DIR, MINILM_TINYSHAKESPEARE). Beside it, the red
-    # team's shortcuts score 0 on exactly their tasks and the tasks that run them (LATER_SHORTCUTS), and keep
-    # the rest.
+def test_the_data_notebooks_earn_every_point_in_the_sandbox(tmp_path):
+    # The reference earns every point of 06 and of 09-11, which read the tokenizer's files and Tiny Shakespeare
+    # offline, from the local copies the grader binds read-only into the sandbox (TIKTOKEN_CACHE_DIR,
+    # MINILM_TINYSHAKESPEARE). The red team's shortcuts on these tasks are refused by the same rule in the check
+    # cells (below); test_grade.py shows the grader's verdicts are the check cells'.
     every = {m: reference(m) for m in tasks.EXERCISE_MODULES}
     honest = submission(tmp_path / "subs", "reference", **every)
-    # The attacker leaves 10.5 and 10.6 stubs: with no task of 10b left to earn, its longest notebook is not
-    # run (CI's time); its honest tasks of 09 and 11 still show that a refusal costs nothing beyond it.
-    later = third_red_team_later_tasks()
-    later["training"] = keep_only("training", {"10.1", "10.2", "10.3", "10.4"}, later["training"])
-    attacker = submission(tmp_path / "subs", "attacker", **{**every, **later})
-    r = run_grade(str(honest), str(attacker), "--notebooks", "06", "09", "10", "11", "--jobs", "2",
-                  "--out", str(tmp_path / "out"))
+    r = run_grade(str(honest), "--notebooks", "06", "09", "10", "11", "--jobs", "2", "--out", str(tmp_path / "out"))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    got = {s["student"]: s
-           for s in json.loads((tmp_path / "out" / "grades.json").read_text(encoding="utf-8"))["students"]}
+    (got,) = json.loads((tmp_path / "out" / "grades.json").read_text(encoding="utf-8"))["students"]
     graded = [t for t in tasks.TASKS if t.notebook[10:12] in ("06", "09", "10", "11")]
-    assert got["reference"]["total"] == got["reference"]["max"] == sum(t.points for t in graded)
-    shortcuts = LATER_SHORTCUTS & {t.id for t in graded}  # 7.1, 8.1 and 13.x are in other notebooks
-    earned = {t: r["points"] for t, r in got["attacker"]["tasks"].items()}
-    assert earned == {t.id: 0 if t.id in shortcuts | {"10.5", "10.6"} else t.points for t in graded}, earned
-    for t in shortcuts:
-        assert got["attacker"]["tasks"][t]["rules"], got["attacker"]["tasks"][t]
+    assert got["total"] == got["max"] == sum(t.points for t in graded), got["tasks"]
 
 
 def test_the_reference_passes_the_rule_the_red_teams_later_shortcuts_break(tmp_path):
