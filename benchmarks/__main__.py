@@ -1,6 +1,6 @@
 """Benchmarks: the reference against PyTorch's built-ins, and the course's own tooling.
 
-    python -m benchmarks                      # everything (about 20 minutes on 2 cores)
+    python -m benchmarks                      # everything (over an hour on 2 cores, most of it the race)
     python -m benchmarks --quick              # small sizes, one notebook: shows it all still works
     python -m benchmarks --smoke              # --quick at toy sizes, for the tests: its figures mean nothing
     python -m benchmarks --only training      # training | generation | tooling | quality (repeatable)
@@ -270,7 +270,7 @@ def bench_quality(small: Small | None) -> dict:
     validation bytes: the course's recipe before notebook 14 and its default now at 3 minutes,
     nanoGPT's CPU recipe for a character-level GPT (benchmarks/charlm.py, 2,000 iterations,
     however long they take), the default again for the character model's wall time, and (not
-    with --quick) at 10 minutes."""
+    with --quick) at 10 and 30 minutes."""
     env = {**os.environ, "MINILM_IMPL": "solutions", "TQDM_DISABLE": "1"}
     quick = small is not None
     budget = QUICK_QUALITY_BUDGET if quick else QUALITY_BUDGET
