@@ -516,7 +516,9 @@ def load_matching(module: nn.Module, state: dict, what: str) -> None:
     from minilm.course.checks import CheckFailed
 
     own = module.state_dict()
-    for k in _wrong_shapes(own, state)[:1]:
+    wrong = _wrong_shapes(own, state)
+    if wrong:
+        k = wrong[0]
         name = k if _CONTRACT_NAME.fullmatch(k) else "a parameter"  # the contract's names only (see learns)
         raise CheckFailed(f"{what}: {_wrong_shape(k, own, state, name)}: {BUILD_FROM_SIZES}")
     module.load_state_dict({k: v.clone() for k, v in state.items() if k in own}, strict=False)
