@@ -793,3 +793,20 @@ def test_width_scaled_adamw_trains_matrices_at_base_over_width():
         matrix = p.ndim == 2 and name != "token_embeddings.weight"
         assert rate[id(p)] == pytest.approx(2e-3 if matrix else 1e-3), name
     assert "lr × 128/64 = 0.002" in note
+
+
+def test_distillation_takes_teachers_only_while_a_whole_student_fits():
+    """A run of 100 s, compiling 10 s, each teacher 20 s more of the student's run. k teachers need
+    (k − 1) · 110 + 10 + 100 + 20 k seconds with a whole student (130, 260, 390, 520); with none of
+    those, one teacher and STUDENT_SHARE of its student (10 + share · 120); under that, nothing."""
+    from minilm.course.train import plan as planner
+
+    def fit(left_s):
+        return planner.teachers_that_fit(left_s, run_s=100, compile_s=10, teacher_s=20)
+
+    part_s = 10 + planner.STUDENT_SHARE * 120
+    assert 10 < part_s < 130
+    assert fit(129) == (1, part_s) and fit(130) == (1, 130)  # 129: part of a student, 130: a whole one
+    assert fit(259) == (1, 130) and fit(260) == (2, 260) and fit(389)[0] == 2 and fit(390) == (3, 390)
+    assert fit(10_000) == (planner.MAX_TEACHERS, 520)  # never more than MAX_TEACHERS
+    assert fit(part_s) == (1, part_s) and fit(part_s - 1) == (0, part_s)  # part of one teacher's student, or none

@@ -80,8 +80,8 @@ MAX_EPOCHS = 16.0
 MAX_TEACHERS = 4
 DISTILL_T, DISTILL_ALPHA = 2.0, 0.5
 # Where not even one teacher and a whole student fit, a student of one teacher when this share of its
-# steps does: at 10 minutes students of 55% and 61% scored within 0.012 bits per byte of their teacher
-# (and were not kept), so the time is used, at about a tie.
+# steps does: at 10 minutes students of 55%, 61% and 62% of a run scored within 0.012 bits per byte of
+# their teacher (the last one kept, below a weak first run), so the time is used, at about a tie.
 STUDENT_SHARE = 0.5
 # An idle 2-core machine (2 threads, the reference, vocabulary 2,048, batch 16 × 64), training
 # tokens/s by d_model: 64: 18,685, 96: 18,642, 128: 11,867, 192: 6,296, 256: 4,342, 384: 1,915; the
@@ -95,6 +95,20 @@ COMPILE_S, COMPILE_SPEEDUP = 60.0, 1.5
 COMPILE_PAYS_OFF_S = COMPILE_S * COMPILE_SPEEDUP / (COMPILE_SPEEDUP - 1)
 SAFETY = 0.97  # plan to finish 3% early: startup before main() and a busy machine's jitter
 END_S = 2.5  # the last checkpoint, the report and loss.png (matplotlib: 1 s), besides the final evaluation and sample
+
+
+def teachers_that_fit(left_s: float, run_s: float, compile_s: float, teacher_s: float) -> tuple[int, float]:
+    """How many teacher runs distillation takes in `left_s` seconds, and the time it will need: as many as
+    fit (up to MAX_TEACHERS) beside a student as long as a run; else one, when STUDENT_SHARE of its student
+    fits; else none. A run takes run_s, each new model compiles for compile_s, and each teacher adds
+    teacher_s to the student's run (its forward pass at every step)."""
+    def needed_s(k: int, share: float = 1.0) -> float:  # k − 1 more runs, then `share` of a student with k teachers
+        return (k - 1) * (run_s + compile_s) + compile_s + share * (run_s + k * teacher_s)
+
+    teachers = max((k for k in range(1, MAX_TEACHERS + 1) if needed_s(k) <= left_s), default=0)
+    if teachers:
+        return teachers, needed_s(teachers)
+    return (1 if needed_s(1, STUDENT_SHARE) <= left_s else 0), needed_s(1, STUDENT_SHARE)
 
 
 def size_params(size: dict, vocab_size: int) -> tuple[int, int]:

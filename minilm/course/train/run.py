@@ -51,7 +51,6 @@ from minilm.course.train.plan import (
     END_S,
     LEVERS,
     MAX_EPOCHS,
-    MAX_TEACHERS,
     PLAIN_EPOCHS,
     SAFETY,
     STUDENT_SHARE,
@@ -65,6 +64,7 @@ from minilm.course.train.plan import (
     measure_speed,
     plan_budget,
     process_age_s,
+    teachers_that_fit,
 )
 from minilm.course.train.record import METRICS_FILE, PLOT_FILE, MetricsLog, log_interval, plot_losses
 from minilm.course.vocab import Vocabulary
@@ -531,11 +531,9 @@ def train_loop(run: Run, model, optimizer, training_loss, start: int, until: flo
 
 
 def distillation_fits(run: Run, first, trained: Trained) -> tuple[int, float] | None:
-    """After a budget's first run ended at MAX_EPOCHS with time left: (teachers, the time left). At the pace
-    the first run trained, as many teachers as fit (up to MAX_TEACHERS) beside a student as long as that run
-    (its steps also run every teacher forward); when even one teacher's does not fit, one teacher and what
-    is left for the student, if that is STUDENT_SHARE of it. None when the plan did not switch the levers
-    on, Task 16.2 is unwritten, or under torchrun."""
+    """After a budget's first run ended at MAX_EPOCHS with time left: (teachers, the time left), the teachers
+    priced at the pace the first run trained (plan.teachers_that_fit). None when the plan did not switch the
+    levers on, Task 16.2 is unwritten, under torchrun, or when not even one teacher fits (said in a line)."""
     args, plan = run.args, run.plan
     if plan is None or not plan.levers or plan.unused_s <= 0 or args.distill_todo or run.dist.enabled:
         return None
@@ -557,23 +555,18 @@ def distillation_fits(run: Run, first, trained: Trained) -> tuple[int, float] | 
     compile_s = run.compile_s if args.compile else 0.0
     if args.compile:
         forward_s /= COMPILE_SPEEDUP
-
-    def needed_s(k: int, share: float = 1.0) -> float:  # k − 1 more runs, then `share` of a student with k teachers
-        return (k - 1) * (run_s + compile_s) + compile_s + share * (run_s + k * steps * forward_s)
-
-    teachers = max((k for k in range(1, MAX_TEACHERS + 1) if needed_s(k) <= left_s), default=0)
-    if not teachers and needed_s(1, STUDENT_SHARE) <= left_s:
-        teachers = 1
-    if not teachers and run.dist.main:
+    teachers, needed_s = teachers_that_fit(left_s, run_s, compile_s, steps * forward_s)
+    if not teachers:  # not under torchrun (above): this process is the only one
         print(f"the first run ended with {left_s:.0f} s of the budget left, at its pace too little to distil "
-              f"({STUDENT_SHARE:.0%} of a student with one teacher needs ~{needed_s(1, STUDENT_SHARE):.0f} s): "
-              "the run ends early")
-    return (teachers, left_s) if teachers else None
+              f"({STUDENT_SHARE:.0%} of a student with one teacher needs ~{needed_s:.0f} s): the run ends early")
+        return None
+    return teachers, left_s
 
 
 def distil(run: Run, first, first_optimizer, trained: Trained, teachers: int):
     """teachers − 1 more runs like the first, from other seeds, then a student of the same size trained on
-    the runs' averaged logits with your distillation_loss (Task 16.2) until the budget's deadline. (the
+    the runs' averaged logits with your distillation_loss (Task 16.2) for as many steps as the first, or until
+    the budget's deadline. (the
     model to keep, its optimizer, what its loop did): the student or the first run, whichever scores lower
     on the validation split (the one the final evaluation reports: the figure is the better of two)."""
     args, data, dist = run.args, run.data, run.dist
